@@ -1,0 +1,1 @@
+//! pi-agent: arrives with its issue.

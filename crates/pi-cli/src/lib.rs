@@ -1,0 +1,1 @@
+//! pi-cli: arrives with its issue.

@@ -1,0 +1,1 @@
+fn main() { println!("the CLI arrives with its issue"); }

@@ -1,0 +1,49 @@
+//! The stateless pi agent loop.
+//!
+//! `pi-loop` turns a streaming model into a tool-using agent, event for event as the
+//! reference `runAgentLoop` of `@earendil-works/pi-agent-core`: a two-level loop (steering
+//! messages inside, follow-ups outside), the response streamed into one partial message,
+//! tool calls prepared in source order and executed sequentially or concurrently, and every
+//! hook of the reference's `AgentLoopConfig`. It owns no state: the caller passes the
+//! context, the configuration, a cancellation token and an event sink, and gets the new
+//! messages back.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pi_loop::{run_agent_loop, AgentContext, FnSink, LoopConfig};
+//! use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+//! use pi_types::{AgentMessage, StopReason, UserMessage};
+//!
+//! let faux = FauxProvider::default();
+//! faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hello!")], StopReason::Stop))]);
+//! let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
+//! let sink = FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name()));
+//! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+//! let messages = runtime.block_on(run_agent_loop(
+//!     vec![AgentMessage::User(UserMessage::text("Hi"))],
+//!     AgentContext::default(),
+//!     config,
+//!     &sink,
+//!     Default::default(),
+//! )).unwrap();
+//! assert_eq!(messages.len(), 2);
+//! ```
+
+mod config;
+mod error;
+mod run;
+mod sink;
+mod stream;
+mod tools;
+
+pub use config::{
+    AfterToolCallContext, AfterToolCallFn, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallFn,
+    BeforeToolCallResult, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookResult, LoopConfig, MessageSourceFn,
+    PrepareNextTurnFn, PrepareRequestFn, RequestContext, RequestUpdate, TransformContextFn, TurnContext, TurnDecision,
+    TurnUpdate,
+};
+pub use error::LoopError;
+pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run_agent_loop_resume};
+pub use sink::{AgentEventSink, FnSink, NullSink};
+pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
+pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};

@@ -1,0 +1,399 @@
+//! The two-level loop: steering inside, follow-ups outside.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use pi_types::transcript::{current_tools, normalize_context, to_tool_declaration, tool_state_changes, ToolStateChanges};
+use pi_types::{
+    catch_failure, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, Context, Message, StopReason,
+    SystemMessage, SystemContent, ThinkingLevel, Tool,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{AgentContext, LoopConfig, RequestContext, TurnContext, TurnDecision};
+use crate::sink::{AgentEventSink, Emitter};
+use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
+use crate::LoopError;
+
+/// Run a new prompt: the prompts enter the transcript (after any tool-declaration system
+/// message) and the loop runs until the agent stops. Returns the messages the run added.
+pub async fn run_agent_loop(
+    prompts: Vec<AgentMessage>,
+    context: AgentContext,
+    config: LoopConfig,
+    sink: &dyn AgentEventSink,
+    cancel: CancellationToken,
+) -> Result<Vec<AgentMessage>, LoopError> {
+    let emitter = Emitter::new(sink);
+    let initial = declare_tool_changes(&context, prompts);
+    let mut context = context;
+    context.messages.extend(initial.iter().cloned());
+    let mut new_messages = initial.clone();
+    emitter.emit(AgentEvent::AgentStart).await?;
+    emitter.emit(AgentEvent::TurnStart).await?;
+    for message in initial {
+        emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
+        emitter.emit(AgentEvent::MessageEnd { message }).await?;
+    }
+    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    run.run(true).await?;
+    Ok(new_messages)
+}
+
+/// Continue from the current transcript without a new message (retries, or after tool
+/// results). Refuses an empty transcript and one that ends with an assistant message.
+pub async fn run_agent_loop_continue(
+    context: AgentContext,
+    config: LoopConfig,
+    sink: &dyn AgentEventSink,
+    cancel: CancellationToken,
+) -> Result<Vec<AgentMessage>, LoopError> {
+    check_continue(&context)?;
+    let emitter = Emitter::new(sink);
+    let mut new_messages = Vec::new();
+    emitter.emit(AgentEvent::AgentStart).await?;
+    emitter.emit(AgentEvent::TurnStart).await?;
+    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    run.run(true).await?;
+    Ok(new_messages)
+}
+
+/// Like [`run_agent_loop_continue`], but the first steering poll is skipped (the caller
+/// already drained the queue into `context`): what the Agent's `continue` does.
+pub async fn run_agent_loop_resume(
+    prompts: Vec<AgentMessage>,
+    context: AgentContext,
+    config: LoopConfig,
+    sink: &dyn AgentEventSink,
+    cancel: CancellationToken,
+) -> Result<Vec<AgentMessage>, LoopError> {
+    let emitter = Emitter::new(sink);
+    let initial = declare_tool_changes(&context, prompts);
+    let mut context = context;
+    context.messages.extend(initial.iter().cloned());
+    let mut new_messages = initial.clone();
+    emitter.emit(AgentEvent::AgentStart).await?;
+    emitter.emit(AgentEvent::TurnStart).await?;
+    for message in initial {
+        emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
+        emitter.emit(AgentEvent::MessageEnd { message }).await?;
+    }
+    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    run.run(false).await?;
+    Ok(new_messages)
+}
+
+pub(crate) fn check_continue(context: &AgentContext) -> Result<(), LoopError> {
+    match context.messages.last() {
+        None => Err(LoopError::NoMessages),
+        Some(AgentMessage::Assistant(_)) => Err(LoopError::ContinueFromAssistant),
+        Some(_) => Ok(()),
+    }
+}
+
+struct Run<'r, 's> {
+    context: AgentContext,
+    config: LoopConfig,
+    cancel: CancellationToken,
+    emitter: &'r Emitter<'s>,
+    new_messages: &'r mut Vec<AgentMessage>,
+}
+
+struct CompletedTurn {
+    message: AssistantMessage,
+    tool_results: Vec<pi_types::ToolResultMessage>,
+}
+
+impl Run<'_, '_> {
+    async fn emit(&self, event: AgentEvent) -> Result<(), LoopError> {
+        self.emitter.emit(event).await
+    }
+
+    async fn poll_steering(&self) -> Vec<AgentMessage> {
+        match &self.config.get_steering_messages {
+            Some(source) => source().await,
+            None => Vec::new(),
+        }
+    }
+
+    async fn poll_follow_ups(&self) -> Vec<AgentMessage> {
+        match &self.config.get_follow_up_messages {
+            Some(source) => source().await,
+            None => Vec::new(),
+        }
+    }
+
+    fn turn_context<'a>(&'a self, turn: &'a CompletedTurn) -> TurnContext<'a> {
+        TurnContext {
+            message: &turn.message,
+            tool_results: &turn.tool_results,
+            context: &self.context,
+            new_messages: self.new_messages,
+        }
+    }
+
+    fn set_reasoning(&mut self, level: Option<ThinkingLevel>) {
+        if let Some(level) = level {
+            self.config.options.reasoning = (level != ThinkingLevel::Off).then_some(level);
+        }
+    }
+
+    async fn run(&mut self, poll_initial_steering: bool) -> Result<(), LoopError> {
+        let mut last_turn: Option<CompletedTurn> = None;
+        let mut explicit_continuation = false;
+        let mut pending = if poll_initial_steering { self.poll_steering().await } else { Vec::new() };
+        loop {
+            let mut has_more_tool_calls = true;
+            while has_more_tool_calls || !pending.is_empty() {
+                let mut prepared = Vec::new();
+                if let Some(turn) = &last_turn {
+                    if let Some(hook) = self.config.prepare_next_turn.clone() {
+                        let ctx = self.turn_context(turn);
+                        let update = catch_failure(hook(&ctx)).await.map_err(LoopError::Hook)?;
+                        if let Some(update) = update {
+                            if let Some(context) = update.context {
+                                self.context = context;
+                            }
+                            prepared = update.messages.unwrap_or_default();
+                            if let Some(model) = update.model {
+                                self.config.model = model;
+                            }
+                            self.set_reasoning(update.thinking_level);
+                        }
+                    }
+                    // Preparation may take long: pick up steering queued meanwhile, but only
+                    // when the earlier poll was empty (one-at-a-time queues would give two).
+                    if pending.is_empty() {
+                        pending = self.poll_steering().await;
+                    }
+                    self.emit(AgentEvent::TurnStart).await?;
+                }
+                prepared.append(&mut pending);
+                for message in declare_tool_changes(&self.context, prepared) {
+                    self.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
+                    self.emit(AgentEvent::MessageEnd { message: message.clone() }).await?;
+                    self.context.messages.push(message.clone());
+                    self.new_messages.push(message);
+                }
+                if let Some(hook) = self.config.prepare_request.clone() {
+                    let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
+                    let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
+                    let update = catch_failure(hook(&request, &self.cancel)).await.map_err(LoopError::Hook)?;
+                    if let Some(update) = update {
+                        if let Some(context) = update.context {
+                            self.context = context;
+                        }
+                        if let Some(model) = update.model {
+                            self.config.model = model;
+                        }
+                        self.set_reasoning(update.thinking_level);
+                    }
+                }
+
+                let message = self.stream_assistant_response().await?;
+                self.new_messages.push(AgentMessage::Assistant(message.clone()));
+                if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
+                    let turn = CompletedTurn { message, tool_results: Vec::new() };
+                    if let Some(hook) = self.config.finish_turn.clone() {
+                        let ctx = self.turn_context(&turn);
+                        catch_failure(hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
+                    }
+                    self.emit(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() }).await?;
+                    self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    return Ok(());
+                }
+
+                let mut tool_results = Vec::new();
+                has_more_tool_calls = false;
+                if message.tool_calls().next().is_some() {
+                    let batch = if message.stop_reason == StopReason::Length {
+                        fail_truncated_tool_calls(&message, self.emitter).await?
+                    } else {
+                        let mode = self.config.tool_execution;
+                        let hooks = crate::tools::ToolHooks::from_config(&self.config);
+                        execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, self.emitter).await?
+                    };
+                    has_more_tool_calls = !batch.terminate;
+                    for result in &batch.messages {
+                        self.context.messages.push(result.clone().into());
+                        self.new_messages.push(result.clone().into());
+                    }
+                    tool_results = batch.messages;
+                }
+
+                let turn = CompletedTurn { message, tool_results };
+                let decision = match self.config.finish_turn.clone() {
+                    Some(hook) => {
+                        let ctx = self.turn_context(&turn);
+                        catch_failure(hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?
+                    }
+                    None => None,
+                };
+                self.emit(AgentEvent::TurnEnd {
+                    message: turn.message.clone().into(),
+                    tool_results: turn.tool_results.clone(),
+                })
+                .await?;
+                last_turn = Some(turn);
+                if decision == Some(TurnDecision::End) {
+                    self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    return Ok(());
+                }
+                explicit_continuation = decision == Some(TurnDecision::Continue);
+                pending = self.poll_steering().await;
+                if has_more_tool_calls || !pending.is_empty() {
+                    explicit_continuation = false;
+                }
+            }
+            let follow_ups = self.poll_follow_ups().await;
+            if !follow_ups.is_empty() {
+                explicit_continuation = false;
+                pending = follow_ups;
+                continue;
+            }
+            if explicit_continuation {
+                // Nothing else scheduled a request: honour `continue` with one context-only turn.
+                explicit_continuation = false;
+                continue;
+            }
+            break;
+        }
+        self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
+    }
+
+    async fn llm_messages(&self) -> Result<Vec<Message>, LoopError> {
+        let transformed;
+        let messages: &[AgentMessage] = match &self.config.transform_context {
+            Some(hook) => {
+                transformed = catch_failure(hook(&self.context.messages, &self.cancel)).await.map_err(LoopError::Hook)?;
+                &transformed
+            }
+            None => &self.context.messages,
+        };
+        match &self.config.convert_to_llm {
+            Some(hook) => catch_failure(hook(messages)).await.map_err(LoopError::Hook),
+            None => Ok(pi_types::default_convert_to_llm(messages)),
+        }
+    }
+
+    async fn stream_assistant_response(&mut self) -> Result<AssistantMessage, LoopError> {
+        let messages = self.llm_messages().await?;
+        let transcript = normalize_context(Context { messages, ..Default::default() });
+        let mut options = self.config.options.clone();
+        if let Some(hook) = &self.config.get_api_key {
+            let provider = self.config.model.provider.clone();
+            let key = catch_failure(hook(provider)).await.map_err(LoopError::Hook)?;
+            // JavaScript `||`: an empty key falls back to the configured one.
+            if let Some(key) = key.filter(|k| !k.is_empty()) {
+                options.api_key = Some(key);
+            }
+        }
+        options.cancel = Some(self.cancel.clone());
+        let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
+        let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
+
+        let mut partial: Option<Arc<AssistantMessage>> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                AssistantMessageEvent::Start { partial: start } => {
+                    let message = AgentMessage::Assistant((*start).clone());
+                    partial = Some(start);
+                    self.emit(AgentEvent::MessageStart { message }).await?;
+                }
+                AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
+                event => {
+                    if partial.is_some() {
+                        let Some(current) = event.partial().cloned() else { continue };
+                        partial = Some(Arc::clone(&current));
+                        self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event }).await?;
+                    }
+                }
+            }
+        }
+        let started = partial.is_some();
+        let mut message = match stream.final_message() {
+            Some(message) => (**message).clone(),
+            None => self.unterminated_message(partial.as_deref()),
+        };
+        drop(partial);
+        message.thinking_level = Some(thinking_level);
+        if !started {
+            self.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
+        }
+        self.context.messages.push(message.clone().into());
+        self.emit(AgentEvent::MessageEnd { message: message.clone().into() }).await?;
+        Ok(message)
+    }
+
+    /// A stream that ended without `done`/`error` must not hang the run: keep what was
+    /// streamed and end it as an error.
+    fn unterminated_message(&self, partial: Option<&AssistantMessage>) -> AssistantMessage {
+        let base = partial.cloned().unwrap_or_else(|| AssistantMessage {
+            api: self.config.model.api.clone(),
+            provider: self.config.model.provider.clone(),
+            model: self.config.model.id.clone(),
+            timestamp: pi_types::now_ms(),
+            ..Default::default()
+        });
+        AssistantMessage {
+            stop_reason: StopReason::Error,
+            error_message: Some("Stream ended without a terminal event".into()),
+            ..base
+        }
+    }
+}
+
+/// Declare the difference between the executable tools and the tools the transcript
+/// declares, as `toolsAdded`/`toolsRemoved` on a system message among `pending`.
+///
+/// The last pending system message, if any, gets its tool fields replaced by the delta
+/// (computed as if its own fields were empty). Otherwise a new system message is inserted
+/// before the first non-system pending message when anything changed.
+pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessage>) -> Vec<AgentMessage> {
+    let system_index = pending.iter().rposition(|m| matches!(m, AgentMessage::System(_)));
+    let executable: Vec<Tool> = context.tools.iter().map(|t| to_tool_declaration(&t.spec().declaration)).collect();
+    let declared = {
+        let baseline = pending.iter().enumerate().map(|(i, m)| match (m, Some(i) == system_index) {
+            (AgentMessage::System(s), true) => AgentMessage::System(with_tool_changes(s, &ToolStateChanges::default())),
+            _ => m.clone(),
+        });
+        let all: Vec<AgentMessage> = context
+            .messages
+            .iter()
+            .filter(|m| matches!(m, AgentMessage::System(_)))
+            .cloned()
+            .chain(baseline.filter(|m| matches!(m, AgentMessage::System(_))))
+            .collect();
+        current_tools(&all)
+    };
+    let changes = tool_state_changes(&declared, &executable);
+    if let Some(index) = system_index {
+        if let AgentMessage::System(system) = &pending[index] {
+            let declares_nothing = system.tools_added.as_ref().is_none_or(Vec::is_empty)
+                && system.tools_removed.as_ref().is_none_or(Vec::is_empty);
+            if changes.is_empty() && declares_nothing {
+                return pending;
+            }
+            pending[index] = AgentMessage::System(with_tool_changes(system, &changes));
+        }
+        return pending;
+    }
+    if changes.is_empty() {
+        return pending;
+    }
+    let update = with_tool_changes(
+        &SystemMessage { content: SystemContent::Text(String::new()), timestamp: pi_types::now_ms(), ..Default::default() },
+        &changes,
+    );
+    let index = pending.iter().position(|m| !matches!(m, AgentMessage::System(_))).unwrap_or(pending.len());
+    pending.insert(index, AgentMessage::System(update));
+    pending
+}
+
+fn with_tool_changes(message: &SystemMessage, changes: &ToolStateChanges) -> SystemMessage {
+    SystemMessage {
+        tools_added: (!changes.tools_added.is_empty()).then(|| changes.tools_added.clone()),
+        tools_removed: (!changes.tools_removed.is_empty()).then(|| changes.tools_removed.clone()),
+        ..message.clone()
+    }
+}

@@ -1,0 +1,469 @@
+//! Tool execution: preparation in source order, then sequential or concurrent execution.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Instant;
+
+use futures::task::AtomicWaker;
+use pi_types::validation::validate_tool_arguments;
+use pi_types::{
+    catch_failure, AgentEvent, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
+    ToolResultMessage, ToolUpdateFn,
+};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{
+    AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn, LoopConfig,
+};
+use crate::sink::Emitter;
+use crate::LoopError;
+
+/// The tool hooks of a run.
+#[derive(Clone, Default)]
+pub(crate) struct ToolHooks {
+    pub(crate) before: Option<BeforeToolCallFn>,
+    pub(crate) after: Option<AfterToolCallFn>,
+}
+
+impl ToolHooks {
+    pub(crate) fn from_config(config: &LoopConfig) -> Self {
+        Self { before: config.before_tool_call.clone(), after: config.after_tool_call.clone() }
+    }
+}
+
+/// The final outcome of one tool call after the hooks ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallOutcome {
+    /// The raw tool call.
+    pub tool_call: ToolCall,
+    /// The result.
+    pub result: AgentToolResult,
+    /// Whether it counts as an error.
+    pub is_error: bool,
+    /// How long `execute` took; `None` when the tool did not run.
+    pub duration_ms: Option<u64>,
+}
+
+pub(crate) struct ToolBatch {
+    pub(crate) messages: Vec<ToolResultMessage>,
+    pub(crate) terminate: bool,
+}
+
+enum Preparation {
+    Immediate(AgentToolResult),
+    Prepared { tool: Arc<dyn AgentTool>, args: Value },
+}
+
+fn error_result(text: impl Into<String>) -> AgentToolResult {
+    AgentToolResult::text(text)
+}
+
+const ABORTED: &str = "Operation aborted";
+
+fn raw_args(call: &ToolCall) -> Value {
+    Value::Object(call.arguments.clone())
+}
+
+fn immediate(call: &ToolCall, result: AgentToolResult) -> ToolCallOutcome {
+    ToolCallOutcome { tool_call: call.clone(), result, is_error: true, duration_ms: None }
+}
+
+async fn prepare(
+    context: &AgentContext,
+    tools: &[Arc<dyn AgentTool>],
+    assistant: &AssistantMessage,
+    call: &ToolCall,
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+) -> Preparation {
+    // Once cancelled, skip preparation and hooks; the call still gets a result.
+    if cancel.is_cancelled() {
+        return Preparation::Immediate(error_result(ABORTED));
+    }
+    let Some(tool) = tools.iter().find(|t| t.spec().name() == call.name) else {
+        return Preparation::Immediate(error_result(format!("Tool {} not found", call.name)));
+    };
+    let prepared = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.prepare_arguments(&call.arguments))) {
+        Ok(prepared) => prepared,
+        Err(payload) => return Preparation::Immediate(error_result(pi_types::error::panic_message(payload.as_ref()))),
+    };
+    let arguments: &Map<String, Value> = prepared.as_ref().unwrap_or(&call.arguments);
+    let args = match validate_tool_arguments(&call.name, tool.spec().validator(), arguments, call.arguments_error.as_deref()) {
+        Ok(args) => args,
+        Err(message) => return Preparation::Immediate(error_result(message)),
+    };
+    if let Some(before) = &hooks.before {
+        let ctx = BeforeToolCallContext { assistant_message: assistant, tool_call: call, args: &args, context };
+        let decision = match catch_failure(before(&ctx, cancel)).await {
+            Ok(decision) => decision,
+            Err(message) => return Preparation::Immediate(error_result(message)),
+        };
+        if cancel.is_cancelled() {
+            return Preparation::Immediate(error_result(ABORTED));
+        }
+        if let Some(decision) = decision.filter(|d| d.block) {
+            // JavaScript `||`: an empty reason gives the default text.
+            let reason = decision.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "Tool execution was blocked".into());
+            let mut result = error_result(reason);
+            if decision.terminate == Some(true) {
+                result.terminate = Some(true);
+            }
+            return Preparation::Immediate(result);
+        }
+    }
+    Preparation::Prepared { tool: Arc::clone(tool), args }
+}
+
+struct Executed {
+    result: AgentToolResult,
+    is_error: bool,
+    duration_ms: u64,
+}
+
+struct UpdateQueue {
+    items: Mutex<VecDeque<AgentToolResult>>,
+    accepting: AtomicBool,
+    waker: AtomicWaker,
+}
+
+impl UpdateQueue {
+    fn take(&self) -> Vec<AgentToolResult> {
+        self.items.lock().map(|mut q| q.drain(..).collect()).unwrap_or_default()
+    }
+}
+
+/// Run the tool; progress updates are forwarded (in order, before the tool is polled
+/// again) while it runs and ignored once it returned.
+async fn execute_prepared<F, Fut>(
+    call: &ToolCall,
+    tool: &Arc<dyn AgentTool>,
+    args: Value,
+    cancel: &CancellationToken,
+    mut on_update: F,
+) -> Result<Executed, LoopError>
+where
+    F: FnMut(AgentToolResult) -> Fut,
+    Fut: Future<Output = Result<(), LoopError>>,
+{
+    let queue = Arc::new(UpdateQueue {
+        items: Mutex::new(VecDeque::new()),
+        accepting: AtomicBool::new(true),
+        waker: AtomicWaker::new(),
+    });
+    let sender = Arc::clone(&queue);
+    let callback: ToolUpdateFn = Arc::new(move |update| {
+        if sender.accepting.load(Ordering::SeqCst) {
+            if let Ok(mut items) = sender.items.lock() {
+                items.push_back(update);
+            }
+            sender.waker.wake();
+        }
+    });
+    let started = Instant::now();
+    let mut execution = pin!(catch_failure(tool.execute(call.id.clone(), args, cancel.clone(), callback)));
+    let outcome = loop {
+        let step = std::future::poll_fn(|cx| {
+            queue.waker.register(cx.waker());
+            match execution.as_mut().poll(cx) {
+                Poll::Ready(outcome) => Poll::Ready(Some(outcome)),
+                Poll::Pending if queue.items.lock().map(|q| !q.is_empty()).unwrap_or(false) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        for update in queue.take() {
+            on_update(update).await?;
+        }
+        if let Some(outcome) = step {
+            break outcome;
+        }
+    };
+    let duration_ms = (started.elapsed().as_secs_f64() * 1000.0).round() as u64;
+    queue.accepting.store(false, Ordering::SeqCst);
+    for update in queue.take() {
+        on_update(update).await?;
+    }
+    Ok(match outcome {
+        Ok(result) => {
+            let is_error = result.is_error == Some(true);
+            Executed { result, is_error, duration_ms }
+        }
+        Err(message) => Executed { result: error_result(message), is_error: true, duration_ms },
+    })
+}
+
+async fn finalize(
+    context: &AgentContext,
+    assistant: &AssistantMessage,
+    call: &ToolCall,
+    args: &Value,
+    executed: Executed,
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+) -> ToolCallOutcome {
+    let Executed { mut result, mut is_error, duration_ms } = executed;
+    if let Some(after) = &hooks.after {
+        let ctx = AfterToolCallContext {
+            assistant_message: assistant,
+            tool_call: call,
+            args,
+            result: &result,
+            is_error,
+            context,
+        };
+        match catch_failure(after(&ctx, cancel)).await {
+            Ok(Some(overrides)) => {
+                // `??` semantics: absent or JSON null keeps the executed value.
+                let structured = overrides.structured_content.filter(|v| !v.is_null()).or(if overrides.content.is_some() {
+                    None
+                } else {
+                    result.structured_content.take()
+                });
+                result = AgentToolResult {
+                    content: overrides.content.unwrap_or(result.content),
+                    details: overrides.details.filter(|v| !v.is_null()).or(result.details),
+                    structured_content: structured,
+                    usage: overrides.usage.or(result.usage),
+                    is_error: result.is_error,
+                    terminate: overrides.terminate.or(result.terminate),
+                };
+                is_error = overrides.is_error.unwrap_or(is_error);
+            }
+            Ok(None) => {}
+            Err(message) => {
+                result = error_result(message);
+                is_error = true;
+            }
+        }
+    }
+    ToolCallOutcome { tool_call: call.clone(), result, is_error, duration_ms: Some(duration_ms) }
+}
+
+fn update_event(call: &ToolCall, partial_result: AgentToolResult) -> AgentEvent {
+    AgentEvent::ToolExecutionUpdate {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
+        args: raw_args(call),
+        partial_result,
+    }
+}
+
+fn start_event(call: &ToolCall) -> AgentEvent {
+    AgentEvent::ToolExecutionStart { tool_call_id: call.id.clone(), tool_name: call.name.clone(), args: raw_args(call) }
+}
+
+fn end_event(outcome: &ToolCallOutcome) -> AgentEvent {
+    AgentEvent::ToolExecutionEnd {
+        tool_call_id: outcome.tool_call.id.clone(),
+        tool_name: outcome.tool_call.name.clone(),
+        result: outcome.result.clone(),
+        is_error: outcome.is_error,
+        duration_ms: outcome.duration_ms,
+    }
+}
+
+fn result_message(outcome: &ToolCallOutcome) -> ToolResultMessage {
+    ToolResultMessage {
+        tool_call_id: outcome.tool_call.id.clone(),
+        tool_name: outcome.tool_call.name.clone(),
+        content: outcome.result.content.clone(),
+        details: outcome.result.details.clone(),
+        usage: outcome.result.usage.clone(),
+        nested_calls: None,
+        is_error: outcome.is_error,
+        timestamp: pi_types::now_ms(),
+        duration_ms: outcome.duration_ms,
+    }
+}
+
+async fn emit_result_message(message: &ToolResultMessage, emitter: &Emitter<'_>) -> Result<(), LoopError> {
+    emitter.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
+    emitter.emit(AgentEvent::MessageEnd { message: message.clone().into() }).await
+}
+
+fn terminates(outcomes: &[ToolCallOutcome]) -> bool {
+    !outcomes.is_empty() && outcomes.iter().all(|o| o.result.terminate == Some(true))
+}
+
+/// A `length` stop: every call may carry truncated arguments, so none runs.
+pub(crate) async fn fail_truncated_tool_calls(
+    assistant: &AssistantMessage,
+    emitter: &Emitter<'_>,
+) -> Result<ToolBatch, LoopError> {
+    let mut messages = Vec::new();
+    for call in assistant.tool_calls() {
+        emitter.emit(start_event(call)).await?;
+        let text = format!(
+            "Tool call \"{}\" was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments.",
+            call.name
+        );
+        let outcome = immediate(call, error_result(text));
+        emitter.emit(end_event(&outcome)).await?;
+        let message = result_message(&outcome);
+        emit_result_message(&message, emitter).await?;
+        messages.push(message);
+    }
+    Ok(ToolBatch { messages, terminate: false })
+}
+
+pub(crate) async fn execute_tool_calls(
+    context: &AgentContext,
+    assistant: &AssistantMessage,
+    mode: ToolExecutionMode,
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+    emitter: &Emitter<'_>,
+) -> Result<ToolBatch, LoopError> {
+    let calls: Vec<&ToolCall> = assistant.tool_calls().collect();
+    let any_sequential = calls
+        .iter()
+        .any(|c| context.tool(&c.name).is_some_and(|t| t.spec().execution_mode == Some(ToolExecutionMode::Sequential)));
+    if mode == ToolExecutionMode::Sequential || any_sequential {
+        execute_sequential(context, assistant, &calls, hooks, cancel, emitter).await
+    } else {
+        execute_parallel(context, assistant, &calls, hooks, cancel, emitter).await
+    }
+}
+
+async fn run_prepared(
+    context: &AgentContext,
+    assistant: &AssistantMessage,
+    call: &ToolCall,
+    tool: &Arc<dyn AgentTool>,
+    args: Value,
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+    emitter: &Emitter<'_>,
+) -> Result<ToolCallOutcome, LoopError> {
+    let on_update = |update| emitter.emit(update_event(call, update));
+    let executed = execute_prepared(call, tool, args.clone(), cancel, on_update).await?;
+    Ok(finalize(context, assistant, call, &args, executed, hooks, cancel).await)
+}
+
+async fn execute_sequential(
+    context: &AgentContext,
+    assistant: &AssistantMessage,
+    calls: &[&ToolCall],
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+    emitter: &Emitter<'_>,
+) -> Result<ToolBatch, LoopError> {
+    let mut outcomes = Vec::new();
+    let mut messages = Vec::new();
+    for call in calls {
+        emitter.emit(start_event(call)).await?;
+        let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
+            Preparation::Immediate(result) => immediate(call, result),
+            Preparation::Prepared { tool, args } => {
+                run_prepared(context, assistant, call, &tool, args, hooks, cancel, emitter).await?
+            }
+        };
+        emitter.emit(end_event(&outcome)).await?;
+        let message = result_message(&outcome);
+        emit_result_message(&message, emitter).await?;
+        messages.push(message);
+        outcomes.push(outcome);
+    }
+    Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
+}
+
+async fn execute_parallel(
+    context: &AgentContext,
+    assistant: &AssistantMessage,
+    calls: &[&ToolCall],
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+    emitter: &Emitter<'_>,
+) -> Result<ToolBatch, LoopError> {
+    enum Slot {
+        Done(ToolCallOutcome),
+        Run(Arc<dyn AgentTool>, Value),
+    }
+    let mut slots = Vec::with_capacity(calls.len());
+    for call in calls {
+        emitter.emit(start_event(call)).await?;
+        match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
+            Preparation::Immediate(result) => {
+                let outcome = immediate(call, result);
+                emitter.emit(end_event(&outcome)).await?;
+                slots.push(Slot::Done(outcome));
+            }
+            Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
+        }
+    }
+    // Polled in source order on this task: synchronous progress updates keep that order,
+    // and `tool_execution_end` follows completion order.
+    let runs = slots.into_iter().zip(calls).map(|(slot, call)| async move {
+        match slot {
+            Slot::Done(outcome) => Ok(outcome),
+            Slot::Run(tool, args) => {
+                let outcome = if cancel.is_cancelled() {
+                    immediate(call, error_result(ABORTED))
+                } else {
+                    run_prepared(context, assistant, call, &tool, args, hooks, cancel, emitter).await?
+                };
+                emitter.emit(end_event(&outcome)).await?;
+                Ok(outcome)
+            }
+        }
+    });
+    let outcomes: Vec<ToolCallOutcome> = futures::future::try_join_all(runs).await?;
+    let mut messages = Vec::with_capacity(outcomes.len());
+    for outcome in &outcomes {
+        let message = result_message(outcome);
+        emit_result_message(&message, emitter).await?;
+        messages.push(message);
+    }
+    Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
+}
+
+/// Options of [`run_tool_call`].
+#[derive(Clone)]
+pub struct RunToolCallOptions {
+    /// The assistant message the call belongs to.
+    pub assistant_message: AssistantMessage,
+    /// The context the hooks see.
+    pub context: AgentContext,
+    /// Tools to look the call up in (default: the context's).
+    pub tools: Option<Vec<Arc<dyn AgentTool>>>,
+    /// `before_tool_call`.
+    pub before_tool_call: Option<BeforeToolCallFn>,
+    /// `after_tool_call`.
+    pub after_tool_call: Option<AfterToolCallFn>,
+    /// Cancellation, checked first.
+    pub cancel: CancellationToken,
+    /// Progress updates.
+    pub on_update: Option<ToolUpdateFn>,
+}
+
+/// Run one tool call through the whole pipeline a model-issued call goes through
+/// (preparation, validation, `before_tool_call`, execution, `after_tool_call`) without
+/// events or messages. Never fails: every problem is an error outcome.
+pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
+    let hooks = ToolHooks { before: options.before_tool_call.clone(), after: options.after_tool_call.clone() };
+    let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
+    let preparation =
+        prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
+    let (tool, args) = match preparation {
+        Preparation::Immediate(result) => return immediate(tool_call, result),
+        Preparation::Prepared { tool, args } => (tool, args),
+    };
+    let forward = options.on_update.clone();
+    let on_update = |update: AgentToolResult| {
+        if let Some(forward) = &forward {
+            forward(update);
+        }
+        std::future::ready(Ok(()))
+    };
+    let executed = match execute_prepared(tool_call, &tool, args.clone(), &options.cancel, on_update).await {
+        Ok(executed) => executed,
+        Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
+    };
+    finalize(&options.context, &options.assistant_message, tool_call, &args, executed, &hooks, &options.cancel).await
+}
+

@@ -1,0 +1,388 @@
+//! Pieces every adapter shares: the growing output message and its events, request headers,
+//! the reference's short hash, strict JSON-schema conversion and the raw-event hook.
+
+use std::sync::Arc;
+
+use pi_types::{
+    AssistantMessage, AssistantMessageEvent, ConstrainedSampling, EventSender, Model, StopReason, StreamOptions,
+    Strictness, Tool, ToolCall,
+};
+use serde_json::{Map, Value};
+
+/// The partial message of one response and the sender of its events.
+pub(crate) struct Out {
+    msg: Arc<AssistantMessage>,
+    tx: EventSender,
+}
+
+impl Out {
+    pub(crate) fn new(tx: EventSender, model: &Model, api: &str) -> Self {
+        let msg = AssistantMessage {
+            api: api.to_owned(),
+            provider: model.provider.clone(),
+            model: model.id.clone(),
+            stop_reason: StopReason::Pending,
+            timestamp: pi_types::now_ms(),
+            ..Default::default()
+        };
+        Self { msg: Arc::new(msg), tx }
+    }
+
+    /// The message for mutation (copy on write if a consumer still holds a snapshot).
+    pub(crate) fn m(&mut self) -> &mut AssistantMessage {
+        Arc::make_mut(&mut self.msg)
+    }
+
+    pub(crate) fn get(&self) -> &AssistantMessage {
+        &self.msg
+    }
+
+    fn snap(&self) -> Arc<AssistantMessage> {
+        Arc::clone(&self.msg)
+    }
+
+    pub(crate) async fn start(&self) {
+        self.tx.send(AssistantMessageEvent::Start { partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn text_start(&self, content_index: usize) {
+        self.tx.send(AssistantMessageEvent::TextStart { content_index, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn text_delta(&self, content_index: usize, delta: String) {
+        self.tx.send(AssistantMessageEvent::TextDelta { content_index, delta, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn text_end(&self, content_index: usize, content: String) {
+        self.tx.send(AssistantMessageEvent::TextEnd { content_index, content, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn thinking_start(&self, content_index: usize) {
+        self.tx.send(AssistantMessageEvent::ThinkingStart { content_index, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn thinking_delta(&self, content_index: usize, delta: String) {
+        self.tx.send(AssistantMessageEvent::ThinkingDelta { content_index, delta, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn thinking_end(&self, content_index: usize, content: String) {
+        self.tx.send(AssistantMessageEvent::ThinkingEnd { content_index, content, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn toolcall_start(&self, content_index: usize) {
+        self.tx.send(AssistantMessageEvent::ToolcallStart { content_index, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn toolcall_delta(&self, content_index: usize, delta: String) {
+        self.tx.send(AssistantMessageEvent::ToolcallDelta { content_index, delta, partial: self.snap() }).await;
+    }
+
+    pub(crate) async fn toolcall_end(&self, content_index: usize, tool_call: ToolCall) {
+        self.tx.send(AssistantMessageEvent::ToolcallEnd { content_index, tool_call, partial: self.snap() }).await;
+    }
+
+    /// End with `done`.
+    pub(crate) async fn done(self) {
+        let reason = self.msg.stop_reason;
+        self.tx.send(AssistantMessageEvent::Done { reason, message: self.msg }).await;
+    }
+
+    /// End with `error` (stop reason `aborted` when cancelled, else `error`).
+    pub(crate) async fn fail(mut self, aborted: bool, message: String) {
+        let reason = if aborted { StopReason::Aborted } else { StopReason::Error };
+        let m = self.m();
+        m.stop_reason = reason;
+        m.error_message = Some(message);
+        self.tx.send(AssistantMessageEvent::Error { reason, error: self.msg }).await;
+    }
+}
+
+/// Why an adapter stopped early: the message and whether the request was cancelled.
+#[derive(Debug)]
+pub(crate) struct Stop {
+    pub message: String,
+    pub aborted: bool,
+}
+
+impl Stop {
+    pub(crate) fn error(message: impl Into<String>) -> Self {
+        Self { message: message.into(), aborted: false }
+    }
+
+    pub(crate) fn aborted(message: impl Into<String>) -> Self {
+        Self { message: message.into(), aborted: true }
+    }
+}
+
+impl From<crate::http::Failure> for Stop {
+    fn from(failure: crate::http::Failure) -> Self {
+        Self { message: failure.message, aborted: failure.aborted }
+    }
+}
+
+/// Whether `headers` has a non-blank value for `name` (case-insensitive).
+pub(crate) fn has_header(options: &StreamOptions, name: &str) -> bool {
+    options
+        .headers
+        .iter()
+        .any(|(key, value)| key.eq_ignore_ascii_case(name) && value.as_deref().is_some_and(|v| !v.trim().is_empty()))
+}
+
+/// Merge header sources in order (later wins, case-insensitive); `None` removes a header.
+pub(crate) fn merge_headers(sources: &[Vec<(String, Option<String>)>]) -> Vec<(String, String)> {
+    let mut merged: Vec<(String, Option<String>)> = Vec::new();
+    for source in sources {
+        for (name, value) in source {
+            merged.retain(|(existing, _)| !existing.eq_ignore_ascii_case(name));
+            merged.push((name.clone(), value.clone()));
+        }
+    }
+    merged.into_iter().filter_map(|(name, value)| value.map(|v| (name, v))).collect()
+}
+
+/// Headers of the model (`model.headers`).
+pub(crate) fn model_headers(model: &Model) -> Vec<(String, Option<String>)> {
+    model.headers.iter().flatten().map(|(k, v)| (k.clone(), Some(v.clone()))).collect()
+}
+
+/// Headers of the request options.
+pub(crate) fn option_headers(options: &StreamOptions) -> Vec<(String, Option<String>)> {
+    options.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// Apply the `on_payload` hook.
+pub(crate) async fn apply_on_payload(options: &StreamOptions, model: &Model, params: Value) -> Value {
+    match &options.on_payload {
+        Some(hook) => hook(&params, model).await.unwrap_or(params),
+        None => params,
+    }
+}
+
+/// Report one raw provider event.
+pub(crate) async fn on_event(options: &StreamOptions, model: &Model, event: &Value) {
+    if let Some(hook) = &options.on_provider_stream_event {
+        hook(event, model).await;
+    }
+}
+
+/// The reference's `shortHash` (two 32-bit multiply-xor lanes, base 36).
+pub(crate) fn short_hash(text: &str) -> String {
+    let mut h1: u32 = 0xdead_beef;
+    let mut h2: u32 = 0x41c6_ce57;
+    for unit in text.encode_utf16() {
+        let ch = u32::from(unit);
+        h1 = (h1 ^ ch).wrapping_mul(2_654_435_761);
+        h2 = (h2 ^ ch).wrapping_mul(1_597_334_677);
+    }
+    h1 = (h1 ^ (h1 >> 16)).wrapping_mul(2_246_822_507) ^ (h2 ^ (h2 >> 13)).wrapping_mul(3_266_489_909);
+    h2 = (h2 ^ (h2 >> 16)).wrapping_mul(2_246_822_507) ^ (h1 ^ (h1 >> 13)).wrapping_mul(3_266_489_909);
+    format!("{}{}", base36(h2), base36(h1))
+}
+
+fn base36(mut value: u32) -> String {
+    if value == 0 {
+        return "0".to_owned();
+    }
+    let mut digits = Vec::new();
+    while value > 0 {
+        let d = (value % 36) as u8;
+        digits.push(if d < 10 { b'0' + d } else { b'a' + d - 10 });
+        value /= 36;
+    }
+    digits.reverse();
+    String::from_utf8_lossy(&digits).into_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strict JSON-schema sampling (`constrained-sampling.js`)
+// ---------------------------------------------------------------------------------------------
+
+const UNSUPPORTED_STRICT_KEYS: [&str; 16] = [
+    "$ref",
+    "$defs",
+    "definitions",
+    "allOf",
+    "oneOf",
+    "patternProperties",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "propertyNames",
+    "contains",
+    "prefixItems",
+    "not",
+    "if",
+    "then",
+    "else",
+];
+
+/// A keyword predicate of a provider's strict mode: true when (key, value) is unsupported.
+pub(crate) type UnsupportedKeyword = fn(&str, &Value) -> bool;
+
+fn is_structured(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else { return false };
+    let types: Vec<&str> = match map.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    types.contains(&"object") || types.contains(&"array") || map.contains_key("properties") || map.contains_key("items")
+}
+
+fn allows_null(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else { return false };
+    match map.get("type") {
+        Some(Value::String(t)) if t == "null" => return true,
+        Some(Value::Array(items)) if items.iter().any(|t| t == "null") => return true,
+        _ => {}
+    }
+    if map.get("const") == Some(&Value::Null) {
+        return true;
+    }
+    if map.get("enum").and_then(Value::as_array).is_some_and(|e| e.contains(&Value::Null)) {
+        return true;
+    }
+    map.get("anyOf").and_then(Value::as_array).is_some_and(|v| v.iter().any(allows_null))
+}
+
+fn make_strict_node(schema: &mut Value, unsupported: Option<UnsupportedKeyword>) -> Result<(), String> {
+    let Some(map) = schema.as_object_mut() else { return Err("boolean schemas are unsupported".into()) };
+    for key in UNSUPPORTED_STRICT_KEYS {
+        if map.contains_key(key) {
+            return Err(format!("{key} schemas are unsupported"));
+        }
+    }
+    if let Some(check) = unsupported {
+        for (key, value) in map.iter() {
+            if check(key, value) {
+                return Err(format!("{key}: {} is unsupported", crate::jsonx::stringify(value)));
+            }
+        }
+    }
+    if !map.contains_key("type") && !map.contains_key("anyOf") && !map.contains_key("enum") {
+        return Err("schemas without a type are unsupported".into());
+    }
+    if let Some(any_of) = map.get_mut("anyOf") {
+        let Some(variants) = any_of.as_array_mut().filter(|v| !v.is_empty()) else {
+            return Err("anyOf must contain at least one schema".into());
+        };
+        for variant in variants {
+            if is_structured(variant) {
+                return Err("object and array unions are unsupported".into());
+            }
+            make_strict_node(variant, unsupported)?;
+        }
+    }
+    if let Some(items) = map.get_mut("items") {
+        if items.is_array() {
+            return Err("tuple schemas are unsupported".into());
+        }
+        make_strict_node(items, unsupported)?;
+    }
+    let is_object = map.get("type").and_then(Value::as_str) == Some("object");
+    if map.contains_key("properties") && !is_object {
+        return Err("properties require type object".into());
+    }
+    if !is_object {
+        return Ok(());
+    }
+    if map.get("additionalProperties").is_some_and(|v| v != &Value::Bool(false)) {
+        return Err("schema-valued or true additionalProperties is unsupported".into());
+    }
+    if map.get("properties").is_some_and(|p| !p.is_object()) {
+        return Err("object properties must be a schema map".into());
+    }
+    let required: Vec<String> = match map.get("required") {
+        None => vec![],
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
+            items.iter().filter_map(Value::as_str).map(str::to_owned).collect()
+        }
+        Some(_) => return Err("object required must be a string array".into()),
+    };
+    let mut empty = Map::new();
+    let properties = match map.get_mut("properties") {
+        Some(Value::Object(p)) => p,
+        _ => &mut empty,
+    };
+    if required.iter().any(|key| !properties.contains_key(key)) {
+        return Err("required contains an unknown property".into());
+    }
+    let names: Vec<String> = properties.keys().cloned().collect();
+    for (key, property) in properties.iter_mut() {
+        make_strict_node(property, unsupported)?;
+        if !required.contains(key) && !allows_null(property) {
+            let inner = std::mem::take(property);
+            *property = serde_json::json!({"anyOf": [inner, {"type": "null"}]});
+        }
+    }
+    map.insert("required".into(), Value::Array(names.into_iter().map(Value::String).collect()));
+    map.insert("additionalProperties".into(), Value::Bool(false));
+    Ok(())
+}
+
+/// The strict form of a tool schema, or why it cannot have one.
+pub(crate) fn make_strict_json_schema(schema: &Value, unsupported: Option<UnsupportedKeyword>) -> Result<Value, String> {
+    let mut cloned = schema.clone();
+    if !cloned.is_object() {
+        return Err("root schema must have type object".into());
+    }
+    make_strict_node(&mut cloned, unsupported)?;
+    if cloned.get("type").and_then(Value::as_str) != Some("object") {
+        return Err("root schema must have type object".into());
+    }
+    Ok(cloned)
+}
+
+/// Whether a tool is sent strict: `Ok(Some(true))` strict, `Ok(None)` not, `Err` when required
+/// but impossible.
+pub(crate) fn resolve_strict(
+    tool: &Tool,
+    supports_strict: bool,
+    unsupported: Option<UnsupportedKeyword>,
+) -> Result<Option<bool>, String> {
+    let Some(ConstrainedSampling::JsonSchema { strict }) = &tool.constrained_sampling else { return Ok(None) };
+    let require = matches!(strict, Strictness::Require);
+    if supports_strict {
+        return match make_strict_json_schema(&tool.parameters, unsupported) {
+            Ok(_) => Ok(Some(true)),
+            Err(_) if !require => Ok(None),
+            Err(reason) => Err(format!(
+                "Tool \"{}\" requires JSON-schema constrained sampling, but {reason}.",
+                tool.name
+            )),
+        };
+    }
+    if require {
+        return Err(format!(
+            "Tool \"{}\" requires JSON-schema constrained sampling, but strict tools are unsupported.",
+            tool.name
+        ));
+    }
+    Ok(None)
+}
+
+/// Whether a tool asks for strict sampling only when possible.
+pub(crate) fn prefers_strict(tool: &Tool) -> bool {
+    matches!(&tool.constrained_sampling, Some(ConstrainedSampling::JsonSchema { strict: Strictness::Prefer }))
+}
+
+/// The parameters to send: the strict form when strict.
+pub(crate) fn tool_parameters(tool: &Tool, strict: Option<bool>) -> Value {
+    if strict == Some(true) {
+        make_strict_json_schema(&tool.parameters, None).unwrap_or_else(|_| tool.parameters.clone())
+    } else {
+        tool.parameters.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_hash_matches_reference() {
+        // Values computed with the reference implementation.
+        assert_eq!(short_hash(""), "k4n83c7h0j2b");
+        assert_eq!(short_hash("abc"), "y0biex7f9bbh");
+    }
+}

@@ -1,0 +1,508 @@
+//! A scripted provider for tests, demos and benchmarks, behaving like pi-ai's faux provider.
+//!
+//! Each request consumes the next scripted response (a message, or a closure that builds
+//! one from the request) and streams it: text and thinking in chunks of `4 × token size`
+//! UTF-16 units, tool-call arguments as JSON text whose partial parse grows in the
+//! partial message. The cancellation token is checked once before `start` and before
+//! every delta; a cancelled request ends with stop reason `aborted` and the content
+//! streamed so far. An exhausted script ends with the error "No more faux responses
+//! queued".
+//!
+//! ```
+//! use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+//! use pi_types::{StopReason, StreamFn, StreamOptions, TranscriptContext};
+//! let faux = FauxProvider::default();
+//! faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hi")], StopReason::Stop))]);
+//! let stream = faux.stream(&faux.model(), TranscriptContext::default(), StreamOptions::default());
+//! let message = futures::executor::block_on(stream.result()).unwrap();
+//! assert_eq!(message.text(), "hi");
+//! ```
+
+mod usage;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::future::BoxFuture;
+use pi_types::json::ToolCallArgumentsStream;
+use pi_types::{
+    catch_failure, AssistantContent, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError,
+    EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason, StreamFn, StreamOptions, TextContent,
+    ThinkingContent, ToolCall, TranscriptContext, Usage,
+};
+use usage::PromptCache;
+
+/// Builds a response from the request (the reference's response factory).
+pub type FauxResponseFn = Arc<dyn Fn(FauxRequest) -> BoxFuture<'static, Result<AssistantMessage, BoxError>> + Send + Sync>;
+
+/// One scripted response.
+#[derive(Clone)]
+pub enum FauxResponse {
+    /// Stream this message (its `api`, `provider` and `model` are replaced by the request's).
+    Message(AssistantMessage),
+    /// Build the message from the request; an `Err` becomes an error response.
+    Build(FauxResponseFn),
+}
+
+impl std::fmt::Debug for FauxResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Message(m) => f.debug_tuple("Message").field(m).finish(),
+            Self::Build(_) => f.write_str("Build(..)"),
+        }
+    }
+}
+
+impl From<AssistantMessage> for FauxResponse {
+    fn from(message: AssistantMessage) -> Self {
+        Self::Message(message)
+    }
+}
+
+/// What a [`FauxResponseFn`] sees.
+#[derive(Clone, Debug)]
+pub struct FauxRequest {
+    /// The transcript of the request.
+    pub context: TranscriptContext,
+    /// The request options.
+    pub options: StreamOptions,
+    /// The requested model.
+    pub model: Model,
+    /// Requests so far, this one included.
+    pub call_count: usize,
+}
+
+/// Configuration of a [`FauxProvider`].
+#[derive(Clone, Debug)]
+pub struct FauxOptions {
+    /// API id of its models (default `faux`).
+    pub api: String,
+    /// Provider id (default `faux`).
+    pub provider: String,
+    /// Smallest chunk size in tokens (a token is 4 characters); default 3.
+    pub min_token_size: usize,
+    /// Largest chunk size in tokens; default 5. Equal sizes make chunking deterministic.
+    pub max_token_size: usize,
+    /// Pace the stream at this many tokens per second; `None` streams without timers
+    /// (it yields to the scheduler once per request, not per delta).
+    pub tokens_per_second: Option<f64>,
+    /// Models it serves; default one model `faux-1`.
+    pub models: Vec<Model>,
+    /// Keep every request's transcript for [`FauxProvider::requests`] (off by default:
+    /// long runs would keep every transcript).
+    pub record_requests: bool,
+}
+
+impl Default for FauxOptions {
+    fn default() -> Self {
+        Self {
+            api: "faux".into(),
+            provider: "faux".into(),
+            min_token_size: 3,
+            max_token_size: 5,
+            tokens_per_second: None,
+            models: Vec::new(),
+            record_requests: false,
+        }
+    }
+}
+
+impl FauxOptions {
+    /// Fixed chunk size: every chunk has `4 × tokens` characters (the last may be shorter).
+    pub fn with_token_size(mut self, tokens: usize) -> Self {
+        self.min_token_size = tokens;
+        self.max_token_size = tokens;
+        self
+    }
+}
+
+struct FauxState {
+    pending: VecDeque<FauxResponse>,
+    call_count: usize,
+    requests: Vec<TranscriptContext>,
+    prompt_cache: PromptCache,
+    rng: u64,
+}
+
+struct FauxInner {
+    api: String,
+    provider: String,
+    min_token_size: usize,
+    max_token_size: usize,
+    tokens_per_second: Option<f64>,
+    models: Vec<Model>,
+    record_requests: bool,
+    state: Mutex<FauxState>,
+}
+
+/// The scripted provider. Cheap to clone; clones share the script and the counters.
+#[derive(Clone)]
+pub struct FauxProvider {
+    inner: Arc<FauxInner>,
+}
+
+impl std::fmt::Debug for FauxProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FauxProvider").field("provider", &self.inner.provider).finish_non_exhaustive()
+    }
+}
+
+impl Default for FauxProvider {
+    fn default() -> Self {
+        Self::new(FauxOptions::default())
+    }
+}
+
+fn default_model(api: &str, provider: &str) -> Model {
+    Model {
+        name: "Faux Model".into(),
+        base_url: "http://localhost:0".into(),
+        input: vec![pi_types::InputModality::Text, pi_types::InputModality::Image],
+        cost: ModelCost::default(),
+        context_window: 128_000,
+        max_tokens: 16_384,
+        ..Model::new("faux-1", api, provider)
+    }
+}
+
+impl FauxProvider {
+    /// A provider with the given options.
+    pub fn new(options: FauxOptions) -> Self {
+        let min = options.min_token_size.min(options.max_token_size).max(1);
+        let max = options.max_token_size.max(min);
+        let models = if options.models.is_empty() {
+            vec![default_model(&options.api, &options.provider)]
+        } else {
+            options
+                .models
+                .into_iter()
+                .map(|m| Model { api: options.api.clone(), provider: options.provider.clone(), ..m })
+                .collect()
+        };
+        let seed = pi_types::now_ms() | 1;
+        Self {
+            inner: Arc::new(FauxInner {
+                api: options.api,
+                provider: options.provider,
+                min_token_size: min,
+                max_token_size: max,
+                tokens_per_second: options.tokens_per_second,
+                models,
+                record_requests: options.record_requests,
+                state: Mutex::new(FauxState {
+                    pending: VecDeque::new(),
+                    call_count: 0,
+                    requests: Vec::new(),
+                    prompt_cache: PromptCache::new(),
+                    rng: seed,
+                }),
+            }),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, FauxState> {
+        // A poisoned lock only means a response closure panicked elsewhere; the script is intact.
+        self.inner.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The provider id.
+    pub fn provider_id(&self) -> &str {
+        &self.inner.provider
+    }
+
+    /// The API id.
+    pub fn api(&self) -> &str {
+        &self.inner.api
+    }
+
+    /// Its models.
+    pub fn models(&self) -> &[Model] {
+        &self.inner.models
+    }
+
+    /// The first model.
+    pub fn model(&self) -> Model {
+        self.inner.models.first().cloned().unwrap_or_else(|| default_model(&self.inner.api, &self.inner.provider))
+    }
+
+    /// A model by id.
+    pub fn get_model(&self, id: &str) -> Option<Model> {
+        self.inner.models.iter().find(|m| m.id == id).cloned()
+    }
+
+    /// Replace the script.
+    pub fn set_responses(&self, responses: impl IntoIterator<Item = FauxResponse>) {
+        self.state().pending = responses.into_iter().collect();
+    }
+
+    /// Append to the script.
+    pub fn append_responses(&self, responses: impl IntoIterator<Item = FauxResponse>) {
+        self.state().pending.extend(responses);
+    }
+
+    /// Responses not consumed yet.
+    pub fn pending_response_count(&self) -> usize {
+        self.state().pending.len()
+    }
+
+    /// Requests so far.
+    pub fn call_count(&self) -> usize {
+        self.state().call_count
+    }
+
+    /// Transcripts of the requests so far (only with [`FauxOptions::record_requests`]).
+    pub fn requests(&self) -> Vec<TranscriptContext> {
+        self.state().requests.clone()
+    }
+
+    fn next_token_size(&self, state: &mut FauxState) -> usize {
+        let (min, max) = (self.inner.min_token_size, self.inner.max_token_size);
+        if min == max {
+            return min;
+        }
+        // xorshift64: cheap, good enough to vary chunk sizes.
+        let mut x = state.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.rng = x;
+        min + (x % (max - min + 1) as u64) as usize
+    }
+
+    fn chunks(&self, text: &str) -> Vec<String> {
+        if text.is_empty() {
+            return vec![String::new()];
+        }
+        let mut state = self.state();
+        let mut chunks = Vec::new();
+        let mut current = String::new();
+        let mut units = 0;
+        let mut limit = self.next_token_size(&mut state) * 4;
+        for c in text.chars() {
+            current.push(c);
+            units += c.len_utf16();
+            if units >= limit {
+                chunks.push(std::mem::take(&mut current));
+                units = 0;
+                limit = self.next_token_size(&mut state) * 4;
+            }
+        }
+        if !current.is_empty() {
+            chunks.push(current);
+        }
+        chunks
+    }
+
+    async fn pace(&self, chunk: &str) {
+        if let Some(tps) = self.inner.tokens_per_second.filter(|t| *t > 0.0) {
+            let tokens = pi_types::json::utf16_len(chunk).div_ceil(4) as f64;
+            let delay = std::time::Duration::from_secs_f64(tokens / tps);
+            if delay >= std::time::Duration::from_millis(1) {
+                tokio::time::sleep(delay).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+
+    fn error_message(&self, model: &Model, text: String) -> AssistantMessage {
+        AssistantMessage {
+            api: self.inner.api.clone(),
+            provider: self.inner.provider.clone(),
+            model: model.id.clone(),
+            stop_reason: StopReason::Error,
+            error_message: Some(text),
+            timestamp: pi_types::now_ms(),
+            ..Default::default()
+        }
+    }
+
+    async fn respond(self, tx: EventSender, step: Option<FauxResponse>, request: FauxRequest) {
+        if let Some(on_response) = &request.options.on_response {
+            let response = ProviderResponse { status: 200, ..Default::default() };
+            on_response(&response, &request.model).await;
+        }
+        if self.inner.tokens_per_second.is_none() {
+            // Behave like a network call: let other tasks run once per request.
+            tokio::task::yield_now().await;
+        }
+        let message = match step {
+            None => Err("No more faux responses queued".to_owned()),
+            Some(FauxResponse::Message(message)) => Ok(message),
+            Some(FauxResponse::Build(build)) => catch_failure(build(request.clone())).await,
+        };
+        let (mut message, streamed) = match message {
+            Ok(message) => {
+                let message = AssistantMessage {
+                    api: self.inner.api.clone(),
+                    provider: self.inner.provider.clone(),
+                    model: request.model.id.clone(),
+                    ..message
+                };
+                (message, true)
+            }
+            Err(text) => (self.error_message(&request.model, text), false),
+        };
+        {
+            let mut state = self.state();
+            let cache = &mut state.prompt_cache;
+            usage::apply_usage_estimate(&mut message, request.context.messages(), &request.options, cache);
+        }
+        if !streamed {
+            // A failed request never started: one terminal event, no `start`.
+            tx.send(AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(message) }).await;
+            return;
+        }
+        self.stream_message(&tx, message, &request.options).await;
+    }
+
+    async fn stream_message(&self, tx: &EventSender, message: AssistantMessage, options: &StreamOptions) {
+        let cancelled = || options.cancel.as_ref().is_some_and(|c| c.is_cancelled());
+        let mut partial =
+            Arc::new(AssistantMessage { content: Vec::new(), stop_reason: StopReason::Pending, ..message.clone() });
+        if cancelled() {
+            return send_aborted(tx, &partial).await;
+        }
+        tx.send(AssistantMessageEvent::Start { partial: Arc::clone(&partial) }).await;
+        for (index, block) in message.content.iter().enumerate() {
+            match block {
+                AssistantContent::Text(text) => {
+                    Arc::make_mut(&mut partial).content.push(AssistantContent::Text(TextContent::default()));
+                    tx.send(AssistantMessageEvent::TextStart { content_index: index, partial: Arc::clone(&partial) })
+                        .await;
+                    for chunk in self.chunks(&text.text) {
+                        self.pace(&chunk).await;
+                        if cancelled() {
+                            return send_aborted(tx, &partial).await;
+                        }
+                        if let Some(AssistantContent::Text(t)) = Arc::make_mut(&mut partial).content.get_mut(index) {
+                            t.text.push_str(&chunk);
+                        }
+                        let partial = Arc::clone(&partial);
+                        tx.send(AssistantMessageEvent::TextDelta { content_index: index, delta: chunk, partial }).await;
+                    }
+                    let content = text.text.clone();
+                    let partial = Arc::clone(&partial);
+                    tx.send(AssistantMessageEvent::TextEnd { content_index: index, content, partial }).await;
+                }
+                AssistantContent::Thinking(thinking) => {
+                    Arc::make_mut(&mut partial).content.push(AssistantContent::Thinking(ThinkingContent::default()));
+                    let start = AssistantMessageEvent::ThinkingStart { content_index: index, partial: Arc::clone(&partial) };
+                    tx.send(start).await;
+                    for chunk in self.chunks(&thinking.thinking) {
+                        self.pace(&chunk).await;
+                        if cancelled() {
+                            return send_aborted(tx, &partial).await;
+                        }
+                        if let Some(AssistantContent::Thinking(t)) = Arc::make_mut(&mut partial).content.get_mut(index)
+                        {
+                            t.thinking.push_str(&chunk);
+                        }
+                        let partial = Arc::clone(&partial);
+                        tx.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta: chunk, partial })
+                            .await;
+                    }
+                    let content = thinking.thinking.clone();
+                    let partial = Arc::clone(&partial);
+                    tx.send(AssistantMessageEvent::ThinkingEnd { content_index: index, content, partial }).await;
+                }
+                AssistantContent::ToolCall(call) => {
+                    let block = ToolCall { id: call.id.clone(), name: call.name.clone(), ..Default::default() };
+                    Arc::make_mut(&mut partial).content.push(AssistantContent::ToolCall(block));
+                    let start = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&partial) };
+                    tx.send(start).await;
+                    let text = pi_types::json::stringify(&serde_json::Value::Object(call.arguments.clone()));
+                    let mut arguments = ToolCallArgumentsStream::new();
+                    for chunk in self.chunks(&text) {
+                        self.pace(&chunk).await;
+                        if cancelled() {
+                            return send_aborted(tx, &partial).await;
+                        }
+                        let parsed: JsonObject = arguments.append(&chunk).clone();
+                        set_arguments(&mut partial, index, parsed);
+                        let partial = Arc::clone(&partial);
+                        tx.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta: chunk, partial })
+                            .await;
+                    }
+                    set_arguments(&mut partial, index, call.arguments.clone());
+                    let tool_call = call.clone();
+                    let partial = Arc::clone(&partial);
+                    tx.send(AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call, partial }).await;
+                }
+            }
+        }
+        let reason = message.stop_reason;
+        let event = match reason {
+            StopReason::Pending => {
+                let model = Model::new(&message.model, &message.api, &message.provider);
+                let error = self.error_message(&model, "Faux response ended without a stop reason".into());
+                AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(error) }
+            }
+            StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: Arc::new(message) },
+            _ => AssistantMessageEvent::Done { reason, message: Arc::new(message) },
+        };
+        tx.send(event).await;
+    }
+}
+
+fn set_arguments(partial: &mut Arc<AssistantMessage>, index: usize, arguments: JsonObject) {
+    if let Some(AssistantContent::ToolCall(call)) = Arc::make_mut(partial).content.get_mut(index) {
+        call.arguments = arguments;
+    }
+}
+
+async fn send_aborted(tx: &EventSender, partial: &AssistantMessage) {
+    let aborted = AssistantMessage {
+        stop_reason: StopReason::Aborted,
+        error_message: Some("Request was aborted".into()),
+        timestamp: pi_types::now_ms(),
+        ..partial.clone()
+    };
+    tx.send(AssistantMessageEvent::Error { reason: StopReason::Aborted, error: Arc::new(aborted) }).await;
+}
+
+impl StreamFn for FauxProvider {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let (step, call_count) = {
+            let mut state = self.state();
+            let step = state.pending.pop_front();
+            state.call_count += 1;
+            if self.inner.record_requests {
+                state.requests.push(context.clone());
+            }
+            (step, state.call_count)
+        };
+        let request = FauxRequest { context, options, model: model.clone(), call_count };
+        let this = self.clone();
+        AssistantMessageEventStream::from_producer(move |tx| this.respond(tx, step, request))
+    }
+}
+
+/// A text block.
+pub fn faux_text(text: impl Into<String>) -> AssistantContent {
+    AssistantContent::text(text)
+}
+
+/// A thinking block.
+pub fn faux_thinking(thinking: impl Into<String>) -> AssistantContent {
+    AssistantContent::thinking(thinking)
+}
+
+/// A tool-call block with an explicit id.
+pub fn faux_tool_call(id: impl Into<String>, name: impl Into<String>, arguments: JsonObject) -> AssistantContent {
+    AssistantContent::tool_call(id, name, arguments)
+}
+
+/// A scripted assistant message stamped with the current time.
+pub fn faux_assistant_message(content: Vec<AssistantContent>, stop_reason: StopReason) -> AssistantMessage {
+    AssistantMessage {
+        content,
+        api: "faux".into(),
+        provider: "faux".into(),
+        model: "faux-1".into(),
+        usage: Usage::default(),
+        stop_reason,
+        timestamp: pi_types::now_ms(),
+        ..Default::default()
+    }
+}

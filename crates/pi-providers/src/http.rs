@@ -1,0 +1,535 @@
+//! The HTTP seam: one shared rustls client, the first-attempt retry policy of pi-ai's
+//! `provider-retry.js`, the time-to-headers timeout, cancellation, and a body reader with an
+//! idle timeout between chunks.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use indexmap::IndexMap;
+use pi_types::{Model, ProviderResponse, StreamOptions};
+use reqwest::header::HeaderMap;
+use tokio_util::sync::CancellationToken;
+
+/// Cap on a server-requested retry delay when the caller sets none.
+pub const DEFAULT_MAX_RETRY_DELAY_MS: u64 = 60_000;
+/// Largest error body kept in an error message (UTF-16 units, as the reference counts).
+const MAX_ERROR_BODY_CHARS: usize = 4000;
+
+static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+
+/// The process-wide HTTP client (rustls with the `ring` provider, no system proxy).
+pub fn client() -> Result<&'static reqwest::Client, String> {
+    CLIENT
+        .get_or_init(|| {
+            // Another component may have installed a provider already; either is fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .tls_backend_rustls()
+                .tcp_nodelay(true)
+                .build()
+                .map_err(|e| format!("Connection error.: {}", deepest_cause(&e)))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The most specific message of an error's source chain.
+pub(crate) fn deepest_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current: &(dyn std::error::Error + 'static) = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
+}
+
+/// What kind of failure an [`ApiError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ApiErrorKind {
+    /// A non-2xx answer.
+    Status,
+    /// No connection or a broken one before the headers.
+    Connection,
+    /// No headers within `timeout_ms`.
+    Timeout,
+    /// Anything else (e.g. the retry-delay cap).
+    Other,
+}
+
+/// A failed request, shaped like the SDK error the reference would have caught.
+#[derive(Clone, Debug)]
+pub(crate) struct ApiError {
+    pub kind: ApiErrorKind,
+    /// HTTP status.
+    pub status: Option<u16>,
+    /// Response headers (retry hints).
+    pub headers: Option<HeaderMap>,
+    /// The SDK's `error.message`.
+    pub message: String,
+    /// The body as pi-ai's `normalizeProviderError` extracts it (trimmed, truncated).
+    pub body: Option<String>,
+}
+
+impl ApiError {
+    pub(crate) fn other(message: impl Into<String>) -> Self {
+        Self { kind: ApiErrorKind::Other, status: None, headers: None, message: message.into(), body: None }
+    }
+}
+
+/// Per-API error shaping: how the SDK builds an error from a bad status and how the adapter
+/// formats it into `errorMessage`.
+pub(crate) trait Dialect: Send + Sync {
+    /// The SDK error for a non-2xx response.
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError;
+    /// The adapter's `errorMessage` for an error.
+    fn format(&self, error: &ApiError) -> String;
+    /// Whether the retry policy sees the response headers (Gemini's SDK error has none).
+    fn exposes_headers(&self) -> bool {
+        true
+    }
+    /// Whether connection failures are retried (SDK connection errors are provider errors).
+    fn retries_connection_errors(&self) -> bool {
+        true
+    }
+}
+
+/// A failure that ends the stream before any event but `start`.
+#[derive(Clone, Debug)]
+pub(crate) struct Failure {
+    pub message: String,
+    pub aborted: bool,
+}
+
+/// One prepared POST.
+#[derive(Clone, Debug)]
+pub(crate) struct Request {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+fn is_cancelled(cancel: Option<&CancellationToken>) -> bool {
+    cancel.is_some_and(CancellationToken::is_cancelled)
+}
+
+async fn cancelled(cancel: Option<&CancellationToken>) {
+    match cancel {
+        Some(token) => token.cancelled().await,
+        None => std::future::pending().await,
+    }
+}
+
+const ABORTED_BEFORE_HEADERS: &str = "Request was aborted.";
+
+/// Send with pi-ai's retry policy; the response has a 2xx status.
+pub(crate) async fn send(
+    request: &Request,
+    model: &Model,
+    options: &StreamOptions,
+    dialect: &dyn Dialect,
+) -> Result<reqwest::Response, Failure> {
+    let cancel = options.cancel.as_ref();
+    let max_retries = options.max_retries.unwrap_or(0);
+    let mut remaining = max_retries;
+    loop {
+        if is_cancelled(cancel) {
+            return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true });
+        }
+        let error = match attempt(request, options, dialect).await {
+            Ok(Some(response)) => {
+                if let Some(hook) = &options.on_response {
+                    hook(&provider_response(&response), model).await;
+                }
+                return Ok(response);
+            }
+            Ok(None) => return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true }),
+            Err(error) => error,
+        };
+        if is_cancelled(cancel) {
+            return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true });
+        }
+        if remaining == 0 || !is_retryable(&error, dialect) {
+            return Err(Failure { message: dialect.format(&error), aborted: false });
+        }
+        let retry_index = max_retries - remaining;
+        remaining -= 1;
+        let delay = match retry_delay_ms(&error, retry_index, options.max_retry_delay_ms) {
+            Ok(delay) => delay,
+            Err(message) => return Err(Failure { message: dialect.format(&ApiError::other(message)), aborted: false }),
+        };
+        tokio::select! {
+            biased;
+            () = cancelled(cancel) => {
+                return Err(Failure { message: "Request aborted".to_owned(), aborted: true });
+            }
+            () = tokio::time::sleep(Duration::from_secs_f64(delay.max(0.0) / 1000.0)) => {}
+        }
+    }
+}
+
+/// One attempt: `Ok(None)` when cancelled.
+async fn attempt(
+    request: &Request,
+    options: &StreamOptions,
+    dialect: &dyn Dialect,
+) -> Result<Option<reqwest::Response>, ApiError> {
+    let client = client().map_err(|message| ApiError {
+        kind: ApiErrorKind::Connection,
+        status: None,
+        headers: None,
+        message,
+        body: None,
+    })?;
+    let mut builder = client.post(&request.url);
+    for (name, value) in &request.headers {
+        builder = builder.header(name.as_str(), value.as_str());
+    }
+    let send = builder.body(request.body.clone()).send();
+    let timeout = options.timeout_ms.map(Duration::from_millis);
+    let result = tokio::select! {
+        biased;
+        () = cancelled(options.cancel.as_ref()) => return Ok(None),
+        result = async {
+            match timeout {
+                Some(limit) => tokio::time::timeout(limit, send).await.map_err(|_| ()),
+                None => Ok(send.await),
+            }
+        } => result,
+    };
+    let response = match result {
+        Err(()) => {
+            return Err(ApiError {
+                kind: ApiErrorKind::Timeout,
+                status: None,
+                headers: None,
+                message: "Request timed out.".to_owned(),
+                body: None,
+            })
+        }
+        Ok(Err(error)) => {
+            return Err(ApiError {
+                kind: ApiErrorKind::Connection,
+                status: None,
+                headers: None,
+                message: format!("Connection error.: {}", deepest_cause(&error)),
+                body: None,
+            })
+        }
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(Some(response));
+    }
+    let headers = response.headers().clone();
+    let body = tokio::select! {
+        biased;
+        () = cancelled(options.cancel.as_ref()) => return Ok(None),
+        body = response.bytes() => body.map(|b| b.to_vec()).unwrap_or_default(),
+    };
+    Err(dialect.status_error(status, &headers, &body))
+}
+
+fn provider_response(response: &reqwest::Response) -> ProviderResponse {
+    let mut headers = IndexMap::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|existing: &mut String| {
+                existing.push_str(", ");
+                existing.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    ProviderResponse { status: response.status().as_u16(), headers }
+}
+
+fn header<'a>(error: &'a ApiError, dialect: &dyn Dialect, name: &str) -> Option<&'a str> {
+    if !dialect.exposes_headers() {
+        return None;
+    }
+    error.headers.as_ref()?.get(name)?.to_str().ok()
+}
+
+/// The SDKs' retry rule: `x-should-retry`, then connection errors and 408/409/429/5xx.
+fn is_retryable(error: &ApiError, dialect: &dyn Dialect) -> bool {
+    match error.kind {
+        ApiErrorKind::Other => return false,
+        ApiErrorKind::Connection | ApiErrorKind::Timeout => return dialect.retries_connection_errors(),
+        ApiErrorKind::Status => {}
+    }
+    match header(error, dialect, "x-should-retry") {
+        Some("true") => return true,
+        Some("false") => return false,
+        _ => {}
+    }
+    match error.status {
+        None => true,
+        Some(status) => matches!(status, 408 | 409 | 429) || status >= 500,
+    }
+}
+
+/// JavaScript's `Number.parseFloat`: the longest numeric prefix after leading whitespace.
+pub(crate) fn parse_float_prefix(text: &str) -> Option<f64> {
+    let text = crate::jsonx::js_trim(text);
+    if let Some(rest) = text.strip_prefix("Infinity").or_else(|| text.strip_prefix("+Infinity")) {
+        let _ = rest;
+        return Some(f64::INFINITY);
+    }
+    if text.starts_with("-Infinity") {
+        return Some(f64::NEG_INFINITY);
+    }
+    let bytes = text.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let digits_start = end;
+    while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+    }
+    let mut had_digits = end > digits_start;
+    if bytes.get(end) == Some(&b'.') {
+        let frac_start = end + 1;
+        let mut frac_end = frac_start;
+        while bytes.get(frac_end).is_some_and(u8::is_ascii_digit) {
+            frac_end += 1;
+        }
+        if frac_end > frac_start || had_digits {
+            had_digits = had_digits || frac_end > frac_start;
+            end = frac_end;
+        }
+    }
+    if !had_digits {
+        return None;
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut exp_end = end + 1;
+        if matches!(bytes.get(exp_end), Some(b'+' | b'-')) {
+            exp_end += 1;
+        }
+        let exp_digits = exp_end;
+        while bytes.get(exp_end).is_some_and(u8::is_ascii_digit) {
+            exp_end += 1;
+        }
+        if exp_end > exp_digits {
+            end = exp_end;
+        }
+    }
+    text[..end].parse::<f64>().ok()
+}
+
+fn check_server_delay(delay_ms: f64, max_retry_delay_ms: Option<u64>, message: &str) -> Result<f64, String> {
+    let max = max_retry_delay_ms.unwrap_or(DEFAULT_MAX_RETRY_DELAY_MS);
+    if max > 0 && delay_ms > max as f64 {
+        return Err(format!(
+            "Server requested {}s retry delay (max: {}s). {message}",
+            (delay_ms / 1000.0).ceil(),
+            (max as f64 / 1000.0).ceil()
+        ));
+    }
+    Ok(delay_ms)
+}
+
+/// The delay before retry number `retry_index` (0-based), or the cap error.
+fn retry_delay_ms(error: &ApiError, retry_index: u32, max_retry_delay_ms: Option<u64>) -> Result<f64, String> {
+    if let Some(headers) = &error.headers {
+        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
+        if let Some(value) = get("retry-after-ms").and_then(parse_float_prefix) {
+            if value.is_finite() {
+                return check_server_delay(value, max_retry_delay_ms, &error.message);
+            }
+        }
+        if let Some(raw) = get("retry-after") {
+            let delay = match parse_float_prefix(raw) {
+                Some(seconds) => seconds * 1000.0,
+                None => match httpdate::parse_http_date(raw) {
+                    Ok(when) => match when.duration_since(std::time::SystemTime::now()) {
+                        Ok(ahead) => ahead.as_secs_f64() * 1000.0,
+                        Err(behind) => -behind.duration().as_secs_f64() * 1000.0,
+                    },
+                    Err(_) => f64::NAN,
+                },
+            };
+            if delay.is_finite() {
+                return check_server_delay(delay, max_retry_delay_ms, &error.message);
+            }
+        }
+    }
+    let exponential = (0.5 * 2f64.powi(retry_index.min(30) as i32)).min(8.0) * 1000.0;
+    Ok(exponential * (1.0 - fastrand::f64() * 0.25))
+}
+
+/// What the body reader saw next.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// Bytes.
+    Chunk(Bytes),
+    /// The body ended normally.
+    End,
+    /// The cancellation token fired.
+    Aborted,
+    /// The connection broke or stalled.
+    Failed(String),
+}
+
+/// A response body with cancellation and an idle timeout between chunks.
+pub(crate) struct Body {
+    inner: BoxStream<'static, reqwest::Result<Bytes>>,
+    cancel: Option<CancellationToken>,
+    idle: Option<Duration>,
+}
+
+impl Body {
+    pub(crate) fn new(response: reqwest::Response, options: &StreamOptions) -> Self {
+        Self {
+            inner: response.bytes_stream().boxed(),
+            cancel: options.cancel.clone(),
+            idle: options.idle_timeout_ms.map(Duration::from_millis),
+        }
+    }
+
+    pub(crate) async fn next(&mut self) -> Read {
+        let cancel = self.cancel.clone();
+        let idle = self.idle;
+        let next = self.inner.next();
+        let item = tokio::select! {
+            biased;
+            () = cancelled(cancel.as_ref()) => return Read::Aborted,
+            item = async {
+                match idle {
+                    Some(limit) => tokio::time::timeout(limit, next).await.map_err(|_| ()),
+                    None => Ok(next.await),
+                }
+            } => item,
+        };
+        match item {
+            Err(()) => Read::Failed(format!(
+                "Stream idle timeout: no data received for {} ms",
+                idle.map_or(0, |d| d.as_millis())
+            )),
+            Ok(None) => Read::End,
+            Ok(Some(Ok(bytes))) => Read::Chunk(bytes),
+            Ok(Some(Err(error))) => Read::Failed(format!("terminated: {}", deepest_cause(&error))),
+        }
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        is_cancelled(self.cancel.as_ref())
+    }
+}
+
+/// JavaScript's `String.prototype.length` of a text.
+pub(crate) fn utf16_len(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// pi-ai's body extraction: trimmed, empty = none, truncated to 4000 UTF-16 units.
+pub(crate) fn normalize_body(text: &str) -> Option<String> {
+    let trimmed = crate::jsonx::js_trim(text);
+    if trimmed.is_empty() {
+        return None;
+    }
+    let len = utf16_len(trimmed);
+    if len <= MAX_ERROR_BODY_CHARS {
+        return Some(trimmed.to_owned());
+    }
+    let mut units = 0;
+    let mut cut = trimmed.len();
+    for (index, c) in trimmed.char_indices() {
+        if units + c.len_utf16() > MAX_ERROR_BODY_CHARS {
+            cut = index;
+            break;
+        }
+        units += c.len_utf16();
+    }
+    Some(format!("{}... [truncated {} chars]", &trimmed[..cut], len - MAX_ERROR_BODY_CHARS))
+}
+
+/// pi-ai's `formatProviderError(normalizeProviderError(error), prefix)`.
+pub(crate) fn format_provider_error(error: &ApiError, prefix: Option<&str>) -> String {
+    let carries_body = match &error.body {
+        None => true,
+        Some(body) => error.message.contains(body.as_str()),
+    };
+    match (carries_body, error.status, &error.body, prefix) {
+        (false, Some(status), Some(body), Some(prefix)) => format!("{prefix} ({status}): {body}"),
+        (false, Some(status), Some(body), None) => format!("{status}: {body}"),
+        (_, Some(status), _, Some(prefix)) => format!("{prefix} ({status}): {}", error.message),
+        _ => error.message.clone(),
+    }
+}
+
+/// JavaScript truthiness of a JSON value.
+pub(crate) fn truthy(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+/// The OpenAI / Anthropic SDKs' `APIError.makeMessage`.
+pub(crate) fn sdk_make_message(status: Option<u16>, error: Option<&serde_json::Value>, message: Option<&str>) -> String {
+    let msg: Option<String> = match error {
+        Some(error) if error.get("message").is_some_and(truthy) => match error.get("message") {
+            Some(serde_json::Value::String(text)) => Some(text.clone()),
+            Some(other) => Some(crate::jsonx::stringify(other)),
+            None => None,
+        },
+        Some(error) if truthy(error) => Some(crate::jsonx::stringify(error)),
+        _ => message.map(str::to_owned).filter(|m| !m.is_empty()),
+    };
+    match (status, msg) {
+        (Some(status), Some(msg)) => format!("{status} {msg}"),
+        (Some(status), None) => format!("{status} status code (no body)"),
+        (None, Some(msg)) => msg,
+        (None, None) => "(no status code or body)".to_owned(),
+    }
+}
+
+/// A plain, non-empty JSON object (pi-ai's `isPlainNonEmptyObject`).
+pub(crate) fn plain_non_empty_object(value: Option<&serde_json::Value>) -> Option<&serde_json::Value> {
+    value.filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_float_like_js() {
+        assert_eq!(parse_float_prefix("2"), Some(2.0));
+        assert_eq!(parse_float_prefix(" 1.5s"), Some(1.5));
+        assert_eq!(parse_float_prefix("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_float_prefix(".5"), Some(0.5));
+        assert_eq!(parse_float_prefix("1e3x"), Some(1000.0));
+        assert_eq!(parse_float_prefix("1e"), Some(1.0));
+    }
+
+    #[test]
+    fn cap_error_text() {
+        let error = ApiError {
+            kind: ApiErrorKind::Status,
+            status: Some(429),
+            headers: Some({
+                let mut h = HeaderMap::new();
+                h.insert("retry-after", "120".parse().unwrap());
+                h
+            }),
+            message: "429 slow down".into(),
+            body: None,
+        };
+        assert_eq!(
+            retry_delay_ms(&error, 0, None).unwrap_err(),
+            "Server requested 120s retry delay (max: 60s). 429 slow down"
+        );
+        assert_eq!(retry_delay_ms(&error, 0, Some(0)).unwrap(), 120_000.0);
+    }
+}

@@ -1,0 +1,1357 @@
+//! OpenAI Chat Completions (`openai-completions`) and the many servers that speak it.
+//!
+//! Compatibility switches ([`Compat`]) are detected from the provider id and base URL as
+//! the reference does and can be overridden per model through `Model::compat`.
+
+use std::collections::HashMap;
+
+use pi_types::transcript::{
+    render_system_message_update, resolve_transcript, resolve_transcript_tools, system_message_text,
+    TranscriptToolSupport,
+};
+use pi_types::{
+    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn,
+    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage,
+    UserContent, UserMessageContent,
+};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::common::{self, Out, Stop};
+use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::jsonx::{self, ArgsStream};
+use crate::simple;
+use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::transform::{sanitize_id, take_units, transform_messages};
+
+/// The API id.
+pub const API: &str = "openai-completions";
+
+/// Compatibility switches of an OpenAI-compatible server (`model.compat` overrides the
+/// values detected from provider id and base URL).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compat {
+    /// Send `store: false`.
+    pub supports_store: bool,
+    /// Use the `developer` role for instructions of reasoning models.
+    pub supports_developer_role: bool,
+    /// Send `reasoning_effort`.
+    pub supports_reasoning_effort: bool,
+    /// Send `stream_options.include_usage`.
+    pub supports_usage_in_streaming: bool,
+    /// The server sends `finish_reason` (else a missing one is not an error).
+    pub supports_finish_reason: bool,
+    /// `max_completion_tokens` or `max_tokens`.
+    pub max_tokens_field: String,
+    /// Tool results carry `name`.
+    pub requires_tool_result_name: bool,
+    /// A synthetic assistant turn must follow tool results before a user message.
+    pub requires_assistant_after_tool_result: bool,
+    /// Assistant content is `""` instead of `null`.
+    pub requires_non_null_assistant_content: bool,
+    /// `tools: []` when the history has tool calls but no tools are declared.
+    pub requires_tools_with_tool_history: bool,
+    /// Replay thinking as plain text.
+    pub requires_thinking_as_text: bool,
+    /// Every assistant message of a reasoning model carries `reasoning_content`.
+    pub requires_reasoning_content_on_assistant_messages: bool,
+    /// How thinking is requested: `openai`, `deepseek`, `zai`, `together`, `openrouter`,
+    /// `ant-ling`, `qwen`, `qwen-chat-template`, `chat-template`, `baseten`, `string-thinking`.
+    pub thinking_format: String,
+    /// Values of `chat_template_kwargs` (`chat-template` format).
+    pub chat_template_kwargs: Map<String, Value>,
+    /// Values of `chat_template_args` (`baseten` format).
+    pub chat_template_args: Map<String, Value>,
+    /// Send `tool_stream: true` (z.ai).
+    pub zai_tool_stream: bool,
+    /// Send a `thinking_token_budget`.
+    pub supports_thinking_token_budget: bool,
+    /// Field name of the thinking budget.
+    pub thinking_token_budget_field: Option<String>,
+    /// Tools may be `strict`.
+    pub supports_strict_mode: bool,
+    /// System messages may appear mid-conversation.
+    pub supports_mid_convo_system_messages: bool,
+    /// Tools may be added mid-conversation.
+    pub supports_mid_convo_tool_additions: bool,
+    /// `anthropic` to add Anthropic `cache_control` markers.
+    pub cache_control_format: Option<String>,
+    /// Send session affinity headers.
+    pub send_session_affinity_headers: bool,
+    /// `openai` or `openrouter`.
+    pub session_affinity_format: String,
+    /// Long prompt-cache retention is accepted.
+    pub supports_long_cache_retention: bool,
+    /// `auto`, `enabled` or `disabled`.
+    pub prompt_cache_key_mode: Option<String>,
+    /// vLLM `priority`.
+    pub vllm_priority: Option<Value>,
+}
+
+fn compat_bool(compat: Option<&Map<String, Value>>, key: &str, default: bool) -> bool {
+    compat.and_then(|c| c.get(key)).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn compat_str(compat: Option<&Map<String, Value>>, key: &str) -> Option<String> {
+    compat.and_then(|c| c.get(key)).and_then(Value::as_str).map(str::to_owned)
+}
+
+impl Compat {
+    /// Detect the switches from the provider id and base URL, then apply `model.compat`.
+    pub fn for_model(model: &Model) -> Self {
+        let provider = model.provider.as_str();
+        let url = model.base_url.as_str();
+        let is_zai =
+            matches!(provider, "zai" | "zai-coding-cn") || url.contains("api.z.ai") || url.contains("open.bigmodel.cn");
+        let is_together =
+            provider == "together" || url.contains("api.together.ai") || url.contains("api.together.xyz");
+        let is_moonshot = matches!(provider, "moonshotai" | "moonshotai-cn") || url.contains("api.moonshot.");
+        let is_openrouter = provider == "openrouter" || url.contains("openrouter.ai");
+        let is_cf_workers = provider == "cloudflare-workers-ai" || url.contains("api.cloudflare.com");
+        let is_cf_gateway = provider == "cloudflare-ai-gateway" || url.contains("gateway.ai.cloudflare.com");
+        let is_nvidia = provider == "nvidia" || url.contains("integrate.api.nvidia.com");
+        let is_ant_ling = provider == "ant-ling" || url.contains("api.ant-ling.com");
+        let is_cerebras = provider == "cerebras" || url.contains("cerebras.ai");
+        let is_deepseek = provider == "deepseek" || url.to_lowercase().contains("deepseek.com");
+        let is_grok = provider == "xai" || url.contains("api.x.ai");
+        let is_non_standard = is_nvidia
+            || is_cerebras
+            || is_grok
+            || is_together
+            || url.contains("chutes.ai")
+            || is_deepseek
+            || is_zai
+            || is_moonshot
+            || provider == "opencode"
+            || url.contains("opencode.ai")
+            || is_cf_workers
+            || is_cf_gateway
+            || is_ant_ling;
+        let use_max_tokens = url.contains("chutes.ai")
+            || is_deepseek
+            || is_moonshot
+            || is_cf_gateway
+            || is_together
+            || is_nvidia
+            || is_ant_ling
+            || is_zai;
+        let is_openai = provider == "openai" || url.contains("api.openai.com");
+        let thinking_format = if is_deepseek {
+            "deepseek"
+        } else if is_zai {
+            "zai"
+        } else if is_together {
+            "together"
+        } else if is_ant_ling {
+            "ant-ling"
+        } else if is_openrouter {
+            "openrouter"
+        } else {
+            "openai"
+        };
+        let c = model.compat.as_ref();
+        let map = |key: &str| c.and_then(|c| c.get(key)).and_then(Value::as_object).cloned().unwrap_or_default();
+        Self {
+            supports_store: compat_bool(c, "supportsStore", !is_non_standard),
+            supports_developer_role: compat_bool(c, "supportsDeveloperRole", is_openai),
+            supports_reasoning_effort: compat_bool(
+                c,
+                "supportsReasoningEffort",
+                !is_grok && !is_zai && !is_moonshot && !is_together && !is_cf_gateway && !is_nvidia && !is_ant_ling,
+            ),
+            supports_usage_in_streaming: compat_bool(c, "supportsUsageInStreaming", true),
+            supports_finish_reason: compat_bool(c, "supportsFinishReason", true),
+            max_tokens_field: compat_str(c, "maxTokensField").unwrap_or_else(|| {
+                if use_max_tokens { "max_tokens" } else { "max_completion_tokens" }.to_owned()
+            }),
+            requires_tool_result_name: compat_bool(c, "requiresToolResultName", false),
+            requires_assistant_after_tool_result: compat_bool(c, "requiresAssistantAfterToolResult", false),
+            requires_non_null_assistant_content: compat_bool(c, "requiresNonNullAssistantContent", false),
+            requires_tools_with_tool_history: compat_bool(c, "requiresToolsWithToolHistory", false),
+            requires_thinking_as_text: compat_bool(c, "requiresThinkingAsText", false),
+            requires_reasoning_content_on_assistant_messages: compat_bool(
+                c,
+                "requiresReasoningContentOnAssistantMessages",
+                is_deepseek,
+            ),
+            thinking_format: compat_str(c, "thinkingFormat").unwrap_or_else(|| thinking_format.to_owned()),
+            chat_template_kwargs: map("chatTemplateKwargs"),
+            chat_template_args: map("chatTemplateArgs"),
+            zai_tool_stream: compat_bool(c, "zaiToolStream", false),
+            supports_thinking_token_budget: compat_bool(c, "supportsThinkingTokenBudget", false),
+            thinking_token_budget_field: compat_str(c, "thinkingTokenBudgetField"),
+            supports_strict_mode: compat_bool(c, "supportsStrictMode", false),
+            supports_mid_convo_system_messages: compat_bool(c, "supportsMidConvoSystemMessages", false),
+            supports_mid_convo_tool_additions: compat_bool(c, "supportsMidConvoToolAdditions", false),
+            cache_control_format: compat_str(c, "cacheControlFormat").or_else(|| {
+                (provider == "openrouter" && model.id.starts_with("anthropic/")).then(|| "anthropic".to_owned())
+            }),
+            send_session_affinity_headers: compat_bool(c, "sendSessionAffinityHeaders", is_openrouter),
+            session_affinity_format: compat_str(c, "sessionAffinityFormat")
+                .unwrap_or_else(|| if is_openrouter { "openrouter" } else { "openai" }.to_owned()),
+            supports_long_cache_retention: compat_bool(
+                c,
+                "supportsLongCacheRetention",
+                !(is_together || is_cf_workers || is_cf_gateway || is_nvidia || is_ant_ling),
+            ),
+            prompt_cache_key_mode: compat_str(c, "promptCacheKeyMode"),
+            vllm_priority: c.and_then(|c| c.get("vllmPriority")).cloned(),
+        }
+    }
+}
+
+/// The Chat Completions adapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenAICompletions;
+
+impl StreamFn for OpenAICompletions {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = Out::new(tx, &model, &model.api);
+            let mut state = StreamState::default();
+            match run(&model, context, &options, &mut out, &mut state).await {
+                Ok(()) => out.done().await,
+                Err(stop) => {
+                    state.apply_reasoning_details(&mut out);
+                    out.fail(stop.aborted, stop.message).await;
+                }
+            }
+        })
+    }
+}
+
+/// The request body the adapter sends for a context (for tests and debugging).
+pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
+    let compat = Compat::for_model(model);
+    let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
+    let request = Resolved::new(model, &context, options);
+    build_params(model, &context, options, &compat, &request)
+}
+
+/// The options of `streamSimple` after clamping: the effective max tokens and effort.
+struct Resolved {
+    max_tokens: u64,
+    effort: Option<ThinkingLevel>,
+}
+
+impl Resolved {
+    fn new(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
+        let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+        let effort = options
+            .reasoning
+            .filter(|l| *l != ThinkingLevel::Off)
+            .map(|l| simple::clamp_thinking_level(model, l))
+            .filter(|l| *l != ThinkingLevel::Off);
+        Self { max_tokens, effort }
+    }
+}
+
+fn cache_retention(options: &StreamOptions) -> pi_types::CacheRetention {
+    options.cache_retention.unwrap_or_else(|| {
+        if std::env::var("PI_CACHE_RETENTION").as_deref() == Ok("long") {
+            pi_types::CacheRetention::Long
+        } else {
+            pi_types::CacheRetention::Short
+        }
+    })
+}
+
+#[derive(Default)]
+struct StreamState {
+    reasoning_details: Option<Vec<Value>>,
+}
+
+impl StreamState {
+    fn apply_reasoning_details(&self, out: &mut Out) {
+        let Some(details) = &self.reasoning_details else { return };
+        let text = jsonx::stringify(&Value::Array(details.clone()));
+        for block in &mut out.m().content {
+            if let AssistantContent::Thinking(thinking) = block {
+                thinking.thinking_signature = Some(text.clone());
+            }
+        }
+    }
+}
+
+struct CompletionsDialect;
+
+impl Dialect for CompletionsDialect {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        openai_status_error(status, headers, body)
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        http::format_provider_error(error, None)
+    }
+}
+
+/// The OpenAI SDK's error for a non-2xx response.
+pub(crate) fn openai_status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+    let text = String::from_utf8_lossy(body).into_owned();
+    let parsed = jsonx::parse(&text).ok();
+    let message_text = if parsed.is_some() { None } else { Some(text.as_str()) };
+    let normalized = match parsed {
+        Some(Value::Object(map)) if map.get("error").is_none_or(Value::is_null) => Some(json!({ "error": map })),
+        Some(Value::Array(items)) => Some(json!({ "error": items })),
+        other => other,
+    };
+    let error = normalized.as_ref().and_then(|n| n.get("error")).filter(|e| !e.is_null());
+    let message = http::sdk_make_message(Some(status), error, message_text);
+    let body = http::plain_non_empty_object(error).and_then(|e| http::normalize_body(&jsonx::stringify(e)));
+    ApiError { kind: ApiErrorKind::Status, status: Some(status), headers: Some(headers.clone()), message, body }
+}
+
+/// An `APIError` raised from a stream payload (`data.error` or `event: error`).
+pub(crate) fn openai_stream_error(error: &Value) -> ApiError {
+    let message = http::sdk_make_message(None, Some(error), None);
+    let body = http::plain_non_empty_object(Some(error)).and_then(|e| http::normalize_body(&jsonx::stringify(e)));
+    ApiError { kind: ApiErrorKind::Other, status: None, headers: None, message, body }
+}
+
+fn api_key(model: &Model, options: &StreamOptions) -> Result<String, Stop> {
+    if let Some(key) = options.api_key.as_deref().filter(|k| !k.is_empty()) {
+        return Ok(key.to_owned());
+    }
+    if common::has_header(options, "authorization") || common::has_header(options, "cf-aig-authorization") {
+        return Ok("unused".to_owned());
+    }
+    Err(Stop::error(format!("No API key for provider: {}", model.provider)))
+}
+
+async fn run(
+    model: &Model,
+    context: TranscriptContext,
+    options: &StreamOptions,
+    out: &mut Out,
+    state: &mut StreamState,
+) -> Result<(), Stop> {
+    let key = api_key(model, options)?;
+    let compat = Compat::for_model(model);
+    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+    let resolved = Resolved::new(model, &context, options);
+    let params = build_params(model, &context, options, &compat, &resolved);
+    let params = common::apply_on_payload(options, model, params).await;
+
+    let retention = cache_retention(options);
+    let session = options.session_id.clone().filter(|_| retention != pi_types::CacheRetention::None);
+    let mut extra: Vec<(String, Option<String>)> = Vec::new();
+    if let Some(session) = session.filter(|_| compat.send_session_affinity_headers) {
+        if compat.session_affinity_format == "openrouter" {
+            extra.push(("x-session-id".into(), Some(session)));
+        } else {
+            if compat.session_affinity_format == "openai" {
+                extra.push(("session_id".into(), Some(session.clone())));
+            }
+            extra.push(("x-client-request-id".into(), Some(session.clone())));
+            extra.push(("x-session-affinity".into(), Some(session)));
+        }
+    }
+    let base = vec![
+        ("Accept".to_owned(), Some("application/json".to_owned())),
+        ("Content-Type".to_owned(), Some("application/json".to_owned())),
+        ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
+    ];
+    let headers = common::merge_headers(&[base, common::model_headers(model), extra, common::option_headers(options)]);
+    let request = http::Request {
+        url: format!("{}/chat/completions", model.base_url.trim_end_matches('/')),
+        headers,
+        body: jsonx::stringify(&params).into_bytes(),
+    };
+    let response = http::send(&request, model, options, &CompletionsDialect).await?;
+    out.start().await;
+
+    let mut body = Body::new(response, options);
+    let mut decoder = SseDecoder::new(LineMode::Standard);
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut chunks = Chunks::default();
+    let mut finished_body = false;
+    'read: while !finished_body {
+        match body.next().await {
+            Read::Chunk(bytes) => decoder.push(&bytes, &mut events),
+            Read::End => {
+                decoder.finish(&mut events);
+                finished_body = true;
+            }
+            Read::Aborted => break 'read,
+            Read::Failed(message) => return Err(Stop::error(message)),
+        }
+        for event in std::mem::take(&mut events) {
+            if event.data == "[DONE]" {
+                break 'read;
+            }
+            let Ok(data) = jsonx::parse(&event.data) else {
+                return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
+            };
+            if event.event.as_deref() == Some("error") {
+                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                return Err(stream_error(error));
+            }
+            if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                return Err(stream_error(error));
+            }
+            common::on_event(options, model, &data).await;
+            chunks.handle(model, &data, out, state).await;
+            if body.is_cancelled() {
+                break 'read;
+            }
+        }
+    }
+
+    chunks.finish_blocks(out, state).await;
+    if body.is_cancelled() {
+        return Err(Stop::aborted("Request was aborted"));
+    }
+    let stop = out.get().stop_reason;
+    if !chunks.has_finish_reason && !compat.supports_finish_reason {
+        let has_tool = out.get().tool_calls().next().is_some();
+        out.m().stop_reason = if has_tool { StopReason::ToolUse } else { StopReason::Stop };
+    } else if stop == StopReason::Aborted {
+        return Err(Stop::error("Request was aborted"));
+    }
+    if out.get().stop_reason == StopReason::Error {
+        let message = out
+            .get()
+            .error_message
+            .clone()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "Provider returned an error stop reason".to_owned());
+        return Err(Stop::error(message));
+    }
+    if (compat.supports_finish_reason && !chunks.has_finish_reason) || out.get().stop_reason == StopReason::Pending {
+        return Err(Stop::error("Stream ended without finish_reason"));
+    }
+    Ok(())
+}
+
+fn stream_error(error: &Value) -> Stop {
+    let api_error = openai_stream_error(error);
+    let mut message = http::format_provider_error(&api_error, None);
+    if let Some(raw) = error.get("metadata").and_then(|m| m.get("raw")).filter(|r| http::truthy(r)) {
+        let raw = match raw {
+            Value::String(s) => s.clone(),
+            other => jsonx::stringify(other),
+        };
+        if !message.contains(&raw) {
+            message.push('\n');
+            message.push_str(&raw);
+        }
+    }
+    Stop::error(message)
+}
+
+struct ToolState {
+    args: ArgsStream,
+    stream_index: Option<i64>,
+}
+
+#[derive(Default)]
+struct Chunks {
+    text_block: Option<usize>,
+    thinking_block: Option<usize>,
+    has_finish_reason: bool,
+    by_index: HashMap<i64, usize>,
+    by_id: HashMap<String, usize>,
+    tools: HashMap<usize, ToolState>,
+}
+
+fn num(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
+}
+
+/// `a ?? b`: the first value that is present and not null.
+fn coalesce<'a>(values: &[Option<&'a Value>]) -> Option<&'a Value> {
+    values.iter().flatten().copied().find(|v| !v.is_null())
+}
+
+fn parse_chunk_usage(raw: &Value, model: &Model) -> Usage {
+    let prompt = num(raw.get("prompt_tokens"));
+    let details = raw.get("prompt_tokens_details");
+    let cache_read = coalesce(&[
+        details.and_then(|d| d.get("cached_tokens")),
+        raw.get("prompt_cache_hit_tokens"),
+        raw.get("cached_tokens"),
+    ])
+    .and_then(Value::as_f64)
+    .map_or(0, |f| f.max(0.0) as u64);
+    let cache_write = num(details.and_then(|d| d.get("cache_write_tokens")));
+    let input = prompt.saturating_sub(cache_read).saturating_sub(cache_write);
+    let output = num(raw.get("completion_tokens"));
+    let reasoning = {
+        let from_details = num(raw.get("completion_tokens_details").and_then(|d| d.get("reasoning_tokens")));
+        if from_details > 0 {
+            from_details
+        } else {
+            num(raw.get("reasoning_tokens"))
+        }
+    };
+    let mut usage = Usage {
+        input,
+        output,
+        cache_read,
+        cache_write,
+        reasoning: Some(reasoning),
+        total_tokens: input + output + cache_read + cache_write,
+        ..Default::default()
+    };
+    crate::cost::calculate_cost(model, &mut usage);
+    if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
+        if let Some(cost) = raw.get("cost").and_then(Value::as_f64) {
+            usage.cost.total = cost;
+            usage.cost.total_from_provider = Some(true);
+        }
+    }
+    usage
+}
+
+fn map_stop_reason(reason: &str) -> (StopReason, Option<String>) {
+    match reason {
+        "stop" | "end" => (StopReason::Stop, None),
+        "length" => (StopReason::Length, None),
+        "function_call" | "tool_calls" => (StopReason::ToolUse, None),
+        other => (StopReason::Error, Some(format!("Provider finish_reason: {other}"))),
+    }
+}
+
+fn is_reasoning_detail(detail: &Value) -> bool {
+    let Some(map) = detail.as_object() else { return false };
+    let id_ok = map.get("id").is_none_or(|v| v.is_null() || v.is_string());
+    let format_ok = map.get("format").is_none_or(Value::is_string);
+    let index_ok = map.get("index").is_none_or(Value::is_number);
+    if !(id_ok && format_ok && index_ok) {
+        return false;
+    }
+    match map.get("type").and_then(Value::as_str) {
+        Some("reasoning.summary") => map.get("summary").is_some_and(Value::is_string),
+        Some("reasoning.encrypted") => map.get("data").is_some_and(Value::is_string),
+        Some("reasoning.text") => {
+            map.get("text").is_some_and(Value::is_string)
+                && map.get("signature").is_none_or(|v| v.is_null() || v.is_string())
+        }
+        _ => false,
+    }
+}
+
+fn append_reasoning_detail(details: &mut Vec<Value>, detail: &Value) {
+    let kind = detail.get("type").and_then(Value::as_str);
+    if let Some(last) = details.last_mut().and_then(Value::as_object_mut) {
+        let last_kind = last.get("type").and_then(Value::as_str).map(str::to_owned);
+        let field = match (kind, last_kind.as_deref()) {
+            (Some("reasoning.text"), Some("reasoning.text")) => Some("text"),
+            (Some("reasoning.summary"), Some("reasoning.summary")) => Some("summary"),
+            _ => None,
+        };
+        if let Some(field) = field {
+            let addition = detail.get(field).and_then(Value::as_str).unwrap_or("");
+            let merged = format!("{}{addition}", last.get(field).and_then(Value::as_str).unwrap_or(""));
+            last.insert(field.to_owned(), Value::String(merged));
+            if field == "text" && !last.get("signature").is_some_and(http::truthy) {
+                if let Some(sig) = detail.get("signature") {
+                    last.insert("signature".into(), sig.clone());
+                }
+            }
+            if last.get("id").is_none_or(Value::is_null) {
+                if let Some(id) = detail.get("id") {
+                    last.insert("id".into(), id.clone());
+                }
+            }
+            if !last.get("format").is_some_and(http::truthy) {
+                if let Some(format) = detail.get("format") {
+                    last.insert("format".into(), format.clone());
+                }
+            }
+            if last.get("index").is_none_or(Value::is_null) {
+                if let Some(index) = detail.get("index") {
+                    last.insert("index".into(), index.clone());
+                }
+            }
+            return;
+        }
+    }
+    details.push(detail.clone());
+}
+
+impl Chunks {
+    async fn ensure_thinking(&mut self, out: &mut Out, signature: &str) -> usize {
+        if let Some(index) = self.thinking_block {
+            return index;
+        }
+        let m = out.m();
+        m.content.push(AssistantContent::Thinking(ThinkingContent {
+            thinking: String::new(),
+            thinking_signature: Some(signature.to_owned()),
+            redacted: None,
+        }));
+        let index = m.content.len() - 1;
+        self.thinking_block = Some(index);
+        out.thinking_start(index).await;
+        index
+    }
+
+    async fn handle(&mut self, model: &Model, chunk: &Value, out: &mut Out, state: &mut StreamState) {
+        if !chunk.is_object() {
+            return;
+        }
+        {
+            let m = out.m();
+            if m.response_id.as_deref().is_none_or(str::is_empty) {
+                if let Some(id) = chunk.get("id").and_then(Value::as_str) {
+                    m.response_id = Some(id.to_owned());
+                }
+            }
+            if let Some(response_model) = chunk.get("model").and_then(Value::as_str) {
+                if !response_model.is_empty()
+                    && response_model != model.id
+                    && m.response_model.as_deref().is_none_or(str::is_empty)
+                {
+                    m.response_model = Some(response_model.to_owned());
+                }
+            }
+        }
+        let chunk_usage = chunk.get("usage").filter(|u| http::truthy(u));
+        if let Some(usage) = chunk_usage {
+            out.m().usage = parse_chunk_usage(usage, model);
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else { return };
+        if !http::truthy(choice) {
+            return;
+        }
+        if chunk_usage.is_none() {
+            if let Some(usage) = choice.get("usage").filter(|u| http::truthy(u)) {
+                out.m().usage = parse_chunk_usage(usage, model);
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").filter(|r| http::truthy(r)) {
+            let reason_text = match reason {
+                Value::String(s) => s.clone(),
+                other => jsonx::stringify(other),
+            };
+            let (stop, error) = map_stop_reason(&reason_text);
+            let m = out.m();
+            m.raw_stop_reason = Some(reason_text);
+            m.stop_reason = stop;
+            if let Some(error) = error {
+                m.error_message = Some(error);
+            }
+            self.has_finish_reason = true;
+        }
+        let Some(delta) = choice.get("delta").filter(|d| http::truthy(d)) else { return };
+
+        let reasoning_field = ["reasoning_content", "reasoning", "reasoning_text"]
+            .into_iter()
+            .find(|field| delta.get(*field).and_then(Value::as_str).is_some_and(|s| !s.is_empty()));
+        if let Some(field) = reasoning_field {
+            let text = delta.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+            let signature =
+                if model.provider == "opencode-go" && field == "reasoning" { "reasoning_content" } else { field };
+            let index = self.ensure_thinking(out, signature).await;
+            if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
+                block.thinking.push_str(&text);
+            }
+            out.thinking_delta(index, text).await;
+        }
+        if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
+            for detail in details {
+                if !is_reasoning_detail(detail) {
+                    continue;
+                }
+                self.ensure_thinking(out, "").await;
+                append_reasoning_detail(state.reasoning_details.get_or_insert_with(Vec::new), detail);
+            }
+        }
+        if let Some(content) = delta.get("content").and_then(Value::as_str).filter(|c| !c.is_empty()) {
+            let index = match self.text_block {
+                Some(index) => index,
+                None => {
+                    let m = out.m();
+                    m.content.push(AssistantContent::text(""));
+                    let index = m.content.len() - 1;
+                    self.text_block = Some(index);
+                    out.text_start(index).await;
+                    index
+                }
+            };
+            if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
+                block.text.push_str(content);
+            }
+            out.text_delta(index, content.to_owned()).await;
+        }
+        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+            for call in calls {
+                self.tool_call(call, out).await;
+            }
+        }
+    }
+
+    async fn tool_call(&mut self, call: &Value, out: &mut Out) {
+        let stream_index = call.get("index").and_then(Value::as_f64).map(|f| f as i64);
+        let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+        let function = call.get("function");
+        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("").to_owned();
+        let mut block = stream_index.and_then(|i| self.by_index.get(&i).copied());
+        if block.is_none() {
+            if let Some(id) = &id {
+                block = self.by_id.get(id).copied();
+            }
+        }
+        let index = match block {
+            Some(index) => index,
+            None => {
+                let m = out.m();
+                m.content.push(AssistantContent::ToolCall(ToolCall {
+                    id: id.clone().unwrap_or_default(),
+                    name: name.clone(),
+                    ..Default::default()
+                }));
+                let index = m.content.len() - 1;
+                self.tools.insert(index, ToolState { args: ArgsStream::default(), stream_index });
+                if let Some(i) = stream_index {
+                    self.by_index.insert(i, index);
+                }
+                if let Some(id) = &id {
+                    self.by_id.insert(id.clone(), index);
+                }
+                out.toolcall_start(index).await;
+                index
+            }
+        };
+        if let Some(state) = self.tools.get_mut(&index) {
+            if let (Some(i), None) = (stream_index, state.stream_index) {
+                state.stream_index = Some(i);
+                self.by_index.insert(i, index);
+            }
+        }
+        if let Some(id) = &id {
+            self.by_id.insert(id.clone(), index);
+        }
+        let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str).filter(|a| !a.is_empty());
+        let partial = match (arguments, self.tools.get_mut(&index)) {
+            (Some(text), Some(state)) => Some(state.args.append(text)),
+            _ => None,
+        };
+        if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(index) {
+            if block.id.is_empty() {
+                if let Some(id) = &id {
+                    block.id = id.clone();
+                }
+            }
+            if block.name.is_empty() && !name.is_empty() {
+                block.name = name;
+            }
+            if let Some(partial) = partial {
+                block.arguments = partial;
+            }
+        }
+        out.toolcall_delta(index, arguments.unwrap_or("").to_owned()).await;
+    }
+
+    async fn finish_blocks(&mut self, out: &mut Out, state: &StreamState) {
+        let count = out.get().content.len();
+        for index in 0..count {
+            let block = out.get().content[index].clone();
+            match block {
+                AssistantContent::Text(text) => out.text_end(index, text.text).await,
+                AssistantContent::Thinking(_) => {
+                    if let Some(details) = &state.reasoning_details {
+                        let text = jsonx::stringify(&Value::Array(details.clone()));
+                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
+                            block.thinking_signature = Some(text);
+                        }
+                    }
+                    let thinking = match &out.get().content[index] {
+                        AssistantContent::Thinking(t) => t.thinking.clone(),
+                        _ => String::new(),
+                    };
+                    out.thinking_end(index, thinking).await;
+                }
+                AssistantContent::ToolCall(_) => {
+                    let Some(tool_state) = self.tools.remove(&index) else { continue };
+                    let (arguments, error) = tool_state.args.finish();
+                    let call = match out.m().content.get_mut(index) {
+                        Some(AssistantContent::ToolCall(call)) => {
+                            call.arguments = arguments;
+                            if error.is_some() {
+                                call.arguments_error = error;
+                            }
+                            call.clone()
+                        }
+                        _ => continue,
+                    };
+                    out.toolcall_end(index, call).await;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request building
+// ---------------------------------------------------------------------------------------------
+
+fn build_params(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+    compat: &Compat,
+    resolved: &Resolved,
+) -> Value {
+    let support = if compat.supports_mid_convo_system_messages && compat.supports_mid_convo_tool_additions {
+        TranscriptToolSupport::Additions
+    } else {
+        TranscriptToolSupport::None
+    };
+    let transcript_tools = resolve_transcript_tools(context.messages(), support);
+    let mut messages = convert_messages(model, context, compat);
+    let retention = cache_retention(options);
+    let mut params = Map::new();
+    params.insert("model".into(), json!(model.id));
+    params.insert("messages".into(), Value::Null);
+    params.insert("stream".into(), json!(true));
+    let key_mode = compat.prompt_cache_key_mode.as_deref().unwrap_or("auto");
+    let supports_key = key_mode == "enabled"
+        || (key_mode == "auto"
+            && (model.base_url.contains("api.openai.com")
+                || (retention == pi_types::CacheRetention::Long && compat.supports_long_cache_retention)));
+    if retention != pi_types::CacheRetention::None && supports_key {
+        if let Some(session) = &options.session_id {
+            params.insert("prompt_cache_key".into(), json!(session.chars().take(64).collect::<String>()));
+        }
+    }
+    if retention == pi_types::CacheRetention::Long && compat.supports_long_cache_retention {
+        params.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    if compat.supports_usage_in_streaming {
+        params.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if compat.supports_store {
+        params.insert("store".into(), json!(false));
+    }
+    if resolved.max_tokens > 0 {
+        params.insert(compat.max_tokens_field.clone(), json!(resolved.max_tokens));
+    }
+    if let Some(t) = options.temperature {
+        params.insert("temperature".into(), json!(t));
+    }
+    let mut tools_value: Option<Vec<Value>> = None;
+    if !transcript_tools.request_tools.is_empty() {
+        tools_value = Some(convert_tools(&transcript_tools.request_tools, compat));
+        if compat.zai_tool_stream {
+            params.insert("tool_stream".into(), json!(true));
+        }
+    } else if compat.requires_tools_with_tool_history && has_tool_history(context.messages()) {
+        tools_value = Some(Vec::new());
+    }
+    if compat.cache_control_format.as_deref() == Some("anthropic") && retention != pi_types::CacheRetention::None {
+        let mut control = json!({"type": "ephemeral"});
+        if retention == pi_types::CacheRetention::Long && compat.supports_long_cache_retention {
+            control["ttl"] = json!("1h");
+        }
+        apply_anthropic_cache_control(&mut messages, tools_value.as_mut(), &control);
+    }
+    if let Some(tools) = tools_value {
+        params.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = options.tool_choice {
+        params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
+    }
+    if let Some(priority) = &compat.vllm_priority {
+        params.insert("priority".into(), priority.clone());
+    }
+    params.insert("messages".into(), Value::Array(messages));
+    apply_thinking(model, options, compat, resolved, &mut params);
+
+    if let Some(c) = &model.compat {
+        if let Some(routing) = c.get("openRouterRouting").filter(|r| http::truthy(r)) {
+            params.insert("provider".into(), routing.clone());
+        }
+        if let Some(routing) = c.get("vercelGatewayRouting").filter(|r| http::truthy(r)) {
+            let mut gateway = Map::new();
+            for key in ["only", "order"] {
+                if let Some(v) = routing.get(key).filter(|v| http::truthy(v)) {
+                    gateway.insert(key.into(), v.clone());
+                }
+            }
+            if !gateway.is_empty() {
+                params.insert("providerOptions".into(), json!({ "gateway": gateway }));
+            }
+        }
+    }
+    let level = resolved.effort.unwrap_or(ThinkingLevel::Off);
+    if let Some(sampling) = simple::resolve_sampling_params(model, level, options.sampling_params.as_ref()) {
+        for (k, v) in sampling {
+            params.insert(k, v);
+        }
+    }
+    Value::Object(params)
+}
+
+/// The reasoning/thinking request fields of every thinking format.
+fn apply_thinking(
+    model: &Model,
+    options: &StreamOptions,
+    compat: &Compat,
+    resolved: &Resolved,
+    params: &mut Map<String, Value>,
+) {
+    let effort = resolved.effort;
+    let budget_field = compat
+        .thinking_token_budget_field
+        .clone()
+        .or_else(|| compat.supports_thinking_token_budget.then(|| "thinking_token_budget".to_owned()));
+    let budget = match effort {
+        Some(level) if model.reasoning => {
+            let ceiling = ["max_tokens", "max_completion_tokens"]
+                .iter()
+                .find_map(|k| params.get(*k).and_then(Value::as_u64))
+                .unwrap_or(model.max_tokens);
+            let budget = simple::clamp_thinking_budget_to_answer_room(
+                simple::thinking_budget_for_level(level, options.thinking_budgets.as_ref()),
+                ceiling,
+            );
+            (budget > 0).then_some(budget)
+        }
+        _ => None,
+    };
+    let mapped_or = |level: ThinkingLevel| simple::mapped_or_level(model, level);
+    let off_null = simple::off_is_null(model);
+    let off_value = simple::mapped_level(model, ThinkingLevel::Off).flatten().map(str::to_owned);
+    let format = compat.thinking_format.as_str();
+    if !model.reasoning {
+        // Only the budget field below could apply, and it needs a reasoning model.
+    } else if format == "zai" {
+        params.insert(
+            "thinking".into(),
+            if effort.is_some() { json!({"type": "enabled", "clear_thinking": false}) } else { json!({"type": "disabled"}) },
+        );
+        if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+            match simple::mapped_level(model, level) {
+                None => {
+                    params.insert("reasoning_effort".into(), json!(level.as_str()));
+                }
+                Some(Some(value)) => {
+                    params.insert("reasoning_effort".into(), json!(value));
+                }
+                Some(None) => {}
+            }
+        }
+    } else if format == "qwen" {
+        params.insert("enable_thinking".into(), json!(effort.is_some()));
+        if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+            params.insert("reasoning_effort".into(), json!(mapped_or(level)));
+        }
+    } else if format == "qwen-chat-template" {
+        params.insert("chat_template_kwargs".into(), json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}));
+    } else if format == "chat-template" {
+        if let Some(values) = chat_template_values(model, effort, &compat.chat_template_kwargs, budget) {
+            params.insert("chat_template_kwargs".into(), Value::Object(values));
+        }
+    } else if format == "baseten" {
+        if let Some(values) = chat_template_values(model, effort, &compat.chat_template_args, budget) {
+            params.insert("chat_template_args".into(), Value::Object(values));
+        }
+        if compat.supports_reasoning_effort {
+            let mapped = match effort {
+                Some(level) => simple::mapped_level(model, level),
+                None => simple::mapped_level(model, ThinkingLevel::Off),
+            };
+            let value = match mapped {
+                None => effort.map(|l| l.as_str().to_owned()),
+                Some(v) => v.map(str::to_owned),
+            };
+            if let Some(value) = value {
+                params.insert("reasoning_effort".into(), json!(value));
+            }
+        }
+    } else if format == "deepseek" {
+        if effort.is_some() {
+            params.insert("thinking".into(), json!({"type": "enabled"}));
+        } else if !off_null {
+            params.insert("thinking".into(), json!({"type": "disabled"}));
+        }
+        if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+            params.insert("reasoning_effort".into(), json!(mapped_or(level)));
+        }
+    } else if format == "openrouter" {
+        if let Some(level) = effort {
+            params.insert("reasoning".into(), json!({"effort": mapped_or(level)}));
+        } else if !off_null {
+            params.insert("reasoning".into(), json!({"effort": off_value.unwrap_or_else(|| "none".into())}));
+        }
+    } else if format == "ant-ling" {
+        if let Some(value) = effort.and_then(|level| simple::mapped_level(model, level).flatten()) {
+            params.insert("reasoning".into(), json!({"effort": value}));
+        }
+    } else if format == "together" {
+        params.insert("reasoning".into(), json!({"enabled": effort.is_some()}));
+        if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
+            params.insert("reasoning_effort".into(), json!(mapped_or(level)));
+        }
+    } else if format == "string-thinking" {
+        if let Some(level) = effort {
+            params.insert("thinking".into(), json!(mapped_or(level)));
+        } else if !off_null {
+            params.insert("thinking".into(), json!(off_value.unwrap_or_else(|| "none".into())));
+        }
+    } else if compat.supports_reasoning_effort {
+        match effort {
+            Some(level) => {
+                params.insert("reasoning_effort".into(), json!(mapped_or(level)));
+            }
+            None => {
+                if let Some(off) = off_value {
+                    params.insert("reasoning_effort".into(), json!(off));
+                }
+            }
+        }
+    }
+    if let (Some(field), Some(budget)) = (budget_field, budget) {
+        params.insert(field, json!(budget));
+    }
+}
+
+fn chat_template_values(
+    model: &Model,
+    effort: Option<ThinkingLevel>,
+    values: &Map<String, Value>,
+    budget: Option<u64>,
+) -> Option<Map<String, Value>> {
+    let mut out = Map::new();
+    for (key, value) in values {
+        let resolved = match value {
+            Value::Object(spec) => {
+                if effort.is_none() && spec.get("omitWhenOff").is_some_and(http::truthy) {
+                    None
+                } else if spec.get("$var").and_then(Value::as_str) == Some("thinking.enabled") {
+                    Some(json!(effort.is_some()))
+                } else if spec.get("$var").and_then(Value::as_str) == Some("thinking.budget") {
+                    budget.map(|b| json!(b))
+                } else {
+                    let mapped = match effort {
+                        Some(level) => simple::mapped_level(model, level),
+                        None => simple::mapped_level(model, ThinkingLevel::Off),
+                    };
+                    match mapped {
+                        None => effort.map(|l| json!(l.as_str())),
+                        Some(Some(v)) => Some(json!(v)),
+                        Some(None) => None,
+                    }
+                }
+            }
+            other => Some(other.clone()),
+        };
+        if let Some(resolved) = resolved {
+            out.insert(key.clone(), resolved);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn has_tool_history(messages: &[Message]) -> bool {
+    messages.iter().any(|m| match m {
+        Message::ToolResult(_) => true,
+        Message::Assistant(a) => a.tool_calls().next().is_some(),
+        _ => false,
+    })
+}
+
+fn convert_tools(tools: &[Tool], compat: &Compat) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let strict = common::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None);
+            let mut function = Map::new();
+            function.insert("name".into(), json!(tool.name));
+            function.insert("description".into(), json!(tool.description));
+            function.insert("parameters".into(), common::tool_parameters(tool, strict));
+            if compat.supports_strict_mode {
+                function.insert("strict".into(), json!(strict.unwrap_or(false)));
+            }
+            json!({"type": "function", "function": function})
+        })
+        .collect()
+}
+
+fn set_cache_control_on_text(message: &mut Value, control: &Value) -> bool {
+    match message.get_mut("content") {
+        Some(Value::String(text)) => {
+            if text.is_empty() {
+                return false;
+            }
+            let text = std::mem::take(text);
+            message["content"] = json!([{"type": "text", "text": text, "cache_control": control}]);
+            true
+        }
+        Some(Value::Array(parts)) => {
+            for part in parts.iter_mut().rev() {
+                if part.get("type").and_then(Value::as_str) == Some("text") {
+                    part["cache_control"] = control.clone();
+                    return true;
+                }
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+fn apply_anthropic_cache_control(messages: &mut [Value], tools: Option<&mut Vec<Value>>, control: &Value) {
+    if let Some(first) = messages
+        .iter_mut()
+        .find(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
+    {
+        set_cache_control_on_text(first, control);
+    }
+    if let Some(last) = tools.and_then(|t| t.last_mut()) {
+        last["cache_control"] = control.clone();
+    }
+    for message in messages.iter_mut().rev() {
+        if matches!(message.get("role").and_then(Value::as_str), Some("user" | "assistant" | "tool"))
+            && set_cache_control_on_text(message, control)
+        {
+            return;
+        }
+    }
+}
+
+fn normalize_tool_call_id(id: &str, model: &Model) -> String {
+    if let Some(separator) = id.find('|') {
+        let call_id = sanitize_id(&id[..separator]);
+        let item_id = sanitize_id(&id[separator + 1..]);
+        let combined = if item_id.is_empty() { call_id.clone() } else { format!("{call_id}_{item_id}") };
+        if combined.len() <= 40 {
+            return combined;
+        }
+        let hash: String = common::short_hash(id).chars().take(8).collect();
+        let prefix: String = call_id.chars().take(40usize.saturating_sub(hash.len() + 1).max(1)).collect();
+        return format!("{prefix}_{hash}");
+    }
+    if model.provider == "openai" && id.encode_utf16().count() > 40 {
+        return take_units(id, 40);
+    }
+    id.to_owned()
+}
+
+fn parse_reasoning_details(signature: Option<&str>) -> Option<Vec<Value>> {
+    let parsed = jsonx::parse(signature.filter(|s| !s.is_empty())?).ok()?;
+    let items = parsed.as_array()?;
+    (!items.is_empty() && items.iter().all(is_reasoning_detail)).then(|| items.clone())
+}
+
+fn parse_legacy_encrypted_detail(signature: Option<&str>) -> Option<Value> {
+    let parsed = jsonx::parse(signature.filter(|s| !s.is_empty())?).ok()?;
+    let ok = is_reasoning_detail(&parsed)
+        && parsed.get("type").and_then(Value::as_str) == Some("reasoning.encrypted")
+        && parsed.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+        && parsed.get("data").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    ok.then_some(parsed)
+}
+
+fn image_url(mime: &str, data: &str) -> Value {
+    json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}})
+}
+
+fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat) -> Vec<Value> {
+    let messages = context.messages();
+    let normalize = |id: &str, target: &Model, _source: &pi_types::AssistantMessage| normalize_tool_call_id(id, target);
+    let transformed = transform_messages(messages, model, Some(&normalize));
+    let support = if compat.supports_mid_convo_system_messages && compat.supports_mid_convo_tool_additions {
+        TranscriptToolSupport::Additions
+    } else {
+        TranscriptToolSupport::None
+    };
+    let transcript_tools = resolve_transcript_tools(messages, support);
+    let instruction_role = if model.reasoning && compat.supports_developer_role { "developer" } else { "system" };
+    let mut params: Vec<Value> = Vec::new();
+    let mut last_role: Option<&str> = None;
+    let mut system_index = 0usize;
+    let mut i = 0usize;
+    while i < transformed.len() {
+        let message = &transformed[i];
+        if compat.requires_assistant_after_tool_result
+            && last_role == Some("toolResult")
+            && matches!(message, Message::User(_))
+        {
+            params.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+        }
+        match message {
+            Message::System(system) => {
+                let folded = system_index >= transcript_tools.folded_system_messages;
+                system_index += 1;
+                if folded {
+                    if let Some(added) = system.tools_added.as_ref().filter(|t| !t.is_empty()) {
+                        params.push(json!({"role": "system", "tools": convert_tools(added, compat)}));
+                    }
+                }
+                let text = if i == 0 { system_message_text(system) } else { render_system_message_update(system) };
+                if !text.is_empty() {
+                    params.push(json!({"role": instruction_role, "content": text}));
+                }
+                last_role = Some("system");
+            }
+            Message::User(user) => {
+                match &user.content {
+                    UserMessageContent::Text(text) => params.push(json!({"role": "user", "content": text})),
+                    UserMessageContent::Blocks(blocks) => {
+                        let content: Vec<Value> = blocks
+                            .iter()
+                            .filter(|b| !matches!(b, UserContent::Text(t) if t.text.is_empty()))
+                            .map(|b| match b {
+                                UserContent::Text(t) => json!({"type": "text", "text": t.text}),
+                                UserContent::Image(img) => image_url(&img.mime_type, &img.data),
+                            })
+                            .collect();
+                        if content.is_empty() {
+                            i += 1;
+                            continue;
+                        }
+                        params.push(json!({"role": "user", "content": content}));
+                    }
+                }
+                last_role = Some("user");
+            }
+            Message::Assistant(assistant) => {
+                last_role = Some("assistant");
+                if let Some(value) = convert_assistant(model, compat, assistant) {
+                    params.push(value);
+                }
+            }
+            Message::ToolResult(_) => {
+                let mut images: Vec<Value> = Vec::new();
+                let mut j = i;
+                while let Some(Message::ToolResult(result)) = transformed.get(j) {
+                    let text = result
+                        .content
+                        .iter()
+                        .filter_map(|c| match c {
+                            UserContent::Text(t) => Some(t.text.as_str()),
+                            UserContent::Image(_) => None,
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let has_images = result.content.iter().any(|c| matches!(c, UserContent::Image(_)));
+                    let content = if !jsonx::js_trim(&text).is_empty() {
+                        text
+                    } else if has_images {
+                        "(see attached image)".to_owned()
+                    } else {
+                        "(no tool output)".to_owned()
+                    };
+                    let mut tool_message = json!({"role": "tool", "content": content, "tool_call_id": result.tool_call_id});
+                    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
+                        tool_message["name"] = json!(result.tool_name);
+                    }
+                    params.push(tool_message);
+                    if has_images && model.input.contains(&InputModality::Image) {
+                        for block in &result.content {
+                            if let UserContent::Image(img) = block {
+                                images.push(image_url(&img.mime_type, &img.data));
+                            }
+                        }
+                    }
+                    j += 1;
+                }
+                i = j;
+                if images.is_empty() {
+                    last_role = Some("toolResult");
+                } else {
+                    if compat.requires_assistant_after_tool_result {
+                        params.push(json!({"role": "assistant", "content": "I have processed the tool results."}));
+                    }
+                    let mut content = vec![json!({"type": "text", "text": "Attached image(s) from tool result:"})];
+                    content.extend(images);
+                    params.push(json!({"role": "user", "content": content}));
+                    last_role = Some("user");
+                }
+                continue;
+            }
+        }
+        i += 1;
+    }
+    params
+}
+
+fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::AssistantMessage) -> Option<Value> {
+    let mut message = Map::new();
+    message.insert("role".into(), json!("assistant"));
+    let null_content = !(compat.requires_assistant_after_tool_result || compat.requires_non_null_assistant_content);
+    message.insert("content".into(), if null_content { Value::Null } else { json!("") });
+    let text_parts: Vec<&TextContent> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            AssistantContent::Text(t) if !jsonx::js_trim(&t.text).is_empty() => Some(t),
+            _ => None,
+        })
+        .collect();
+    let assistant_text: String = text_parts.iter().map(|t| t.text.as_str()).collect();
+    let thinking: Vec<&ThinkingContent> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            AssistantContent::Thinking(t) => Some(t),
+            _ => None,
+        })
+        .collect();
+    let calls: Vec<&ToolCall> = assistant.tool_calls().collect();
+    let signed = thinking.iter().find_map(|t| parse_reasoning_details(t.thinking_signature.as_deref()));
+    let legacy: Vec<Value> =
+        calls.iter().filter_map(|c| parse_legacy_encrypted_detail(c.thought_signature.as_deref())).collect();
+    let preserved = signed.or_else(|| (!legacy.is_empty()).then_some(legacy));
+    let non_empty: Vec<&&ThinkingContent> =
+        thinking.iter().filter(|t| !jsonx::js_trim(&t.thinking).is_empty()).collect();
+    if !non_empty.is_empty() {
+        if compat.requires_thinking_as_text {
+            let thinking_text = non_empty.iter().map(|t| t.thinking.as_str()).collect::<Vec<_>>().join("\n\n");
+            let mut parts = vec![json!({"type": "text", "text": thinking_text})];
+            parts.extend(text_parts.iter().map(|t| json!({"type": "text", "text": t.text})));
+            message.insert("content".into(), Value::Array(parts));
+        } else {
+            if !assistant_text.is_empty() {
+                message.insert("content".into(), json!(assistant_text));
+            }
+            if preserved.is_none() {
+                let mut signature = non_empty[0].thinking_signature.clone().unwrap_or_default();
+                if model.provider == "opencode-go" && signature == "reasoning" {
+                    signature = "reasoning_content".into();
+                }
+                if matches!(signature.as_str(), "reasoning" | "reasoning_content" | "reasoning_text") {
+                    let joined = non_empty.iter().map(|t| t.thinking.as_str()).collect::<Vec<_>>().join("\n");
+                    message.insert(signature, json!(joined));
+                }
+            }
+        }
+    } else if !assistant_text.is_empty() {
+        message.insert("content".into(), json!(assistant_text));
+    }
+    if !calls.is_empty() {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": jsonx::stringify(&Value::Object(c.arguments.clone()))},
+                })
+            })
+            .collect();
+        message.insert("tool_calls".into(), Value::Array(tool_calls));
+    }
+    if let Some(details) = preserved {
+        message.insert("reasoning_details".into(), Value::Array(details));
+    }
+    if compat.requires_reasoning_content_on_assistant_messages
+        && model.reasoning
+        && !message.contains_key("reasoning_content")
+    {
+        message.insert("reasoning_content".into(), json!(""));
+    }
+    let has_content = match message.get("content") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    if !has_content && !message.contains_key("tool_calls") {
+        return None;
+    }
+    Some(Value::Object(message))
+}

@@ -1,0 +1,297 @@
+//! Byte-level server-sent-event decoding.
+//!
+//! Network chunks are never decoded on their own: bytes are buffered until a line (or, for
+//! Gemini, an event delimiter) is complete, and only complete lines are decoded as UTF-8,
+//! with invalid sequences replaced by U+FFFD the way `TextDecoder` does. Line breaks are
+//! `\n`, `\r` and `\r\n`, also when `\r` and `\n` arrive in different chunks, except in
+//! [`LineMode::SplitCrLfAcrossChunks`], which reproduces pi-ai's own Anthropic reader (a
+//! `\r\n` pair split across two chunks counts as two line breaks).
+
+use std::borrow::Cow;
+
+/// One dispatched server-sent event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` field, if any.
+    pub event: Option<String>,
+    /// The `data:` lines joined by `\n`.
+    pub data: String,
+    /// Every non-empty line of the event as received (comments included).
+    pub raw: Vec<String>,
+}
+
+/// How `\r\n` split across two network chunks is treated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LineMode {
+    /// One line break (the WHATWG rule; OpenAI SDK).
+    #[default]
+    Standard,
+    /// Two line breaks (pi-ai's Anthropic reader).
+    SplitCrLfAcrossChunks,
+}
+
+/// Incremental SSE decoder: feed bytes, get complete events.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    mode: LineMode,
+    buffer: Vec<u8>,
+    /// Search resumes here (everything before has no line break).
+    scan: usize,
+    skip_leading_lf: bool,
+    event: Option<String>,
+    data: Vec<String>,
+    has_data: bool,
+    raw: Vec<String>,
+}
+
+impl SseDecoder {
+    /// A decoder with the given line mode.
+    pub fn new(mode: LineMode) -> Self {
+        Self { mode, ..Self::default() }
+    }
+
+    /// Feed one network chunk; complete events are appended to `out`.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
+        let mut chunk = chunk;
+        if self.skip_leading_lf {
+            self.skip_leading_lf = false;
+            if chunk.first() == Some(&b'\n') {
+                chunk = &chunk[1..];
+            }
+        }
+        if chunk.is_empty() {
+            return;
+        }
+        self.buffer.extend_from_slice(chunk);
+        let mut start = 0;
+        let mut search = self.scan;
+        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buffer[search..]) {
+            let index = search + offset;
+            let mut next = index + 1;
+            if self.buffer[index] == b'\r' {
+                if next < self.buffer.len() {
+                    if self.buffer[next] == b'\n' {
+                        next += 1;
+                    }
+                } else if self.mode == LineMode::Standard {
+                    self.skip_leading_lf = true;
+                }
+            }
+            let line = decode_lossy(&self.buffer[start..index]).into_owned();
+            self.line(line, out);
+            start = next;
+            search = next;
+        }
+        self.buffer.drain(..start);
+        self.scan = self.buffer.len();
+    }
+
+    /// The stream ended: the unterminated last line and a pending event.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
+        if !self.buffer.is_empty() {
+            let line = decode_lossy(&self.buffer).into_owned();
+            self.buffer.clear();
+            self.line(line, out);
+        }
+        self.scan = 0;
+        self.skip_leading_lf = false;
+        if let Some(event) = self.dispatch() {
+            out.push(event);
+        }
+    }
+
+    fn line(&mut self, line: String, out: &mut Vec<SseEvent>) {
+        if line.is_empty() {
+            if let Some(event) = self.dispatch() {
+                out.push(event);
+            }
+            return;
+        }
+        if !line.starts_with(':') {
+            let (field, value) = match line.find(':') {
+                Some(i) => (&line[..i], &line[i + 1..]),
+                None => (line.as_str(), ""),
+            };
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            if field == "event" {
+                self.event = Some(value.to_owned());
+            } else if field == "data" {
+                self.data.push(value.to_owned());
+                self.has_data = true;
+            }
+        }
+        self.raw.push(line);
+    }
+
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        // An event with an empty `event:` value and no data is not dispatched (JS `!""`).
+        let has_event = self.event.as_deref().is_some_and(|e| !e.is_empty());
+        if !has_event && !self.has_data {
+            return None;
+        }
+        let event = SseEvent {
+            event: self.event.take(),
+            data: std::mem::take(&mut self.data).join("\n"),
+            raw: std::mem::take(&mut self.raw),
+        };
+        self.has_data = false;
+        Some(event)
+    }
+}
+
+/// UTF-8 decoding that replaces invalid sequences with U+FFFD (as `TextDecoder` does).
+pub fn decode_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
+/// A streaming UTF-8 decoder: incomplete trailing sequences wait for the next chunk.
+#[derive(Debug, Default)]
+pub struct Utf8Stream {
+    pending: Vec<u8>,
+}
+
+impl Utf8Stream {
+    /// Decode one chunk (`stream: true`).
+    pub fn push(&mut self, chunk: &[u8]) -> String {
+        self.pending.extend_from_slice(chunk);
+        let mut out = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(text) => {
+                    out.push_str(text);
+                    rest = &[];
+                    break;
+                }
+                Err(error) => {
+                    let valid = error.valid_up_to();
+                    out.push_str(&String::from_utf8_lossy(&rest[..valid]));
+                    match error.error_len() {
+                        Some(len) => {
+                            out.push('\u{fffd}');
+                            rest = &rest[valid + len..];
+                        }
+                        None => {
+                            rest = &rest[valid..];
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        out
+    }
+
+    /// The end of the input: an incomplete sequence becomes U+FFFD.
+    pub fn finish(&mut self) -> String {
+        if self.pending.is_empty() {
+            String::new()
+        } else {
+            self.pending.clear();
+            "\u{fffd}".to_owned()
+        }
+    }
+}
+
+/// Gemini's stream framing (`@google/genai`): events end at the first `\n\n`, `\r\r` or
+/// `\r\n\r\n`; an event whose trimmed text starts with `data:` carries one JSON chunk.
+#[derive(Debug, Default)]
+pub struct GeminiFramer {
+    utf8: Utf8Stream,
+    buffer: String,
+}
+
+/// One item of Gemini's framing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GeminiItem {
+    /// The decoded text of a network chunk (the SDK checks it for a whole error object).
+    Chunk(String),
+    /// The JSON text of one `data:` event.
+    Data(String),
+}
+
+impl GeminiFramer {
+    /// Feed one network chunk.
+    pub fn push(&mut self, chunk: &[u8], out: &mut Vec<GeminiItem>) {
+        let text = self.utf8.push(chunk);
+        self.buffer.push_str(&text);
+        out.push(GeminiItem::Chunk(text));
+        loop {
+            let mut best: Option<(usize, usize)> = None;
+            for delimiter in ["\n\n", "\r\r", "\r\n\r\n"] {
+                if let Some(index) = self.buffer.find(delimiter) {
+                    if best.is_none_or(|(b, _)| index < b) {
+                        best = Some((index, delimiter.len()));
+                    }
+                }
+            }
+            let Some((index, len)) = best else { break };
+            let event: String = self.buffer[..index].to_owned();
+            self.buffer.drain(..index + len);
+            let trimmed = crate::jsonx::js_trim(&event);
+            if let Some(rest) = trimmed.strip_prefix("data:") {
+                out.push(GeminiItem::Data(crate::jsonx::js_trim(rest).to_owned()));
+            }
+        }
+    }
+
+    /// The end of the body: `Err` when an incomplete segment is left.
+    pub fn finish(&mut self) -> Result<(), String> {
+        let tail = self.utf8.finish();
+        self.buffer.push_str(&tail);
+        if crate::jsonx::js_trim(&self.buffer).is_empty() {
+            Ok(())
+        } else {
+            Err("Incomplete JSON segment at the end".to_owned())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(mode: LineMode, chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::new(mode);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            decoder.push(chunk, &mut out);
+        }
+        decoder.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn splits_anywhere() {
+        let body = "event: a\ndata: h\u{e9}llo \u{1f600}\r\n\r\ndata: x\rdata: y\r\r: c\n\n";
+        let bytes = body.as_bytes();
+        let whole = decode_all(LineMode::Standard, &[bytes]);
+        for cut in 1..bytes.len() {
+            let parts = decode_all(LineMode::Standard, &[&bytes[..cut], &bytes[cut..]]);
+            assert_eq!(parts, whole, "cut at {cut}");
+        }
+        assert_eq!(whole.len(), 2);
+        assert_eq!(whole[0].data, "h\u{e9}llo \u{1f600}");
+        assert_eq!(whole[1].data, "x\ny");
+    }
+
+    #[test]
+    fn crlf_split_mode() {
+        let events = decode_all(LineMode::SplitCrLfAcrossChunks, &[b"data: a\r", b"\ndata: b\n\n"]);
+        assert_eq!(events.len(), 2);
+        let events = decode_all(LineMode::Standard, &[b"data: a\r", b"\ndata: b\n\n"]);
+        assert_eq!(events.len(), 1);
+    }
+
+    #[test]
+    fn invalid_utf8() {
+        let events = decode_all(LineMode::Standard, &[b"data: a\xff\xe2\x82b\n\n"]);
+        assert_eq!(events[0].data, "a\u{fffd}\u{fffd}b");
+        let mut utf8 = Utf8Stream::default();
+        assert_eq!(utf8.push(b"a\xe2\x82"), "a");
+        assert_eq!(utf8.push(b"\xacb"), "\u{20ac}b");
+        assert_eq!(utf8.push(b"\xe2"), "");
+        assert_eq!(utf8.finish(), "\u{fffd}");
+    }
+}

@@ -1,0 +1,246 @@
+//! Cross-model transcript repair before conversion (`transform-messages.js`): images the
+//! model cannot see become placeholders, thinking from other models is dropped, tool-call
+//! ids are normalized, failed assistant turns are skipped and every orphaned tool call gets
+//! a synthetic "No result provided" error result.
+
+use std::collections::{HashMap, HashSet};
+
+use pi_types::{
+    AssistantContent, AssistantMessage, InputModality, Message, Model, StopReason, TextContent, ToolCall,
+    ToolResultMessage, UserContent, UserMessage, UserMessageContent,
+};
+
+const NON_VISION_USER_IMAGE: &str = "(image omitted: model does not support images)";
+const NON_VISION_TOOL_IMAGE: &str = "(tool image omitted: model does not support images)";
+const ERROR_TOOL_IMAGE: &str = "(image attached after the tool results)";
+
+/// Normalizes a tool-call id for the target API: (id, target model, source message).
+pub(crate) type NormalizeId<'a> = &'a dyn Fn(&str, &Model, &AssistantMessage) -> String;
+
+fn replace_images(content: &[UserContent], placeholder: &str) -> Vec<UserContent> {
+    let mut out = Vec::with_capacity(content.len());
+    let mut previous_was_placeholder = false;
+    for block in content {
+        match block {
+            UserContent::Image(_) => {
+                if !previous_was_placeholder {
+                    out.push(UserContent::text(placeholder));
+                }
+                previous_was_placeholder = true;
+            }
+            UserContent::Text(text) => {
+                previous_was_placeholder = text.text == placeholder;
+                out.push(block.clone());
+            }
+        }
+    }
+    out
+}
+
+/// An error tool result's content without images, plus the caption and images to send after
+/// the turn's results (APIs that reject images in error results).
+pub(crate) fn split_error_tool_result_images(
+    message: &ToolResultMessage,
+) -> Option<(Vec<UserContent>, String, Vec<UserContent>)> {
+    if !message.is_error {
+        return None;
+    }
+    let images: Vec<UserContent> =
+        message.content.iter().filter(|b| matches!(b, UserContent::Image(_))).cloned().collect();
+    if images.is_empty() {
+        return None;
+    }
+    Some((
+        replace_images(&message.content, ERROR_TOOL_IMAGE),
+        format!("Images from the error result of tool call {} ({}):", message.tool_call_id, message.tool_name),
+        images,
+    ))
+}
+
+fn downgrade_images(message: Message, model: &Model) -> Message {
+    if model.input.contains(&InputModality::Image) {
+        return message;
+    }
+    match message {
+        Message::User(UserMessage { content: UserMessageContent::Blocks(blocks), timestamp }) => Message::User(
+            UserMessage { content: UserMessageContent::Blocks(replace_images(&blocks, NON_VISION_USER_IMAGE)), timestamp },
+        ),
+        Message::ToolResult(mut result) => {
+            result.content = replace_images(&result.content, NON_VISION_TOOL_IMAGE);
+            Message::ToolResult(result)
+        }
+        other => other,
+    }
+}
+
+/// Repair a transcript for `model`; see the module docs.
+pub(crate) fn transform_messages(messages: &[Message], model: &Model, normalize: Option<NormalizeId<'_>>) -> Vec<Message> {
+    let mut id_map: HashMap<String, String> = HashMap::new();
+    let mut transformed = Vec::with_capacity(messages.len());
+    for message in messages {
+        let message = downgrade_images(message.clone(), model);
+        let message = match message {
+            Message::ToolResult(mut result) => {
+                if let Some(mapped) = id_map.get(&result.tool_call_id) {
+                    result.tool_call_id = mapped.clone();
+                }
+                Message::ToolResult(result)
+            }
+            Message::Assistant(assistant) => {
+                let same_model =
+                    assistant.provider == model.provider && assistant.api == model.api && assistant.model == model.id;
+                let mut content = Vec::with_capacity(assistant.content.len());
+                for block in &assistant.content {
+                    match block {
+                        AssistantContent::Thinking(thinking) => {
+                            if !same_model {
+                                continue;
+                            }
+                            let signed = thinking.redacted == Some(true)
+                                || thinking.thinking_signature.as_deref().is_some_and(|s| !s.is_empty());
+                            if !signed && crate::jsonx::js_trim(&thinking.thinking).is_empty() {
+                                continue;
+                            }
+                            content.push(block.clone());
+                        }
+                        AssistantContent::Text(text) => {
+                            if same_model {
+                                content.push(block.clone());
+                            } else {
+                                content.push(AssistantContent::Text(TextContent {
+                                    text: text.text.clone(),
+                                    text_signature: None,
+                                }));
+                            }
+                        }
+                        AssistantContent::ToolCall(call) => {
+                            let mut call: ToolCall = call.clone();
+                            if !same_model {
+                                call.thought_signature = None;
+                                if let Some(normalize) = normalize {
+                                    let id = normalize(&call.id, model, &assistant);
+                                    if id != call.id {
+                                        id_map.insert(call.id.clone(), id.clone());
+                                        call.id = id;
+                                    }
+                                }
+                            }
+                            content.push(AssistantContent::ToolCall(call));
+                        }
+                    }
+                }
+                Message::Assistant(AssistantMessage { content, ..assistant })
+            }
+            other => other,
+        };
+        transformed.push(message);
+    }
+
+    let mut result: Vec<Message> = Vec::with_capacity(transformed.len());
+    let mut pending: Vec<(String, String)> = Vec::new();
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut held: Vec<Message> = Vec::new();
+    let close = |result: &mut Vec<Message>,
+                 pending: &mut Vec<(String, String)>,
+                 answered: &mut HashSet<String>,
+                 held: &mut Vec<Message>| {
+        if !pending.is_empty() {
+            for (id, name) in pending.drain(..) {
+                if !answered.contains(&id) {
+                    result.push(Message::ToolResult(ToolResultMessage {
+                        tool_call_id: id,
+                        tool_name: name,
+                        content: vec![UserContent::text("No result provided")],
+                        is_error: true,
+                        timestamp: pi_types::now_ms(),
+                        ..Default::default()
+                    }));
+                }
+            }
+            answered.clear();
+        }
+        result.append(held);
+    };
+    for message in transformed {
+        match &message {
+            Message::Assistant(assistant) => {
+                close(&mut result, &mut pending, &mut answered, &mut held);
+                if matches!(assistant.stop_reason, StopReason::Error | StopReason::Aborted) {
+                    continue;
+                }
+                let calls: Vec<(String, String)> =
+                    assistant.tool_calls().map(|c| (c.id.clone(), c.name.clone())).collect();
+                if !calls.is_empty() {
+                    pending = calls;
+                    answered.clear();
+                }
+                result.push(message);
+            }
+            Message::ToolResult(tool_result) => {
+                answered.insert(tool_result.tool_call_id.clone());
+                result.push(message);
+            }
+            Message::System(_) => {
+                if pending.is_empty() {
+                    result.push(message);
+                } else {
+                    held.push(message);
+                }
+            }
+            Message::User(_) => {
+                close(&mut result, &mut pending, &mut answered, &mut held);
+                result.push(message);
+            }
+        }
+    }
+    close(&mut result, &mut pending, &mut answered, &mut held);
+    result
+}
+
+/// Replace every character outside `[a-zA-Z0-9_-]` with `_`.
+pub(crate) fn sanitize_id(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
+/// The first `n` UTF-16 units of an (ASCII-sanitized) id.
+pub(crate) fn take_units(text: &str, units: usize) -> String {
+    let mut count = 0;
+    let mut out = String::new();
+    for c in text.chars() {
+        if count + c.len_utf16() > units {
+            break;
+        }
+        count += c.len_utf16();
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pi_types::JsonObject;
+
+    #[test]
+    fn orphaned_calls_get_results() {
+        let model = Model::new("m", "openai-completions", "p");
+        let assistant = AssistantMessage {
+            content: vec![AssistantContent::tool_call("c1", "read", JsonObject::new())],
+            api: "openai-completions".into(),
+            provider: "p".into(),
+            model: "m".into(),
+            stop_reason: StopReason::ToolUse,
+            ..Default::default()
+        };
+        let messages = vec![Message::Assistant(assistant), Message::User(UserMessage::text("next"))];
+        let out = transform_messages(&messages, &model, None);
+        assert_eq!(out.len(), 3);
+        match &out[1] {
+            Message::ToolResult(r) => {
+                assert_eq!(r.tool_call_id, "c1");
+                assert!(r.is_error);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

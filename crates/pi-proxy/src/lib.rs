@@ -1,0 +1,1 @@
+//! pi-proxy: arrives with its issue.

@@ -1,0 +1,14 @@
+//! Test support for pi: the conformance scenario runner, trace normalization and the
+//! provider replay runner.
+//!
+//! ```no_run
+//! let trace = pi_testkit::replay::replay_file(std::path::Path::new("loop-single-tool.json")).unwrap();
+//! print!("{trace}");
+//! ```
+
+mod agent_replay;
+pub mod normalize;
+pub mod provider_replay;
+pub mod replay;
+pub mod scenario;
+pub mod scenario_tool;

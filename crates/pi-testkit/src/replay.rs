@@ -1,0 +1,390 @@
+//! Runs a conformance scenario and prints its normalized trace.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use pi_loop::{
+    AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult, LoopConfig, TurnDecision, TurnUpdate,
+};
+use pi_providers::faux::{FauxOptions, FauxProvider, FauxResponse};
+use pi_types::{
+    AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEventStream, BoxError, Model, StreamFn,
+    StreamOptions, ThinkingLevel, TranscriptContext, UserContent,
+};
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::normalize::canonical_line;
+use crate::scenario::{Level, Scenario, ScenarioError, ToolSpecJson};
+use crate::scenario_tool::ScenarioTool;
+
+/// Why a scenario could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The scenario is invalid.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// The lines of a trace, in order of occurrence. `None` reserves a slot.
+#[derive(Clone, Default)]
+pub(crate) struct Trace {
+    lines: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Trace {
+    pub(crate) fn push(&self, line: String) {
+        if let Ok(mut lines) = self.lines.lock() {
+            lines.push(Some(line));
+        }
+    }
+
+    pub(crate) fn record(&self, record: &impl serde::Serialize) {
+        self.push(canonical_line(record));
+    }
+
+    pub(crate) fn error(&self, message: &str) {
+        self.record(&json!({"kind": "error", "message": message}));
+    }
+
+    /// Reserve a line to fill later (`None` leaves it out).
+    pub(crate) fn reserve(&self) -> usize {
+        let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.push(None);
+        lines.len() - 1
+    }
+
+    pub(crate) fn fill(&self, index: usize, line: Option<String>) {
+        if let Ok(mut lines) = self.lines.lock() {
+            if let Some(slot) = lines.get_mut(index) {
+                *slot = line;
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        lines.iter().flatten().map(|l| format!("{l}\n")).collect()
+    }
+}
+
+/// Replay a scenario file; the trace text (JSON lines).
+pub fn replay_file(path: &Path) -> Result<String, ReplayError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
+    let stem = path.file_stem().and_then(|s| s.to_str());
+    let scenario = Scenario::parse(&text, stem)?;
+    replay(&scenario)
+}
+
+/// Replay a parsed scenario on a fresh current-thread runtime.
+pub fn replay(scenario: &Scenario) -> Result<String, ReplayError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ScenarioError(format!("runtime: {e}")))?;
+    runtime.block_on(replay_async(scenario))
+}
+
+pub(crate) fn parse_message(value: &Value) -> Result<AgentMessage, ScenarioError> {
+    AgentMessage::from_json(value.clone()).map_err(|e| ScenarioError(format!("message: {e}")))
+}
+
+pub(crate) fn parse_messages(values: &[Value]) -> Result<Vec<AgentMessage>, ScenarioError> {
+    values.iter().map(parse_message).collect()
+}
+
+/// Everything the loop and agent runners share.
+pub(crate) struct Setup {
+    pub(crate) trace: Trace,
+    pub(crate) faux: FauxProvider,
+    pub(crate) model: Model,
+    pub(crate) stream_fn: Arc<dyn StreamFn>,
+    pub(crate) library: HashMap<String, ToolSpecJson>,
+    pub(crate) initial_tools: Vec<Arc<dyn AgentTool>>,
+}
+
+struct TracingStream {
+    trace: Trace,
+    inner: FauxProvider,
+    count: Mutex<usize>,
+}
+
+impl StreamFn for TracingStream {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let n = {
+            let mut count = self.count.lock().unwrap_or_else(|p| p.into_inner());
+            *count += 1;
+            *count
+        };
+        let level = options.reasoning.unwrap_or(ThinkingLevel::Off);
+        self.trace.record(&json!({
+            "kind": "request", "n": n, "messages": context.messages(), "thinkingLevel": level,
+        }));
+        self.inner.stream(model, context, options)
+    }
+}
+
+impl Setup {
+    pub(crate) fn new(scenario: &Scenario) -> Result<Self, ScenarioError> {
+        let trace = Trace::default();
+        let faux = FauxProvider::new(FauxOptions {
+            api: "faux".into(),
+            provider: "faux".into(),
+            tokens_per_second: Some(1e9),
+            ..FauxOptions::default().with_token_size(scenario.token_size)
+        });
+        let mut responses = Vec::new();
+        for response in &scenario.responses {
+            let mut object = Map::new();
+            object.insert("role".into(), json!("assistant"));
+            object.insert("content".into(), Value::Array(response.content.clone()));
+            object.insert("api".into(), json!("faux"));
+            object.insert("provider".into(), json!("faux"));
+            object.insert("model".into(), json!("faux-1"));
+            object.insert("stopReason".into(), serde_json::to_value(response.stop_reason).unwrap_or_default());
+            if let Some(error) = &response.error_message {
+                object.insert("errorMessage".into(), json!(error));
+            }
+            object.insert("timestamp".into(), json!(pi_types::now_ms()));
+            let message: AssistantMessage =
+                serde_json::from_value(Value::Object(object)).map_err(|e| ScenarioError(format!("response: {e}")))?;
+            responses.push(FauxResponse::Message(message));
+        }
+        faux.set_responses(responses);
+        let model = faux.model();
+        let stream_fn: Arc<dyn StreamFn> =
+            Arc::new(TracingStream { trace: trace.clone(), inner: faux.clone(), count: Mutex::new(0) });
+        let mut library = HashMap::new();
+        for spec in scenario.tool_library.iter().chain(&scenario.tools) {
+            library.insert(spec.name.clone(), spec.clone());
+        }
+        let initial_tools = scenario.tools.iter().map(ScenarioTool::new).collect::<Result<_, _>>()?;
+        Ok(Self { trace, faux, model, stream_fn, library, initial_tools })
+    }
+
+    pub(crate) fn resolve_tools(&self, items: &[Value]) -> Result<Vec<Arc<dyn AgentTool>>, ScenarioError> {
+        items
+            .iter()
+            .map(|item| match item {
+                Value::String(name) => self
+                    .library
+                    .get(name)
+                    .ok_or_else(|| ScenarioError(format!("unknown tool \"{name}\" (not in tools or toolLibrary)")))
+                    .and_then(ScenarioTool::new),
+                spec => serde_json::from_value::<ToolSpecJson>(spec.clone())
+                    .map_err(|e| ScenarioError(format!("inline tool: {e}")))
+                    .and_then(|spec| ScenarioTool::new(&spec)),
+            })
+            .collect()
+    }
+}
+
+fn rule_matches(rule: &Map<String, Value>, call: &pi_types::ToolCall) -> bool {
+    let field = |key: &str| rule.get(key).and_then(Value::as_str);
+    field("tool").is_none_or(|t| t == call.name) && field("toolCallId").is_none_or(|id| id == call.id)
+}
+
+fn thrown(rule: &Map<String, Value>) -> Option<BoxError> {
+    rule.get("throw").map(|t| BoxError::from(t.as_str().map(str::to_owned).unwrap_or_else(|| t.to_string())))
+}
+
+fn turn_number(new_messages: &[AgentMessage]) -> u64 {
+    new_messages.iter().filter(|m| matches!(m, AgentMessage::Assistant(_))).count() as u64
+}
+
+fn find_turn_rule<'a>(rules: &'a [Map<String, Value>], turn: u64) -> Option<&'a Map<String, Value>> {
+    rules.iter().find(|r| r.get("turn").and_then(Value::as_u64) == Some(turn))
+}
+
+/// Install the scenario's data-driven hooks on a loop configuration.
+pub(crate) fn install_hooks(
+    setup: &Arc<Setup>,
+    scenario: &Scenario,
+    config: &mut LoopConfig,
+) -> Result<(), ScenarioError> {
+    let rules = &scenario.config;
+    if let Some(before) = rules.before_tool_call.clone() {
+        config.before_tool_call = Some(Arc::new(move |ctx, _cancel| {
+            let rule = before.iter().find(|r| rule_matches(r, ctx.tool_call)).cloned();
+            Box::pin(async move {
+                let Some(rule) = rule else { return Ok(None) };
+                if let Some(error) = thrown(&rule) {
+                    return Err(error);
+                }
+                Ok(Some(BeforeToolCallResult {
+                    block: rule.get("block").and_then(Value::as_bool).unwrap_or(false),
+                    reason: rule.get("reason").and_then(Value::as_str).map(str::to_owned),
+                    terminate: rule.get("terminate").and_then(Value::as_bool),
+                }))
+            })
+        }));
+    }
+    if let Some(after) = rules.after_tool_call.clone() {
+        config.after_tool_call = Some(Arc::new(move |ctx, _cancel| {
+            let rule = after.iter().find(|r| rule_matches(r, ctx.tool_call)).cloned();
+            Box::pin(async move {
+                let Some(rule) = rule else { return Ok(None) };
+                if let Some(error) = thrown(&rule) {
+                    return Err(error);
+                }
+                let content = match rule.get("content") {
+                    Some(content) => Some(serde_json::from_value::<Vec<UserContent>>(content.clone())?),
+                    None => None,
+                };
+                Ok(Some(AfterToolCallResult {
+                    content,
+                    details: rule.get("details").cloned(),
+                    is_error: rule.get("isError").and_then(Value::as_bool),
+                    terminate: rule.get("terminate").and_then(Value::as_bool),
+                    ..Default::default()
+                }))
+            })
+        }));
+    }
+    if let Some(finish) = rules.finish_turn.clone() {
+        config.finish_turn = Some(Arc::new(move |turn, _cancel| {
+            let rule = find_turn_rule(&finish, turn_number(turn.new_messages)).cloned();
+            Box::pin(async move {
+                let Some(rule) = rule else { return Ok(None) };
+                if let Some(error) = thrown(&rule) {
+                    return Err(error);
+                }
+                Ok(match rule.get("action").and_then(Value::as_str) {
+                    Some("end") => Some(TurnDecision::End),
+                    Some("continue") => Some(TurnDecision::Continue),
+                    _ => None,
+                })
+            })
+        }));
+    }
+    if let Some(prepare) = rules.prepare_next_turn.clone() {
+        let setup = Arc::clone(setup);
+        config.prepare_next_turn = Some(Arc::new(move |turn| {
+            let rule = find_turn_rule(&prepare, turn_number(turn.new_messages)).cloned();
+            let messages = turn.context.messages.clone();
+            let setup = Arc::clone(&setup);
+            Box::pin(async move {
+                let Some(rule) = rule else { return Ok(None) };
+                if let Some(error) = thrown(&rule) {
+                    return Err(error);
+                }
+                let mut update = TurnUpdate::default();
+                if let Some(list) = rule.get("messages").and_then(Value::as_array) {
+                    update.messages = Some(parse_messages(list)?);
+                }
+                if let Some(list) = rule.get("tools").and_then(Value::as_array) {
+                    update.context = Some(AgentContext { messages, tools: setup.resolve_tools(list)? });
+                }
+                if let Some(level) = rule.get("thinkingLevel") {
+                    update.thinking_level = Some(serde_json::from_value(level.clone())?);
+                }
+                Ok(Some(update))
+            })
+        }));
+    }
+    if let Some(transform) = &rules.transform_context {
+        let keep = transform.keep_last;
+        config.transform_context = Some(Arc::new(move |messages, _cancel| {
+            let start = messages.len().saturating_sub(keep);
+            let kept = messages[start..].to_vec();
+            Box::pin(async move { Ok(kept) })
+        }));
+    }
+    Ok(())
+}
+
+/// Counts events per type and finds the actions they trigger.
+#[derive(Default)]
+pub(crate) struct ActionCounter {
+    counts: Mutex<HashMap<&'static str, usize>>,
+}
+
+impl ActionCounter {
+    pub(crate) fn fire<'s>(&self, scenario: &'s Scenario, event: &AgentEvent) -> Vec<&'s crate::scenario::ActionJson> {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(event.type_name()).or_insert(0);
+        *count += 1;
+        let nth = *count;
+        scenario.actions.iter().filter(|a| a.on.event == event.type_name() && a.on.nth == nth).collect()
+    }
+}
+
+struct LoopSink<'s> {
+    scenario: &'s Scenario,
+    trace: Trace,
+    counter: ActionCounter,
+    cancel: CancellationToken,
+}
+
+impl AgentEventSink for LoopSink<'_> {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
+        self.trace.record(&json!({"kind": "event", "event": event}));
+        for action in self.counter.fire(self.scenario, event) {
+            if action.action == "abort" {
+                self.cancel.cancel();
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+async fn replay_async(scenario: &Scenario) -> Result<String, ReplayError> {
+    match scenario.level {
+        Level::Loop => replay_loop(scenario).await,
+        Level::Agent => crate::agent_replay::replay_agent(scenario).await,
+    }
+}
+
+fn poll_source(entries: &[crate::scenario::PollJson]) -> Result<pi_loop::MessageSourceFn, ScenarioError> {
+    let mut by_poll = HashMap::new();
+    for entry in entries {
+        by_poll.entry(entry.poll).or_insert(parse_messages(&entry.messages)?);
+    }
+    let polls = Arc::new(Mutex::new(0usize));
+    Ok(Arc::new(move || {
+        let n = {
+            let mut polls = polls.lock().unwrap_or_else(|p| p.into_inner());
+            *polls += 1;
+            *polls
+        };
+        let messages = by_poll.get(&n).cloned().unwrap_or_default();
+        Box::pin(async move { messages })
+    }))
+}
+
+async fn replay_loop(scenario: &Scenario) -> Result<String, ReplayError> {
+    let setup = Arc::new(Setup::new(scenario)?);
+    let mut config = LoopConfig::new(setup.model.clone(), Arc::clone(&setup.stream_fn));
+    config.options.reasoning = scenario.thinking_level.filter(|l| *l != ThinkingLevel::Off);
+    config.tool_execution = scenario.config.tool_execution.unwrap_or_default();
+    config.get_steering_messages = Some(poll_source(&scenario.steering)?);
+    config.get_follow_up_messages = Some(poll_source(&scenario.follow_ups)?);
+    install_hooks(&setup, scenario, &mut config)?;
+    let context = AgentContext::new(parse_messages(&scenario.messages)?, setup.initial_tools.clone());
+    let cancel = CancellationToken::new();
+    let sink = LoopSink { scenario, trace: setup.trace.clone(), counter: ActionCounter::default(), cancel: cancel.clone() };
+    let outcome = match &scenario.prompts {
+        Some(prompts) => {
+            let prompts = parse_messages(prompts)?;
+            pi_loop::run_agent_loop(prompts, context, config, &sink, cancel).await
+        }
+        None => pi_loop::run_agent_loop_continue(context, config, &sink, cancel).await,
+    };
+    match outcome {
+        Ok(messages) => setup.trace.record(&json!({"kind": "result", "messages": messages})),
+        Err(error) => setup.trace.error(&error.to_string()),
+    }
+    let _ = &setup.faux;
+    Ok(setup.trace.text())
+}

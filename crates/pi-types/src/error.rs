@@ -1,0 +1,60 @@
+//! Errors of this crate and the error convention of hooks and tools.
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
+
+/// The error a hook or tool returns: anything that displays. Its `to_string()` is the
+/// message the reference would have thrown.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Errors of `pi-types`.
+#[derive(Debug, thiserror::Error)]
+pub enum TypesError {
+    /// A tool's parameter schema could not be compiled.
+    #[error("invalid parameter schema for tool `{tool}`: {reason}")]
+    InvalidToolSchema {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// JSON that does not match the wire types.
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The message of a caught panic payload: the `&str`/`String` it carried, else `"panic"`.
+pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "panic".to_owned()
+    }
+}
+
+/// Run a hook or tool future, turning `Err(e)` into `e.to_string()` and a panic into its
+/// message: the reference's "thrown error" for both.
+pub async fn catch_failure<T, E, F>(future: F) -> Result<T, String>
+where
+    F: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    match AssertUnwindSafe(future).catch_unwind().await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(payload) => Err(panic_message(payload.as_ref())),
+    }
+}
+
+/// Like [`catch_failure`] for an infallible future: only panics become errors.
+pub async fn catch_panic<T, F>(future: F) -> Result<T, String>
+where
+    F: Future<Output = T>,
+{
+    AssertUnwindSafe(future).catch_unwind().await.map_err(|payload| panic_message(payload.as_ref()))
+}

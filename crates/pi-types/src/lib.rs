@@ -1,0 +1,62 @@
+//! Wire types, transcript rules and streaming primitives of the pi agent runtime.
+//!
+//! `pi-types` is the layer every other pi crate stands on. It reads and writes the JSON of
+//! the TypeScript reference (`@earendil-works/pi-ai` / `@earendil-works/pi-agent-core`)
+//! field for field: messages and content blocks, usage, models, the assistant-message
+//! stream events and the agent events, tool declarations; and it holds the rules and
+//! helpers that must behave exactly like the reference: transcript replay and tool diffs,
+//! JavaScript-exact JSON text, the tolerant streaming JSON parser and tool-argument
+//! validation.
+//!
+//! ```
+//! use pi_types::{AgentMessage, Message, UserMessage};
+//! let json = r#"{"role":"user","content":"Weather in Oslo?","timestamp":0}"#;
+//! let message: AgentMessage = serde_json::from_str(json).unwrap();
+//! assert_eq!(message.role(), "user");
+//! assert_eq!(serde_json::to_string(&message).unwrap(), json);
+//! ```
+
+mod agent_message;
+mod content;
+pub mod error;
+mod event;
+pub mod json;
+mod message;
+mod model;
+mod options;
+mod serde_util;
+mod stream;
+mod tool;
+mod usage;
+pub mod transcript;
+pub mod validation;
+
+pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
+pub use content::{AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent};
+pub use error::{catch_failure, catch_panic, BoxError, TypesError};
+pub use event::{AgentEvent, AssistantMessageEvent};
+pub use message::{
+    AssistantMessage, AssistantMessageDiagnostic, DeferredHandle, DiagnosticCode, DiagnosticErrorInfo, Message,
+    NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemContent, SystemMessage,
+    ToolResultMessage, UserMessage, UserMessageContent,
+};
+pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
+pub use options::{
+    CacheRetention, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse, StreamOptions,
+    ThinkingBudgets, ToolChoice, Transport,
+};
+pub use stream::{AssistantMessageEventStream, EventSender, StreamFn};
+pub use tool::{
+    schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
+    ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
+};
+pub use transcript::{Context, TranscriptContext};
+pub use usage::{Usage, UsageCost};
+
+/// Milliseconds since the Unix epoch (`Date.now()`).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,176 @@
+//! Models and thinking levels.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Requested reasoning effort. `Off` disables reasoning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    /// No reasoning.
+    #[default]
+    Off,
+    /// Minimal.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+    /// Extra high (selected models).
+    Xhigh,
+    /// Maximum (selected models).
+    Max,
+}
+
+impl ThinkingLevel {
+    /// Every level, `Off` first.
+    pub const ALL: [ThinkingLevel; 7] = [
+        Self::Off,
+        Self::Minimal,
+        Self::Low,
+        Self::Medium,
+        Self::High,
+        Self::Xhigh,
+        Self::Max,
+    ];
+
+    /// The wire name (`"off"`, `"minimal"`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+            Self::Xhigh => "xhigh",
+            Self::Max => "max",
+        }
+    }
+}
+
+impl std::fmt::Display for ThinkingLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Provider-native value per thinking level; `Some(None)` (JSON `null`) marks a level
+/// unsupported, a missing key uses the provider default.
+pub type ThinkingLevelMap = IndexMap<ThinkingLevel, Option<String>>;
+
+/// Input kinds a model accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InputModality {
+    /// Text.
+    Text,
+    /// Images.
+    Image,
+}
+
+/// A price tier that applies above an input size.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCostTier {
+    /// $ per million input tokens.
+    pub input: f64,
+    /// $ per million output tokens.
+    pub output: f64,
+    /// $ per million cache-read tokens.
+    pub cache_read: f64,
+    /// $ per million cache-write tokens.
+    pub cache_write: f64,
+    /// The tier applies when the input exceeds this many tokens.
+    pub input_tokens_above: u64,
+}
+
+/// Prices in dollars per million tokens.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCost {
+    /// Input.
+    pub input: f64,
+    /// Output.
+    pub output: f64,
+    /// Cache read.
+    pub cache_read: f64,
+    /// Cache write.
+    pub cache_write: f64,
+    /// Prices for large inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<Vec<ModelCostTier>>,
+}
+
+/// Prompt-cache lifetimes in seconds per retention tier.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPromptCache {
+    /// Short retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short: Option<u64>,
+    /// Long retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long: Option<u64>,
+}
+
+/// A chat model: where it is served, what it costs and what it can do.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    /// Model id sent to the provider.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// API adapter id (`openai-completions`, `anthropic-messages`, ...).
+    pub api: String,
+    /// Provider id.
+    pub provider: String,
+    /// Base URL of the API.
+    pub base_url: String,
+    /// Whether the model reasons.
+    pub reasoning: bool,
+    /// Provider values per thinking level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level_map: Option<ThinkingLevelMap>,
+    /// Accepted inputs.
+    pub input: Vec<InputModality>,
+    /// Prices.
+    pub cost: ModelCost,
+    /// Context window in tokens.
+    pub context_window: u64,
+    /// Output limit in tokens.
+    pub max_tokens: u64,
+    /// Extra HTTP headers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<IndexMap<String, String>>,
+    /// Prompt-cache lifetimes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache: Option<ModelPromptCache>,
+    /// Default sampling parameters merged into requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_params: Option<Map<String, Value>>,
+    /// Per-API compatibility switches (see the providers crate for their meaning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<Map<String, Value>>,
+    /// Fields of newer catalogs this version does not model, kept as they came.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Model {
+    /// A minimal model for an API and provider, e.g. for tests and scripted providers.
+    pub fn new(id: impl Into<String>, api: impl Into<String>, provider: impl Into<String>) -> Self {
+        let id = id.into();
+        Self {
+            name: id.clone(),
+            id,
+            api: api.into(),
+            provider: provider.into(),
+            input: vec![InputModality::Text],
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Transcript rules for system messages: the leading prompt, replay, tool-state diffs,
+//! collapsing for APIs without mid-conversation system messages, and the split of tool
+//! declarations between a request's top-level list and in-place changes.
+//!
+//! Every function takes any message list whose items expose a role and, for system
+//! messages, the message itself ([`TranscriptEntry`]), so agent transcripts with custom
+//! messages can be passed unfiltered.
+
+use indexmap::IndexMap;
+
+use crate::agent_message::AgentMessage;
+use crate::message::{Message, SystemContent, SystemMessage};
+use crate::tool::{Tool, ToolReference};
+
+/// A transcript as a provider receives it: the prompt and tool declarations are carried by
+/// system messages. Only [`normalize_context`] (or [`TranscriptContext::from_messages`] for
+/// lists that are already normalized) builds one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TranscriptContext {
+    messages: Vec<Message>,
+}
+
+impl TranscriptContext {
+    /// A transcript whose prompt and tools already live in system messages.
+    pub fn from_messages(messages: Vec<Message>) -> Self {
+        Self { messages }
+    }
+
+    /// The messages.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Take the messages.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+}
+
+/// A raw request context: `system_prompt` and `tools` are shorthand for a leading system message.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Context {
+    /// Base system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The messages.
+    pub messages: Vec<Message>,
+    /// Tool declarations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Tool>>,
+}
+
+/// Anything that can stand in a transcript for the replay rules.
+pub trait TranscriptEntry {
+    /// The system message, if the entry is one.
+    fn system(&self) -> Option<&SystemMessage>;
+}
+
+impl TranscriptEntry for Message {
+    fn system(&self) -> Option<&SystemMessage> {
+        match self {
+            Message::System(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+impl TranscriptEntry for AgentMessage {
+    fn system(&self) -> Option<&SystemMessage> {
+        self.as_system()
+    }
+}
+
+impl TranscriptEntry for SystemMessage {
+    fn system(&self) -> Option<&SystemMessage> {
+        Some(self)
+    }
+}
+
+impl<T: TranscriptEntry> TranscriptEntry for &T {
+    fn system(&self) -> Option<&SystemMessage> {
+        (*self).system()
+    }
+}
+
+fn systems<T: TranscriptEntry>(messages: &[T]) -> impl Iterator<Item = &SystemMessage> {
+    messages.iter().filter_map(TranscriptEntry::system)
+}
+
+/// The leading system message for a prompt and tool set; `None` when both are empty.
+pub fn create_initial_system_message(system_prompt: Option<&str>, tools: Option<&[Tool]>) -> Option<SystemMessage> {
+    let prompt = system_prompt.unwrap_or("");
+    let tools = tools.filter(|t| !t.is_empty());
+    if prompt.is_empty() && tools.is_none() {
+        return None;
+    }
+    Some(SystemMessage {
+        content: SystemContent::Text(prompt.to_owned()),
+        tools_added: tools.map(<[Tool]>::to_vec),
+        timestamp: 0,
+        ..Default::default()
+    })
+}
+
+/// Fold `system_prompt` and `tools` into a leading system message.
+pub fn normalize_context(context: Context) -> TranscriptContext {
+    let lead = create_initial_system_message(context.system_prompt.as_deref(), context.tools.as_deref());
+    let mut messages = context.messages;
+    if let Some(lead) = lead {
+        messages.insert(0, Message::System(lead));
+    }
+    TranscriptContext { messages }
+}
+
+/// The leading system message, if the transcript starts with one.
+pub fn initial_system_message<T: TranscriptEntry>(messages: &[T]) -> Option<&SystemMessage> {
+    messages.first().and_then(TranscriptEntry::system)
+}
+
+/// The messages after the leading system message (for APIs with a separate prompt field).
+pub fn without_initial_system_message(messages: &[Message]) -> &[Message] {
+    match messages.first() {
+        Some(Message::System(_)) => &messages[1..],
+        _ => messages,
+    }
+}
+
+fn apply_tool_changes(tools: &mut IndexMap<String, Tool>, message: &SystemMessage) {
+    for removed in message.tools_removed.iter().flatten() {
+        tools.shift_remove(&removed.name);
+    }
+    for added in message.tools_added.iter().flatten() {
+        tools.insert(added.name.clone(), added.clone());
+    }
+}
+
+/// The tools available after replaying every tool change in order.
+pub fn current_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
+    let mut tools = IndexMap::new();
+    for message in systems(messages) {
+        apply_tool_changes(&mut tools, message);
+    }
+    tools.into_values().collect()
+}
+
+/// Replay every system message into one: contents joined by a blank line, sections patched
+/// by name, the current tools; `None` when there is no system message and no tool.
+pub fn current_system_message<T: TranscriptEntry>(messages: &[T]) -> Option<SystemMessage> {
+    let mut content = Vec::new();
+    let mut sections: IndexMap<String, String> = IndexMap::new();
+    let mut timestamp = None;
+    let mut tools = IndexMap::new();
+    for message in systems(messages) {
+        timestamp.get_or_insert(message.timestamp);
+        let text = message.content.to_text();
+        if !text.is_empty() {
+            content.push(text);
+        }
+        for (name, value) in message.sections.iter().flatten() {
+            match value {
+                None => {
+                    sections.shift_remove(name);
+                }
+                Some(text) => {
+                    sections.insert(name.clone(), text.clone());
+                }
+            }
+        }
+        apply_tool_changes(&mut tools, message);
+    }
+    if timestamp.is_none() && tools.is_empty() {
+        return None;
+    }
+    Some(SystemMessage {
+        content: SystemContent::Text(content.join("\n\n")),
+        sections: (!sections.is_empty()).then(|| sections.into_iter().map(|(k, v)| (k, Some(v))).collect()),
+        tools_added: (!tools.is_empty()).then(|| tools.into_values().collect()),
+        tools_removed: None,
+        timestamp: timestamp.unwrap_or(0),
+    })
+}
+
+/// A system message rendered as a prompt: content, then section texts, blank-line separated.
+pub fn system_message_text(message: &SystemMessage) -> String {
+    let mut parts = vec![message.content.to_text()];
+    parts.extend(message.sections.iter().flatten().filter_map(|(_, v)| v.clone()));
+    parts.retain(|p| !p.is_empty());
+    parts.join("\n\n")
+}
+
+/// The current system prompt text after replaying every system message.
+pub fn current_system_prompt<T: TranscriptEntry>(messages: &[T]) -> String {
+    current_system_message(messages).map(|m| system_message_text(&m)).unwrap_or_default()
+}
+
+/// A later system message rendered for APIs that accept system messages mid-conversation.
+pub fn render_system_message_update(message: &SystemMessage) -> String {
+    let mut parts = Vec::new();
+    let text = message.content.to_text();
+    if !text.is_empty() {
+        parts.push(text);
+    }
+    for (name, value) in message.sections.iter().flatten() {
+        parts.push(match value {
+            None => format!("Removed system prompt section \"{name}\"."),
+            Some(value) => format!("Updated system prompt section \"{name}\":\n\n{value}"),
+        });
+    }
+    parts.join("\n\n")
+}
+
+/// For APIs without mid-conversation system messages: the replayed system message leads,
+/// every other system message is dropped.
+pub fn collapse_system_messages(context: TranscriptContext) -> TranscriptContext {
+    let head = current_system_message(&context.messages);
+    let mut messages: Vec<Message> = Vec::with_capacity(context.messages.len() + 1);
+    messages.extend(head.map(Message::System));
+    messages.extend(context.messages.into_iter().filter(|m| !matches!(m, Message::System(_))));
+    TranscriptContext { messages }
+}
+
+/// Keep later system messages when the model accepts them, else collapse them.
+pub fn resolve_transcript(context: TranscriptContext, supports_mid_conversation_system: bool) -> TranscriptContext {
+    if supports_mid_conversation_system {
+        context
+    } else {
+        collapse_system_messages(context)
+    }
+}
+
+/// The declaration of a tool: name, description, parameters, constrained sampling.
+pub fn to_tool_declaration(tool: &Tool) -> Tool {
+    Tool {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        parameters: tool.parameters.clone(),
+        constrained_sampling: tool.constrained_sampling.clone(),
+    }
+}
+
+fn declaration_text(tool: &Tool) -> String {
+    let value = serde_json::to_value(to_tool_declaration(tool)).unwrap_or_default();
+    crate::json::stringify(&value)
+}
+
+/// Whether two tools declare the same interface: their declarations serialize to the same
+/// JSON text (so key order matters, as in the reference).
+pub fn declarations_equal(left: &Tool, right: &Tool) -> bool {
+    declaration_text(left) == declaration_text(right)
+}
+
+/// Tool changes between two complete tool states.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolStateChanges {
+    /// New or changed tools, in current order.
+    pub tools_added: Vec<Tool>,
+    /// Gone or changed tools, in previous order.
+    pub tools_removed: Vec<ToolReference>,
+}
+
+impl ToolStateChanges {
+    /// Nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.tools_added.is_empty() && self.tools_removed.is_empty()
+    }
+}
+
+/// Compare two tool states; a changed definition is a removal plus an addition.
+pub fn tool_state_changes(previous: &[Tool], current: &[Tool]) -> ToolStateChanges {
+    let previous_texts: IndexMap<&str, String> =
+        previous.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
+    let current_texts: IndexMap<&str, String> = current.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
+    let tools_added = current
+        .iter()
+        .filter(|tool| previous_texts.get(tool.name.as_str()) != current_texts.get(tool.name.as_str()))
+        .map(to_tool_declaration)
+        .collect();
+    let tools_removed = previous
+        .iter()
+        .filter(|tool| current_texts.get(tool.name.as_str()) != previous_texts.get(tool.name.as_str()))
+        .map(|tool| ToolReference { name: tool.name.clone() })
+        .collect();
+    ToolStateChanges { tools_added, tools_removed }
+}
+
+/// Every tool definition the transcript declares, in first-declaration order (the last
+/// definition of a name wins).
+pub fn declared_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
+    let mut definitions = IndexMap::new();
+    for message in systems(messages) {
+        for tool in message.tools_added.iter().flatten() {
+            definitions.insert(tool.name.clone(), tool.clone());
+        }
+    }
+    definitions.into_values().collect()
+}
+
+/// Whether a tool name was declared twice with different definitions.
+pub fn has_tool_redefinitions<T: TranscriptEntry>(messages: &[T]) -> bool {
+    let mut declared: IndexMap<&str, &Tool> = IndexMap::new();
+    for message in systems(messages) {
+        for tool in message.tools_added.iter().flatten() {
+            if let Some(previous) = declared.insert(tool.name.as_str(), tool) {
+                if !declarations_equal(previous, tool) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Index (among system messages) of the last removal or same-name redeclaration.
+fn last_non_additive_change(system_messages: &[&SystemMessage]) -> Option<usize> {
+    // A name declared before counts as redeclared even after its removal.
+    let mut declared = std::collections::HashSet::new();
+    let mut last = None;
+    for (index, message) in system_messages.iter().enumerate() {
+        if message.tools_removed.as_ref().is_some_and(|r| !r.is_empty()) {
+            last = Some(index);
+        }
+        for tool in message.tools_added.iter().flatten() {
+            if !declared.insert(tool.name.as_str()) {
+                last = Some(index);
+            }
+        }
+    }
+    last
+}
+
+/// Whether the tool history has a change an addition-only transport cannot replay.
+pub fn has_non_additive_tool_changes<T: TranscriptEntry>(messages: &[T]) -> bool {
+    let system_messages: Vec<&SystemMessage> = systems(messages).collect();
+    last_non_additive_change(&system_messages).is_some()
+}
+
+/// How a transport can express tool changes after the first request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TranscriptToolSupport {
+    /// Only the top-level tool list exists; it holds the current tools.
+    None,
+    /// Tools can be added in place, not removed or redefined.
+    Additions,
+    /// Every declaration is in place; a later one replaces an earlier one of the same name.
+    Changes,
+}
+
+/// Where a request's tool declarations go.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TranscriptTools {
+    /// The top-level tool list.
+    pub request_tools: Vec<Tool>,
+    /// How many leading system messages the top-level list already covers; later system
+    /// messages carry their tool changes in place.
+    pub folded_system_messages: usize,
+}
+
+/// Split tool declarations between the top-level list and in-place changes.
+pub fn resolve_transcript_tools<T: TranscriptEntry>(messages: &[T], support: TranscriptToolSupport) -> TranscriptTools {
+    let system_messages: Vec<&SystemMessage> = systems(messages).collect();
+    match support {
+        TranscriptToolSupport::None => TranscriptTools {
+            request_tools: current_tools(&system_messages),
+            folded_system_messages: system_messages.len(),
+        },
+        TranscriptToolSupport::Changes => TranscriptTools::default(),
+        TranscriptToolSupport::Additions => {
+            let lead = usize::from(initial_system_message(messages).is_some());
+            let folded = lead.max(last_non_additive_change(&system_messages).map_or(0, |i| i + 1));
+            TranscriptTools {
+                request_tools: current_tools(&system_messages[..folded]),
+                folded_system_messages: folded,
+            }
+        }
+    }
+}

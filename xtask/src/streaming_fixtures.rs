@@ -1,0 +1,37 @@
+//! `cargo xtask gen-streaming-json-fixtures`: regenerates
+//! `crates/pi-types/tests/fixtures/streaming-json.json` by running the reference runtime
+//! (`@earendil-works/pi-ai`, pinned in `xtask/node/package.json`) under Node.
+
+use std::path::Path;
+use std::process::Command;
+
+/// Installs the Node dependencies of `xtask/node` when they are missing, then runs
+/// `streaming-json-fixtures.mjs`, which writes the fixture file.
+pub fn run(repo_root: &Path) -> Result<(), String> {
+    let node_dir = repo_root.join("xtask").join("node");
+    if !node_dir.join("streaming-json-fixtures.mjs").is_file() {
+        return Err(format!("{} has no streaming-json-fixtures.mjs", node_dir.display()));
+    }
+    if !node_dir.join("node_modules").join("@earendil-works").join("pi-ai").is_dir() {
+        let install = if node_dir.join("package-lock.json").is_file() { "ci" } else { "install" };
+        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
+        run_command(
+            Command::new(npm).arg(install).arg("--no-audit").arg("--no-fund").current_dir(&node_dir),
+            &format!("npm {install}"),
+        )?;
+    }
+    let output = repo_root.join("crates").join("pi-types").join("tests").join("fixtures").join("streaming-json.json");
+    run_command(
+        Command::new("node").arg("streaming-json-fixtures.mjs").arg(&output).current_dir(&node_dir),
+        "node streaming-json-fixtures.mjs",
+    )
+}
+
+fn run_command(command: &mut Command, what: &str) -> Result<(), String> {
+    let status = command.status().map_err(|error| format!("cannot run {what}: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed with {status}"))
+    }
+}
