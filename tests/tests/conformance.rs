@@ -54,12 +54,23 @@ fn check_level(prefix: &str) {
             Err(error) => failures.push(format!("{name}: {error}")),
         }
     }
-    assert!(failures.is_empty(), "{} of {} scenarios differ:\n{}", failures.len(), scenarios.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} scenarios differ:\n{}",
+        failures.len(),
+        scenarios.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn loop_scenarios_match_goldens() {
     check_level("loop-");
+}
+
+#[test]
+fn agent_scenarios_match_goldens() {
+    check_level("agent-");
 }
 
 /// The vendored copies equal `../shared/conformance` when it is present.
@@ -80,5 +91,9 @@ fn vendored_fixtures_have_not_drifted() {
             }
         }
     }
-    assert!(drift.is_empty(), "vendored conformance fixtures drifted (run `cargo xtask sync-fixtures`):\n{}", drift.join("\n"));
+    assert!(
+        drift.is_empty(),
+        "vendored conformance fixtures drifted (run `cargo xtask sync-fixtures`):\n{}",
+        drift.join("\n")
+    );
 }

@@ -1,34 +1,138 @@
 //! Developer commands for pi-rs: a thin command line over `pi-testkit`.
+//!
+//! ```text
+//! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
+//! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
+//! cargo xtask bench [WORKLOAD[:SIZE] ...]      the shared/bench workloads, one JSON line each
+//! cargo xtask sync-fixtures                    re-vendor ../shared conformance and provider fixtures
+//! cargo xtask gen-streaming-json-fixtures      regenerate the streaming-JSON fixtures with node
+//! cargo xtask gen-validation-fixtures          regenerate the validation fixtures with node
+//! ```
+
+mod streaming_fixtures;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-fn usage() -> ExitCode {
-    eprintln!("usage: cargo xtask <command>\n\ncommands:\n  replay SCENARIO.json            run a conformance scenario, print its trace");
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  replay SCENARIO.json            run a conformance scenario, print its trace
+  replay-provider CASE.json       replay a recorded provider response, print its trace
+  bench [WORKLOAD[:SIZE] ...]     run benchmark workloads (stream, tools, turns, agents)
+  sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
+  gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
+  gen-validation-fixtures         regenerate crates/pi-types/tests/fixtures/validation.json (needs node)";
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{message}");
     ExitCode::from(2)
+}
+
+fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
+    match trace {
+        Ok(trace) => {
+            print!("{trace}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
+}
+
+fn bench(specs: &[String]) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => return fail(error),
+    };
+    let specs: Vec<String> = if specs.is_empty() {
+        pi_testkit::bench::WORKLOADS.iter().map(|w| (*w).to_owned()).collect()
+    } else {
+        specs.to_vec()
+    };
+    for spec in specs {
+        let (workload, size) = match spec.split_once(':') {
+            Some((workload, size)) => match size.parse() {
+                Ok(size) => (workload.to_owned(), size),
+                Err(_) => return fail(format!("bad size in `{spec}`")),
+            },
+            None => match pi_testkit::bench::default_size(&spec) {
+                Some(size) => (spec.clone(), size),
+                None => return fail(format!("unknown workload `{spec}`")),
+            },
+        };
+        match pi_testkit::bench::run(&workload, size, &runtime) {
+            Ok(line) => println!("{}", serde_json::to_string(&line).unwrap_or_default()),
+            Err(error) => return fail(error),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(to)?;
+    let mut copied = 0;
+    for entry in std::fs::read_dir(from)? {
+        let path = entry?.path();
+        let target = to.join(path.file_name().unwrap_or_default());
+        if path.is_dir() {
+            copied += copy_dir(&path, &target)?;
+        } else {
+            std::fs::copy(&path, &target)?;
+            copied += 1;
+        }
+    }
+    Ok(copied)
+}
+
+fn sync_fixtures() -> ExitCode {
+    let root = repo_root();
+    let shared = root.join("../shared");
+    let pairs = [
+        ("conformance/scenarios", "tests/fixtures/conformance/scenarios"),
+        ("conformance/golden", "tests/fixtures/conformance/golden"),
+        ("providers/cases", "tests/fixtures/providers/cases"),
+        ("providers/golden", "tests/fixtures/providers/golden"),
+    ];
+    for (from, to) in pairs {
+        match copy_dir(&shared.join(from), &root.join(to)) {
+            Ok(count) => println!("{from}: {count} files"),
+            Err(error) => return fail(format!("{from}: {error}")),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn run_node_script(script: &str) -> ExitCode {
+    let root = repo_root();
+    let node_dir = root.join("xtask/node");
+    if let Err(error) = streaming_fixtures::ensure_node_modules(&node_dir) {
+        return fail(error);
+    }
+    match std::process::Command::new("node").arg(node_dir.join(script)).current_dir(&root).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => fail(format!("node {script} failed: {status}")),
+        Err(error) => fail(format!("cannot run node: {error}")),
+    }
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("replay") => {
-            let Some(path) = args.get(1) else { return usage() };
-            match pi_testkit::replay::replay_file(Path::new(path)) {
-                Ok(trace) => {
-                    print!("{trace}");
-                    ExitCode::SUCCESS
-                }
-                Err(error) => {
-                    eprintln!("{error}");
-                    ExitCode::from(2)
-                }
-            }
+    match (args.first().map(String::as_str), args.get(1)) {
+        (Some("replay"), Some(path)) => print_trace(pi_testkit::replay::replay_file(Path::new(path))),
+        (Some("replay-provider"), Some(path)) => {
+            print_trace(pi_testkit::provider_replay::replay_case_blocking(Path::new(path)))
         }
-        _ => usage(),
+        (Some("bench"), _) => bench(&args[1..]),
+        (Some("sync-fixtures"), None) => sync_fixtures(),
+        (Some("gen-streaming-json-fixtures"), None) => match streaming_fixtures::run(&repo_root()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => fail(error),
+        },
+        (Some("gen-validation-fixtures"), None) => run_node_script("validation-fixtures.mjs"),
+        _ => fail(USAGE),
     }
-}
-
-#[allow(dead_code)]
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

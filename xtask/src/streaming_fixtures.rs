@@ -12,18 +12,24 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
     if !node_dir.join("streaming-json-fixtures.mjs").is_file() {
         return Err(format!("{} has no streaming-json-fixtures.mjs", node_dir.display()));
     }
-    if !node_dir.join("node_modules").join("@earendil-works").join("pi-ai").is_dir() {
-        let install = if node_dir.join("package-lock.json").is_file() { "ci" } else { "install" };
-        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
-        run_command(
-            Command::new(npm).arg(install).arg("--no-audit").arg("--no-fund").current_dir(&node_dir),
-            &format!("npm {install}"),
-        )?;
-    }
+    ensure_node_modules(&node_dir)?;
     let output = repo_root.join("crates").join("pi-types").join("tests").join("fixtures").join("streaming-json.json");
     run_command(
         Command::new("node").arg("streaming-json-fixtures.mjs").arg(&output).current_dir(&node_dir),
         "node streaming-json-fixtures.mjs",
+    )
+}
+
+/// Install `xtask/node`'s pinned packages unless they are there already.
+pub fn ensure_node_modules(node_dir: &Path) -> Result<(), String> {
+    if node_dir.join("node_modules").join("@earendil-works").join("pi-ai").is_dir() {
+        return Ok(());
+    }
+    let install = if node_dir.join("package-lock.json").is_file() { "ci" } else { "install" };
+    let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
+    run_command(
+        Command::new(npm).arg(install).arg("--no-audit").arg("--no-fund").current_dir(node_dir),
+        &format!("npm {install}"),
     )
 }
 

@@ -1,1 +1,3 @@
-fn main() { println!("the CLI arrives with its issue"); }
+fn main() {
+    println!("the CLI arrives with its issue");
+}

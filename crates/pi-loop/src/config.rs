@@ -166,7 +166,8 @@ pub struct AfterToolCallResult {
 pub type HookResult<T> = Result<T, BoxError>;
 
 /// `convert_to_llm`.
-pub type ConvertToLlmFn = Arc<dyn for<'a> Fn(&'a [AgentMessage]) -> BoxFuture<'a, HookResult<Vec<Message>>> + Send + Sync>;
+pub type ConvertToLlmFn =
+    Arc<dyn for<'a> Fn(&'a [AgentMessage]) -> BoxFuture<'a, HookResult<Vec<Message>>> + Send + Sync>;
 /// `transform_context`.
 pub type TransformContextFn = Arc<
     dyn for<'a> Fn(&'a [AgentMessage], &'a CancellationToken) -> BoxFuture<'a, HookResult<Vec<AgentMessage>>>
@@ -203,7 +204,10 @@ pub type BeforeToolCallFn = Arc<
 >;
 /// `after_tool_call`.
 pub type AfterToolCallFn = Arc<
-    dyn for<'a> Fn(&'a AfterToolCallContext<'a>, &'a CancellationToken) -> BoxFuture<'a, HookResult<Option<AfterToolCallResult>>>
+    dyn for<'a> Fn(
+            &'a AfterToolCallContext<'a>,
+            &'a CancellationToken,
+        ) -> BoxFuture<'a, HookResult<Option<AfterToolCallResult>>>
         + Send
         + Sync,
 >;

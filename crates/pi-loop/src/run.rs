@@ -1,12 +1,14 @@
 //! The two-level loop: steering inside, follow-ups outside.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
-use pi_types::transcript::{current_tools, normalize_context, to_tool_declaration, tool_state_changes, ToolStateChanges};
+use pi_types::transcript::{
+    current_tools, normalize_context, to_tool_declaration, tool_state_changes, ToolStateChanges,
+};
 use pi_types::{
-    catch_failure, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, Context, Message, StopReason,
-    SystemMessage, SystemContent, ThinkingLevel, Tool,
+    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, Context, Message, StopReason,
+    SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +37,15 @@ pub async fn run_agent_loop(
         emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
         emitter.emit(AgentEvent::MessageEnd { message }).await?;
     }
-    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    let mut run = Run {
+        context,
+        llm_cache: Arc::default(),
+        llm_converted: 0,
+        config,
+        cancel,
+        emitter: &emitter,
+        new_messages: &mut new_messages,
+    };
     run.run(true).await?;
     Ok(new_messages)
 }
@@ -53,7 +63,15 @@ pub async fn run_agent_loop_continue(
     let mut new_messages = Vec::new();
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
-    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    let mut run = Run {
+        context,
+        llm_cache: Arc::default(),
+        llm_converted: 0,
+        config,
+        cancel,
+        emitter: &emitter,
+        new_messages: &mut new_messages,
+    };
     run.run(true).await?;
     Ok(new_messages)
 }
@@ -78,7 +96,15 @@ pub async fn run_agent_loop_resume(
         emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
         emitter.emit(AgentEvent::MessageEnd { message }).await?;
     }
-    let mut run = Run { context, config, cancel, emitter: &emitter, new_messages: &mut new_messages };
+    let mut run = Run {
+        context,
+        llm_cache: Arc::default(),
+        llm_converted: 0,
+        config,
+        cancel,
+        emitter: &emitter,
+        new_messages: &mut new_messages,
+    };
     run.run(false).await?;
     Ok(new_messages)
 }
@@ -93,6 +119,8 @@ pub(crate) fn check_continue(context: &AgentContext) -> Result<(), LoopError> {
 
 struct Run<'r, 's> {
     context: AgentContext,
+    llm_cache: Arc<Vec<Message>>,
+    llm_converted: usize,
     config: LoopConfig,
     cancel: CancellationToken,
     emitter: &'r Emitter<'s>,
@@ -149,10 +177,10 @@ impl Run<'_, '_> {
                 if let Some(turn) = &last_turn {
                     if let Some(hook) = self.config.prepare_next_turn.clone() {
                         let ctx = self.turn_context(turn);
-                        let update = catch_failure(hook(&ctx)).await.map_err(LoopError::Hook)?;
+                        let update = catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)?;
                         if let Some(update) = update {
                             if let Some(context) = update.context {
-                                self.context = context;
+                                self.replace_context(context);
                             }
                             prepared = update.messages.unwrap_or_default();
                             if let Some(model) = update.model {
@@ -178,10 +206,10 @@ impl Run<'_, '_> {
                 if let Some(hook) = self.config.prepare_request.clone() {
                     let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
                     let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
-                    let update = catch_failure(hook(&request, &self.cancel)).await.map_err(LoopError::Hook)?;
+                    let update = catch_call(|| hook(&request, &self.cancel)).await.map_err(LoopError::Hook)?;
                     if let Some(update) = update {
                         if let Some(context) = update.context {
-                            self.context = context;
+                            self.replace_context(context);
                         }
                         if let Some(model) = update.model {
                             self.config.model = model;
@@ -196,7 +224,7 @@ impl Run<'_, '_> {
                     let turn = CompletedTurn { message, tool_results: Vec::new() };
                     if let Some(hook) = self.config.finish_turn.clone() {
                         let ctx = self.turn_context(&turn);
-                        catch_failure(hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
+                        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
                     }
                     self.emit(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() }).await?;
                     self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
@@ -225,7 +253,7 @@ impl Run<'_, '_> {
                 let decision = match self.config.finish_turn.clone() {
                     Some(hook) => {
                         let ctx = self.turn_context(&turn);
-                        catch_failure(hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?
+                        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?
                     }
                     None => None,
                 };
@@ -261,28 +289,53 @@ impl Run<'_, '_> {
         self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
     }
 
-    async fn llm_messages(&self) -> Result<Vec<Message>, LoopError> {
+    /// The provider transcript. With the default `convert_to_llm` and no
+    /// `transform_context`, the converted list is kept between requests and only the new
+    /// messages are converted: a request costs time in what changed, not in the history.
+    async fn llm_transcript(&mut self) -> Result<TranscriptContext, LoopError> {
+        if self.config.transform_context.is_none() && self.config.convert_to_llm.is_none() {
+            if self.llm_converted > self.context.messages.len() {
+                self.reset_llm_cache();
+            }
+            let messages = &self.context.messages;
+            let cache = Arc::make_mut(&mut self.llm_cache);
+            cache.extend(messages[self.llm_converted..].iter().filter_map(AgentMessage::to_llm));
+            self.llm_converted = messages.len();
+            return Ok(TranscriptContext::from_shared(Arc::clone(&self.llm_cache)));
+        }
         let transformed;
         let messages: &[AgentMessage] = match &self.config.transform_context {
             Some(hook) => {
-                transformed = catch_failure(hook(&self.context.messages, &self.cancel)).await.map_err(LoopError::Hook)?;
+                transformed =
+                    catch_call(|| hook(&self.context.messages, &self.cancel)).await.map_err(LoopError::Hook)?;
                 &transformed
             }
             None => &self.context.messages,
         };
-        match &self.config.convert_to_llm {
-            Some(hook) => catch_failure(hook(messages)).await.map_err(LoopError::Hook),
-            None => Ok(pi_types::default_convert_to_llm(messages)),
-        }
+        let messages = match &self.config.convert_to_llm {
+            Some(hook) => catch_call(|| hook(messages)).await.map_err(LoopError::Hook)?,
+            None => pi_types::default_convert_to_llm(messages),
+        };
+        Ok(normalize_context(Context { messages, ..Default::default() }))
+    }
+
+    /// The context was replaced by a hook: convert it from scratch next time.
+    fn reset_llm_cache(&mut self) {
+        self.llm_cache = Arc::new(Vec::new());
+        self.llm_converted = 0;
+    }
+
+    fn replace_context(&mut self, context: AgentContext) {
+        self.context = context;
+        self.reset_llm_cache();
     }
 
     async fn stream_assistant_response(&mut self) -> Result<AssistantMessage, LoopError> {
-        let messages = self.llm_messages().await?;
-        let transcript = normalize_context(Context { messages, ..Default::default() });
+        let transcript = self.llm_transcript().await?;
         let mut options = self.config.options.clone();
         if let Some(hook) = &self.config.get_api_key {
             let provider = self.config.model.provider.clone();
-            let key = catch_failure(hook(provider)).await.map_err(LoopError::Hook)?;
+            let key = catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?;
             // JavaScript `||`: an empty key falls back to the configured one.
             if let Some(key) = key.filter(|k| !k.is_empty()) {
                 options.api_key = Some(key);
@@ -292,30 +345,35 @@ impl Run<'_, '_> {
         let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
         let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
 
-        let mut partial: Option<Arc<AssistantMessage>> = None;
+        // Keep no strong reference to the provider's partial between events: the provider
+        // mutates it in place (`Arc::make_mut`) only while nobody else holds it.
+        let mut started: Option<AssistantMessage> = None;
+        let mut latest: Weak<AssistantMessage> = Weak::new();
         while let Some(event) = stream.next().await {
             match event {
-                AssistantMessageEvent::Start { partial: start } => {
-                    let message = AgentMessage::Assistant((*start).clone());
-                    partial = Some(start);
-                    self.emit(AgentEvent::MessageStart { message }).await?;
+                AssistantMessageEvent::Start { partial } => {
+                    latest = Arc::downgrade(&partial);
+                    let snapshot = (*partial).clone();
+                    started = Some(snapshot.clone());
+                    drop(partial);
+                    self.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
                 }
                 AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                 event => {
-                    if partial.is_some() {
+                    if started.is_some() {
                         let Some(current) = event.partial().cloned() else { continue };
-                        partial = Some(Arc::clone(&current));
-                        self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event }).await?;
+                        latest = Arc::downgrade(&current);
+                        self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
+                            .await?;
                     }
                 }
             }
         }
-        let started = partial.is_some();
         let mut message = match stream.final_message() {
             Some(message) => (**message).clone(),
-            None => self.unterminated_message(partial.as_deref()),
+            None => self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref())),
         };
-        drop(partial);
+        let started = started.is_some();
         message.thinking_level = Some(thinking_level);
         if !started {
             self.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
@@ -382,7 +440,11 @@ pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessag
         return pending;
     }
     let update = with_tool_changes(
-        &SystemMessage { content: SystemContent::Text(String::new()), timestamp: pi_types::now_ms(), ..Default::default() },
+        &SystemMessage {
+            content: SystemContent::Text(String::new()),
+            timestamp: pi_types::now_ms(),
+            ..Default::default()
+        },
         &changes,
     );
     let index = pending.iter().position(|m| !matches!(m, AgentMessage::System(_))).unwrap_or(pending.len());

@@ -49,7 +49,7 @@ impl<'s> Emitter<'s> {
 
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
         let _turn = self.lock.lock().await;
-        match pi_types::catch_failure(self.sink.emit(&event)).await {
+        match pi_types::catch_call(|| self.sink.emit(&event)).await {
             Ok(()) => Ok(()),
             Err(message) => Err(crate::LoopError::Sink(message)),
         }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use futures::task::AtomicWaker;
 use pi_types::validation::validate_tool_arguments;
 use pi_types::{
-    catch_failure, AgentEvent, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
+    catch_call, AgentEvent, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
     ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
@@ -55,12 +55,16 @@ pub(crate) struct ToolBatch {
 }
 
 enum Preparation {
-    Immediate(AgentToolResult),
+    Immediate(Box<AgentToolResult>),
     Prepared { tool: Arc<dyn AgentTool>, args: Value },
 }
 
 fn error_result(text: impl Into<String>) -> AgentToolResult {
     AgentToolResult::text(text)
+}
+
+fn boxed_error(text: impl Into<String>) -> Box<AgentToolResult> {
+    Box::new(error_result(text))
 }
 
 const ABORTED: &str = "Operation aborted";
@@ -83,37 +87,45 @@ async fn prepare(
 ) -> Preparation {
     // Once cancelled, skip preparation and hooks; the call still gets a result.
     if cancel.is_cancelled() {
-        return Preparation::Immediate(error_result(ABORTED));
+        return Preparation::Immediate(boxed_error(ABORTED));
     }
     let Some(tool) = tools.iter().find(|t| t.spec().name() == call.name) else {
-        return Preparation::Immediate(error_result(format!("Tool {} not found", call.name)));
+        return Preparation::Immediate(boxed_error(format!("Tool {} not found", call.name)));
     };
-    let prepared = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.prepare_arguments(&call.arguments))) {
+    let prepared = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tool.prepare_arguments(&call.arguments)
+    })) {
         Ok(prepared) => prepared,
-        Err(payload) => return Preparation::Immediate(error_result(pi_types::error::panic_message(payload.as_ref()))),
+        Err(payload) => return Preparation::Immediate(boxed_error(pi_types::error::panic_message(payload.as_ref()))),
     };
     let arguments: &Map<String, Value> = prepared.as_ref().unwrap_or(&call.arguments);
-    let args = match validate_tool_arguments(&call.name, tool.spec().validator(), arguments, call.arguments_error.as_deref()) {
+    let args = match validate_tool_arguments(
+        &call.name,
+        tool.spec().validator(),
+        arguments,
+        call.arguments_error.as_deref(),
+    ) {
         Ok(args) => args,
-        Err(message) => return Preparation::Immediate(error_result(message)),
+        Err(message) => return Preparation::Immediate(boxed_error(message)),
     };
     if let Some(before) = &hooks.before {
         let ctx = BeforeToolCallContext { assistant_message: assistant, tool_call: call, args: &args, context };
-        let decision = match catch_failure(before(&ctx, cancel)).await {
+        let decision = match catch_call(|| before(&ctx, cancel)).await {
             Ok(decision) => decision,
-            Err(message) => return Preparation::Immediate(error_result(message)),
+            Err(message) => return Preparation::Immediate(boxed_error(message)),
         };
         if cancel.is_cancelled() {
-            return Preparation::Immediate(error_result(ABORTED));
+            return Preparation::Immediate(boxed_error(ABORTED));
         }
         if let Some(decision) = decision.filter(|d| d.block) {
             // JavaScript `||`: an empty reason gives the default text.
-            let reason = decision.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "Tool execution was blocked".into());
+            let reason =
+                decision.reason.filter(|r| !r.is_empty()).unwrap_or_else(|| "Tool execution was blocked".into());
             let mut result = error_result(reason);
             if decision.terminate == Some(true) {
                 result.terminate = Some(true);
             }
-            return Preparation::Immediate(result);
+            return Preparation::Immediate(Box::new(result));
         }
     }
     Preparation::Prepared { tool: Arc::clone(tool), args }
@@ -165,7 +177,7 @@ where
         }
     });
     let started = Instant::now();
-    let mut execution = pin!(catch_failure(tool.execute(call.id.clone(), args, cancel.clone(), callback)));
+    let mut execution = pin!(catch_call(|| tool.execute(call.id.clone(), args, cancel.clone(), callback)));
     let outcome = loop {
         let step = std::future::poll_fn(|cx| {
             queue.waker.register(cx.waker());
@@ -216,14 +228,13 @@ async fn finalize(
             is_error,
             context,
         };
-        match catch_failure(after(&ctx, cancel)).await {
+        match catch_call(|| after(&ctx, cancel)).await {
             Ok(Some(overrides)) => {
                 // `??` semantics: absent or JSON null keeps the executed value.
-                let structured = overrides.structured_content.filter(|v| !v.is_null()).or(if overrides.content.is_some() {
-                    None
-                } else {
-                    result.structured_content.take()
-                });
+                let structured = overrides
+                    .structured_content
+                    .filter(|v| !v.is_null())
+                    .or(if overrides.content.is_some() { None } else { result.structured_content.take() });
                 result = AgentToolResult {
                     content: overrides.content.unwrap_or(result.content),
                     details: overrides.details.filter(|v| !v.is_null()).or(result.details),
@@ -330,19 +341,26 @@ pub(crate) async fn execute_tool_calls(
     }
 }
 
-async fn run_prepared(
-    context: &AgentContext,
-    assistant: &AssistantMessage,
-    call: &ToolCall,
-    tool: &Arc<dyn AgentTool>,
-    args: Value,
-    hooks: &ToolHooks,
-    cancel: &CancellationToken,
-    emitter: &Emitter<'_>,
-) -> Result<ToolCallOutcome, LoopError> {
-    let on_update = |update| emitter.emit(update_event(call, update));
-    let executed = execute_prepared(call, tool, args.clone(), cancel, on_update).await?;
-    Ok(finalize(context, assistant, call, &args, executed, hooks, cancel).await)
+/// What every call of one batch shares.
+struct Batch<'a, 's> {
+    context: &'a AgentContext,
+    assistant: &'a AssistantMessage,
+    hooks: &'a ToolHooks,
+    cancel: &'a CancellationToken,
+    emitter: &'a Emitter<'s>,
+}
+
+impl Batch<'_, '_> {
+    async fn run_prepared(
+        &self,
+        call: &ToolCall,
+        tool: &Arc<dyn AgentTool>,
+        args: Value,
+    ) -> Result<ToolCallOutcome, LoopError> {
+        let on_update = |update| self.emitter.emit(update_event(call, update));
+        let executed = execute_prepared(call, tool, args.clone(), self.cancel, on_update).await?;
+        Ok(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await)
+    }
 }
 
 async fn execute_sequential(
@@ -358,9 +376,9 @@ async fn execute_sequential(
     for call in calls {
         emitter.emit(start_event(call)).await?;
         let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
-            Preparation::Immediate(result) => immediate(call, result),
+            Preparation::Immediate(result) => immediate(call, *result),
             Preparation::Prepared { tool, args } => {
-                run_prepared(context, assistant, call, &tool, args, hooks, cancel, emitter).await?
+                Batch { context, assistant, hooks, cancel, emitter }.run_prepared(call, &tool, args).await?
             }
         };
         emitter.emit(end_event(&outcome)).await?;
@@ -381,7 +399,7 @@ async fn execute_parallel(
     emitter: &Emitter<'_>,
 ) -> Result<ToolBatch, LoopError> {
     enum Slot {
-        Done(ToolCallOutcome),
+        Done(Box<ToolCallOutcome>),
         Run(Arc<dyn AgentTool>, Value),
     }
     let mut slots = Vec::with_capacity(calls.len());
@@ -389,23 +407,25 @@ async fn execute_parallel(
         emitter.emit(start_event(call)).await?;
         match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
             Preparation::Immediate(result) => {
-                let outcome = immediate(call, result);
+                let outcome = immediate(call, *result);
                 emitter.emit(end_event(&outcome)).await?;
-                slots.push(Slot::Done(outcome));
+                slots.push(Slot::Done(Box::new(outcome)));
             }
             Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
         }
     }
     // Polled in source order on this task: synchronous progress updates keep that order,
     // and `tool_execution_end` follows completion order.
+    let batch = Batch { context, assistant, hooks, cancel, emitter };
+    let batch = &batch;
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| async move {
         match slot {
-            Slot::Done(outcome) => Ok(outcome),
+            Slot::Done(outcome) => Ok(*outcome),
             Slot::Run(tool, args) => {
                 let outcome = if cancel.is_cancelled() {
                     immediate(call, error_result(ABORTED))
                 } else {
-                    run_prepared(context, assistant, call, &tool, args, hooks, cancel, emitter).await?
+                    batch.run_prepared(call, &tool, args).await?
                 };
                 emitter.emit(end_event(&outcome)).await?;
                 Ok(outcome)
@@ -450,7 +470,7 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
     let preparation =
         prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
     let (tool, args) = match preparation {
-        Preparation::Immediate(result) => return immediate(tool_call, result),
+        Preparation::Immediate(result) => return immediate(tool_call, *result),
         Preparation::Prepared { tool, args } => (tool, args),
     };
     let forward = options.on_update.clone();
@@ -466,4 +486,3 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
     };
     finalize(&options.context, &options.assistant_message, tool_call, &args, executed, &hooks, &options.cancel).await
 }
-

@@ -1,10 +1,1112 @@
-//! placeholder
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
-/// stub
+//! Anthropic Messages (`anthropic-messages`), including Anthropic-compatible gateways.
+//!
+//! The stream is read with pi-ai's own SSE reader rules ([`LineMode::SplitCrLfAcrossChunks`]);
+//! `ping` and unknown events are ignored, `event: error` ends the stream with its raw data.
+
+use std::collections::HashMap;
+
+use pi_types::transcript::{
+    current_tools, initial_system_message, render_system_message_update, resolve_transcript, system_message_text,
+};
+use pi_types::{
+    AssistantContent, AssistantMessageEventStream, CacheRetention, ImageContent, Message, Model, StopReason, StreamFn,
+    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, ToolResultMessage, TranscriptContext,
+    UserContent, UserMessageContent,
+};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::common::{self, Out, Stop};
+use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::jsonx::{self, ArgsStream};
+use crate::simple;
+use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
+
+/// The API id.
+pub const API: &str = "anthropic-messages";
+
+const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+const FINE_GRAINED_TOOL_STREAMING_BETA: &str = "fine-grained-tool-streaming-2025-05-14";
+const SERVER_SIDE_FALLBACK_BETA: &str = "server-side-fallback-2026-07-01";
+const MID_CONVERSATION_OUTPUT_CONFIG_BETA: &str = "mid-conversation-output-config-2026-07-01";
+const THINKING_BINDING_CONTROLS_BETA: &str = "thinking-binding-controls-2026-08-01";
+const INLINE_TOOLS_BETA: &str = "inline-tools-2026-09-15";
+const CLAUDE_CODE_VERSION: &str = "2.1.322";
+const CLAUDE_CODE_TOOLS: [&str; 17] = [
+    "Read",
+    "Write",
+    "Edit",
+    "Bash",
+    "Grep",
+    "Glob",
+    "AskUserQuestion",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "KillShell",
+    "NotebookEdit",
+    "Skill",
+    "Task",
+    "TaskOutput",
+    "TodoWrite",
+    "WebFetch",
+    "WebSearch",
+];
+
+/// Compatibility switches of an Anthropic-compatible endpoint (`model.compat`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compat {
+    /// Tools carry `eager_input_streaming: true` (else the fine-grained streaming beta).
+    pub supports_eager_tool_input_streaming: bool,
+    /// `ttl: "1h"` for long cache retention.
+    pub supports_long_cache_retention: bool,
+    /// Send a session affinity header.
+    pub send_session_affinity_headers: bool,
+    /// `openrouter` (`x-session-id`) or default (`x-session-affinity`).
+    pub session_affinity_format: Option<String>,
+    /// `cache_control` on the last tool.
+    pub supports_cache_control_on_tools: bool,
+    /// `temperature` is accepted.
+    pub supports_temperature: bool,
+    /// Thinking blocks with an empty signature may be replayed.
+    pub allow_empty_signature: bool,
+    /// Strict tools are accepted.
+    pub supports_strict_tools: bool,
+    /// System messages may appear mid-conversation.
+    pub supports_mid_convo_system_messages: bool,
+    /// Adaptive thinking with an effort level instead of a token budget.
+    pub force_adaptive_thinking: bool,
+    /// Tools change in place (`tool_addition` / `tool_removal` blocks) instead of in the list.
+    pub supports_mid_convo_tool_changes: bool,
+    /// The effort level is set per reply by system messages with `output_config`.
+    pub supports_mid_convo_effort: bool,
+}
+
+impl Compat {
+    /// The switches of a model.
+    pub fn for_model(model: &Model) -> Self {
+        let c = model.compat.as_ref();
+        let flag = |key: &str, default: bool| c.and_then(|c| c.get(key)).and_then(Value::as_bool).unwrap_or(default);
+        let is_openrouter = model.provider == "openrouter" || model.base_url.contains("openrouter.ai");
+        Self {
+            supports_eager_tool_input_streaming: flag("supportsEagerToolInputStreaming", true),
+            supports_long_cache_retention: flag("supportsLongCacheRetention", true),
+            send_session_affinity_headers: flag("sendSessionAffinityHeaders", is_openrouter),
+            session_affinity_format: c
+                .and_then(|c| c.get("sessionAffinityFormat"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .or_else(|| is_openrouter.then(|| "openrouter".to_owned())),
+            supports_cache_control_on_tools: flag("supportsCacheControlOnTools", true),
+            supports_temperature: flag("supportsTemperature", true),
+            allow_empty_signature: flag("allowEmptySignature", false),
+            supports_strict_tools: flag("supportsStrictTools", false),
+            supports_mid_convo_system_messages: flag("supportsMidConvoSystemMessages", false),
+            force_adaptive_thinking: flag("forceAdaptiveThinking", false),
+            supports_mid_convo_tool_changes: flag("supportsMidConvoToolChanges", false),
+            supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
+        }
+    }
+}
+
+/// The Anthropic Messages adapter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AnthropicMessages;
+
 impl StreamFn for AnthropicMessages {
-    fn stream(&self, _m: &Model, _c: TranscriptContext, _o: StreamOptions) -> AssistantMessageEventStream {
-        AssistantMessageEventStream::from_events([])
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = Out::new(tx, &model, &model.api);
+            match run(&model, context, &options, &mut out).await {
+                Ok(()) => out.done().await,
+                Err(stop) => out.fail(stop.aborted, stop.message).await,
+            }
+        })
     }
+}
+
+/// Thinking settings after `streamSimple`'s option mapping.
+struct Thinking {
+    enabled: bool,
+    budget: Option<u64>,
+    effort: Option<String>,
+    max_tokens: u64,
+}
+
+fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Thinking {
+    let base = simple::base_max_tokens(model, context, options.max_tokens);
+    let Some(level) = options.reasoning.filter(|l| *l != ThinkingLevel::Off) else {
+        return Thinking { enabled: false, budget: None, effort: None, max_tokens: base };
+    };
+    if compat.force_adaptive_thinking {
+        let effort = match simple::mapped_level(model, level) {
+            Some(Some(value)) => value.to_owned(),
+            _ => match level {
+                ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
+                ThinkingLevel::Medium => "medium",
+                _ => "high",
+            }
+            .to_owned(),
+        };
+        return Thinking { enabled: true, budget: None, effort: Some(effort), max_tokens: base };
+    }
+    let (adjusted, budget) =
+        simple::adjust_max_tokens_for_thinking(Some(base), model.max_tokens, level, options.thinking_budgets.as_ref());
+    let max_tokens = simple::clamp_max_tokens_to_context(model, context, adjusted);
+    let budget = budget.min(max_tokens.saturating_sub(1024));
+    Thinking { enabled: true, budget: Some(budget), effort: None, max_tokens }
+}
+
+/// Whether tool changes are sent in place: mid-conversation system messages and tool changes
+/// are supported and the leading system message declares at least one tool.
+fn native_tool_changes(context: &TranscriptContext, compat: &Compat) -> bool {
+    compat.supports_mid_convo_system_messages
+        && compat.supports_mid_convo_tool_changes
+        && initial_system_message(context.messages()).is_some_and(|m| m.tools_added.as_ref().is_some_and(|t| !t.is_empty()))
+}
+
+/// Whether reply effort levels are sent as system messages (thinking must not be disabled).
+fn effort_messages(model: &Model, compat: &Compat, thinking: &Thinking) -> bool {
+    compat.supports_mid_convo_effort && !thinking_disabled(model, thinking)
+}
+
+fn thinking_disabled(model: &Model, thinking: &Thinking) -> bool {
+    model.reasoning && !thinking.enabled && !simple::off_is_null(model)
+}
+
+/// The request body the adapter sends (for tests and debugging).
+pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
+    let compat = Compat::for_model(model);
+    let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
+    let thinking = resolve_thinking(model, &context, options, &compat);
+    let oauth = options.api_key.as_deref().is_some_and(is_oauth_token);
+    build_params(model, &context, options, &compat, &thinking, oauth)
+}
+
+fn is_oauth_token(key: &str) -> bool {
+    key.contains("sk-ant-oat")
+}
+
+struct AnthropicDialect;
+
+impl Dialect for AnthropicDialect {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        let text = String::from_utf8_lossy(body).into_owned();
+        let parsed = jsonx::parse(&text).ok();
+        let message_text = if parsed.is_some() { None } else { Some(text.as_str()) };
+        let message = http::sdk_make_message(Some(status), parsed.as_ref(), message_text);
+        ApiError {
+            kind: ApiErrorKind::Status,
+            status: Some(status),
+            headers: Some(headers.clone()),
+            message,
+            body: None,
+        }
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        error.message.clone()
+    }
+}
+
+fn cache_retention(options: &StreamOptions) -> CacheRetention {
+    options.cache_retention.unwrap_or_else(|| {
+        if std::env::var("PI_CACHE_RETENTION").as_deref() == Ok("long") {
+            CacheRetention::Long
+        } else {
+            CacheRetention::Short
+        }
+    })
+}
+
+fn cache_control(options: &StreamOptions, compat: &Compat) -> Option<Value> {
+    match cache_retention(options) {
+        CacheRetention::None => None,
+        CacheRetention::Long if compat.supports_long_cache_retention => Some(json!({"type": "ephemeral", "ttl": "1h"})),
+        _ => Some(json!({"type": "ephemeral"})),
+    }
+}
+
+fn beta_features(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+    compat: &Compat,
+    thinking: &Thinking,
+    oauth: bool,
+) -> Option<Vec<String>> {
+    let mut configured: Option<Option<String>> = None;
+    for (name, value) in common::model_headers(model).into_iter().chain(common::option_headers(options)) {
+        if name.eq_ignore_ascii_case("anthropic-beta") {
+            configured = Some(value);
+        }
+    }
+    let mut features: Vec<String> = Vec::new();
+    match configured {
+        Some(None) => return None,
+        Some(Some(value)) => {
+            for feature in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+                if !features.iter().any(|f| f == feature) {
+                    features.push(feature.to_owned());
+                }
+            }
+            return Some(features);
+        }
+        None => {}
+    }
+    if oauth {
+        features.push("claude-code-20250219".into());
+        features.push("oauth-2025-04-20".into());
+    }
+    if !current_tools(context.messages()).is_empty() && !compat.supports_eager_tool_input_streaming {
+        features.push(FINE_GRAINED_TOOL_STREAMING_BETA.into());
+    }
+    if model.reasoning && thinking.enabled && !compat.force_adaptive_thinking {
+        features.push(INTERLEAVED_THINKING_BETA.into());
+    }
+    let fallbacks = model.compat.as_ref().and_then(|c| c.get("allowedFallbackModels")).and_then(Value::as_array);
+    if fallbacks.is_some_and(|f| !f.is_empty()) {
+        features.push(SERVER_SIDE_FALLBACK_BETA.into());
+    }
+    if compat.supports_mid_convo_effort {
+        features.push(MID_CONVERSATION_OUTPUT_CONFIG_BETA.into());
+        features.push(THINKING_BINDING_CONTROLS_BETA.into());
+    }
+    if native_tool_changes(context, compat) {
+        features.push(INLINE_TOOLS_BETA.into());
+    }
+    let mut unique = Vec::new();
+    for f in features {
+        if !unique.contains(&f) {
+            unique.push(f);
+        }
+    }
+    Some(unique)
+}
+
+async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions, out: &mut Out) -> Result<(), Stop> {
+    let compat = Compat::for_model(model);
+    let key = options.api_key.clone().filter(|k| !k.is_empty());
+    let header_auth =
+        ["authorization", "x-api-key", "cf-aig-authorization"].iter().any(|h| common::has_header(options, h));
+    if key.is_none() && !header_auth {
+        return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+    }
+    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+    let tools_now = current_tools(context.messages());
+    let thinking = resolve_thinking(model, &context, options, &compat);
+    let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
+    let params = build_params(model, &context, options, &compat, &thinking, oauth);
+    if effort_messages(model, &compat, &thinking) {
+        out.m().provider_thinking_level = Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()));
+    }
+    let mut params = common::apply_on_payload(options, model, params).await;
+    if let Some(map) = params.as_object_mut() {
+        map.insert("stream".into(), json!(true));
+    }
+
+    let mut base: Vec<(String, Option<String>)> = vec![
+        ("accept".into(), Some("application/json".into())),
+        ("content-type".into(), Some("application/json".into())),
+        ("anthropic-version".into(), Some("2023-06-01".into())),
+        ("anthropic-dangerous-direct-browser-access".into(), Some("true".into())),
+    ];
+    if oauth || model.provider == "github-copilot" {
+        if let Some(key) = &key {
+            base.push(("authorization".into(), Some(format!("Bearer {key}"))));
+        }
+        if oauth {
+            base.push(("user-agent".into(), Some(format!("claude-cli/{CLAUDE_CODE_VERSION}"))));
+            base.push(("x-app".into(), Some("cli".into())));
+        }
+    } else if let Some(key) = &key {
+        base.push(("x-api-key".into(), Some(key.clone())));
+    }
+    let mut affinity = Vec::new();
+    if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
+        if compat.send_session_affinity_headers && !oauth {
+            let name = if compat.session_affinity_format.as_deref() == Some("openrouter") {
+                "x-session-id"
+            } else {
+                "x-session-affinity"
+            };
+            affinity.push((name.to_owned(), Some(session)));
+        }
+    }
+    let mut headers =
+        common::merge_headers(&[base, affinity, common::model_headers(model), common::option_headers(options)]);
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
+    if let Some(features) = beta_features(model, &context, options, &compat, &thinking, oauth).filter(|f| !f.is_empty())
+    {
+        headers.push(("anthropic-beta".into(), features.join(",")));
+    }
+    let request = http::Request {
+        url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
+        headers,
+        body: jsonx::stringify(&params).into_bytes(),
+    };
+    let response = http::send(&request, model, options, &AnthropicDialect).await?;
+    out.start().await;
+
+    let mut body = Body::new(response, options);
+    let mut decoder = SseDecoder::new(LineMode::SplitCrLfAcrossChunks);
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut state = BlockState { open: HashMap::new(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
+    loop {
+        let ended = match body.next().await {
+            Read::Chunk(bytes) => {
+                decoder.push(&bytes, &mut events);
+                false
+            }
+            Read::End => {
+                decoder.finish(&mut events);
+                true
+            }
+            Read::Aborted => return Err(Stop::aborted("Request was aborted")),
+            Read::Failed(message) => return Err(Stop::error(message)),
+        };
+        for sse in std::mem::take(&mut events) {
+            if body.is_cancelled() {
+                return Err(Stop::aborted("Request was aborted"));
+            }
+            let name = sse.event.clone().unwrap_or_default();
+            if name == "error" {
+                return Err(Stop::error(sse.data));
+            }
+            if !matches!(
+                name.as_str(),
+                "message_start"
+                    | "message_delta"
+                    | "message_stop"
+                    | "content_block_start"
+                    | "content_block_delta"
+                    | "content_block_stop"
+            ) {
+                continue;
+            }
+            let event = jsonx::parse_with_repair(&sse.data).map_err(|message| {
+                Stop::error(format!(
+                    "Could not parse Anthropic SSE event {name}: {message}; data={}; raw={}",
+                    sse.data,
+                    sse.raw.join("\\n")
+                ))
+            })?;
+            match event.get("type").and_then(Value::as_str) {
+                Some("message_start") => state.saw_start = true,
+                Some("message_stop") => state.saw_stop = true,
+                _ => {}
+            }
+            common::on_event(options, model, &event).await;
+            state.handle(model, &event, out).await?;
+        }
+        if ended {
+            break;
+        }
+    }
+    if state.saw_start && !state.saw_stop {
+        return Err(Stop::error("Anthropic stream ended before message_stop"));
+    }
+    if body.is_cancelled() {
+        return Err(Stop::aborted("Request was aborted"));
+    }
+    match out.get().stop_reason {
+        StopReason::Pending => Err(Stop::error("Anthropic stream ended without a stop reason")),
+        StopReason::Aborted | StopReason::Error => Err(Stop::error(
+            out.get()
+                .error_message
+                .clone()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "An unknown error occurred".into()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+struct OpenBlock {
+    content_index: usize,
+    args: Option<ArgsStream>,
+}
+
+struct BlockState {
+    open: HashMap<i64, OpenBlock>,
+    saw_start: bool,
+    saw_stop: bool,
+    tools: Vec<Tool>,
+    oauth: bool,
+}
+
+fn count(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
+}
+
+fn present_count(value: Option<&Value>) -> Option<u64> {
+    value.filter(|v| !v.is_null()).map(|v| v.as_f64().map_or(0, |f| f.max(0.0) as u64))
+}
+
+fn map_stop_reason(reason: &str, details: Option<&Value>) -> Result<(StopReason, Option<String>), Stop> {
+    Ok(match reason {
+        "end_turn" | "pause_turn" | "stop_sequence" => (StopReason::Stop, None),
+        "max_tokens" => (StopReason::Length, None),
+        "tool_use" => (StopReason::ToolUse, None),
+        "refusal" => (
+            StopReason::Error,
+            Some(
+                details
+                    .and_then(|d| d.get("explanation"))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("The model refused to complete the request")
+                    .to_owned(),
+            ),
+        ),
+        "sensitive" => (StopReason::Error, Some("Provider stopped with: sensitive".to_owned())),
+        other => return Err(Stop::error(format!("Unhandled stop reason: {other}"))),
+    })
+}
+
+impl BlockState {
+    async fn handle(&mut self, model: &Model, event: &Value, out: &mut Out) -> Result<(), Stop> {
+        let index = event.get("index").and_then(Value::as_f64).map(|f| f as i64).unwrap_or(-1);
+        match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                let message = event.get("message").cloned().unwrap_or(Value::Null);
+                let m = out.m();
+                m.response_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
+                let response_model = message.get("model").and_then(Value::as_str);
+                if response_model != Some(model.id.as_str()) {
+                    m.response_model = response_model.map(str::to_owned);
+                }
+                let usage = message.get("usage").cloned().unwrap_or(Value::Null);
+                m.usage.input = count(usage.get("input_tokens"));
+                m.usage.output = count(usage.get("output_tokens"));
+                m.usage.cache_read = count(usage.get("cache_read_input_tokens"));
+                m.usage.cache_write = count(usage.get("cache_creation_input_tokens"));
+                m.usage.cache_write_1h =
+                    Some(count(usage.get("cache_creation").and_then(|c| c.get("ephemeral_1h_input_tokens"))));
+                m.usage.total_tokens = m.usage.input + m.usage.output + m.usage.cache_read + m.usage.cache_write;
+                let usage_model = fallback_model(model, response_model);
+                crate::cost::calculate_cost(&usage_model, &mut m.usage);
+            }
+            Some("content_block_start") => {
+                let block = event.get("content_block").cloned().unwrap_or(Value::Null);
+                let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind == "fallback" {
+                    if !out.get().content.is_empty() {
+                        return Err(Stop::error("Anthropic performed an unsupported mid-output model fallback"));
+                    }
+                    return Ok(());
+                }
+                let str_of = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+                let (content, args) = match kind {
+                    "text" => {
+                        (AssistantContent::Text(TextContent { text: str_of("text"), text_signature: None }), None)
+                    }
+                    "thinking" => (
+                        AssistantContent::Thinking(ThinkingContent {
+                            thinking: str_of("thinking"),
+                            thinking_signature: Some(str_of("signature")),
+                            redacted: None,
+                        }),
+                        None,
+                    ),
+                    "redacted_thinking" => (
+                        AssistantContent::Thinking(ThinkingContent {
+                            thinking: "[Reasoning redacted]".into(),
+                            thinking_signature: block.get("data").and_then(Value::as_str).map(str::to_owned),
+                            redacted: Some(true),
+                        }),
+                        None,
+                    ),
+                    "tool_use" => {
+                        let raw_name = str_of("name");
+                        let name = if self.oauth { from_claude_code_name(&raw_name, &self.tools) } else { raw_name };
+                        let arguments = block.get("input").and_then(Value::as_object).cloned().unwrap_or_default();
+                        (
+                            AssistantContent::ToolCall(ToolCall {
+                                id: str_of("id"),
+                                name,
+                                arguments,
+                                ..Default::default()
+                            }),
+                            Some(ArgsStream::default()),
+                        )
+                    }
+                    _ => return Ok(()),
+                };
+                let is_text = matches!(content, AssistantContent::Text(_));
+                let is_tool = matches!(content, AssistantContent::ToolCall(_));
+                let m = out.m();
+                m.content.push(content);
+                let content_index = m.content.len() - 1;
+                self.open.insert(index, OpenBlock { content_index, args });
+                if is_text {
+                    out.text_start(content_index).await;
+                } else if is_tool {
+                    out.toolcall_start(content_index).await;
+                } else {
+                    out.thinking_start(content_index).await;
+                }
+            }
+            Some("content_block_delta") => {
+                let Some(open) = self.open.get_mut(&index) else { return Ok(()) };
+                let content_index = open.content_index;
+                let delta = event.get("delta").cloned().unwrap_or(Value::Null);
+                let text_of = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => {
+                        let text = text_of("text");
+                        if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(content_index) {
+                            block.text.push_str(&text);
+                            out.text_delta(content_index, text).await;
+                        }
+                    }
+                    Some("thinking_delta") => {
+                        let text = text_of("thinking");
+                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(content_index) {
+                            block.thinking.push_str(&text);
+                            out.thinking_delta(content_index, text).await;
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let text = text_of("partial_json");
+                        if let Some(args) = open.args.as_mut() {
+                            let partial = args.append(&text);
+                            if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(content_index) {
+                                block.arguments = partial;
+                                out.toolcall_delta(content_index, text).await;
+                            }
+                        }
+                    }
+                    Some("signature_delta") => {
+                        let signature = text_of("signature");
+                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(content_index) {
+                            block.thinking_signature.get_or_insert_with(String::new).push_str(&signature);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some("content_block_stop") => {
+                let Some(open) = self.open.remove(&index) else { return Ok(()) };
+                let content_index = open.content_index;
+                match out.get().content.get(content_index).cloned() {
+                    Some(AssistantContent::Text(text)) => out.text_end(content_index, text.text).await,
+                    Some(AssistantContent::Thinking(thinking)) => {
+                        out.thinking_end(content_index, thinking.thinking).await
+                    }
+                    Some(AssistantContent::ToolCall(_)) => {
+                        if let Some(args) = open.args {
+                            let (arguments, error) = args.finish();
+                            if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(content_index) {
+                                call.arguments = arguments;
+                                if error.is_some() {
+                                    call.arguments_error = error;
+                                }
+                                let call = call.clone();
+                                out.toolcall_end(content_index, call).await;
+                            }
+                        }
+                    }
+                    None => {}
+                }
+            }
+            Some("message_delta") => {
+                let delta = event.get("delta");
+                if let Some(reason) = delta.and_then(|d| d.get("stop_reason")).filter(|r| http::truthy(r)) {
+                    let reason = reason.as_str().map_or_else(|| jsonx::stringify(reason), str::to_owned);
+                    let (stop, error) = map_stop_reason(&reason, delta.and_then(|d| d.get("stop_details")))?;
+                    let m = out.m();
+                    m.raw_stop_reason = Some(reason);
+                    m.stop_reason = stop;
+                    if let Some(error) = error {
+                        m.error_message = Some(error);
+                    }
+                }
+                let m = out.m();
+                if let Some(usage) = event.get("usage").filter(|u| http::truthy(u)) {
+                    if let Some(v) = present_count(usage.get("input_tokens")) {
+                        m.usage.input = v;
+                    }
+                    if let Some(v) = present_count(usage.get("output_tokens")) {
+                        m.usage.output = v;
+                    }
+                    if let Some(v) = present_count(usage.get("cache_read_input_tokens")) {
+                        m.usage.cache_read = v;
+                    }
+                    if let Some(v) = present_count(usage.get("cache_creation_input_tokens")) {
+                        m.usage.cache_write = v;
+                    }
+                    if let Some(v) =
+                        present_count(usage.get("cache_creation").and_then(|c| c.get("ephemeral_1h_input_tokens")))
+                    {
+                        m.usage.cache_write_1h = Some(v);
+                    }
+                    if let Some(v) =
+                        present_count(usage.get("output_tokens_details").and_then(|d| d.get("thinking_tokens")))
+                    {
+                        m.usage.reasoning = Some(v);
+                    }
+                }
+                m.usage.total_tokens = m.usage.input + m.usage.output + m.usage.cache_read + m.usage.cache_write;
+                let response_model = m.response_model.clone();
+                let usage_model = fallback_model(model, response_model.as_deref().or(Some(model.id.as_str())));
+                crate::cost::calculate_cost(&usage_model, &mut m.usage);
+                if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
+                    if let Some(cost) = event.get("usage").and_then(|u| u.get("cost")).and_then(Value::as_f64) {
+                        m.usage.cost.total = cost;
+                        m.usage.cost.total_from_provider = Some(true);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The model whose prices apply to a response (an allowed fallback model's when it answered).
+fn fallback_model(model: &Model, response_model: Option<&str>) -> Model {
+    let Some(response_model) = response_model.filter(|r| *r != model.id) else { return model.clone() };
+    let cost = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.get("allowedFallbackModels"))
+        .and_then(Value::as_array)
+        .and_then(|list| {
+            list.iter().find(|f| {
+                f.get("provider").and_then(Value::as_str) == Some(model.provider.as_str())
+                    && f.get("model").and_then(Value::as_str) == Some(response_model)
+            })
+        })
+        .and_then(|f| f.get("cost"))
+        .and_then(|c| serde_json::from_value::<pi_types::ModelCost>(c.clone()).ok());
+    match cost {
+        Some(cost) => Model { id: response_model.to_owned(), cost, ..model.clone() },
+        None => model.clone(),
+    }
+}
+
+fn to_claude_code_name(name: &str) -> String {
+    CLAUDE_CODE_TOOLS.iter().find(|t| t.eq_ignore_ascii_case(name)).map_or_else(|| name.to_owned(), |t| (*t).to_owned())
+}
+
+fn from_claude_code_name(name: &str, tools: &[Tool]) -> String {
+    tools
+        .iter()
+        .find(|t| t.name.to_lowercase() == name.to_lowercase())
+        .map_or_else(|| name.to_owned(), |t| t.name.clone())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request building
+// ---------------------------------------------------------------------------------------------
+
+fn is_strict_unsupported(key: &str, value: &Value) -> bool {
+    const UNSUPPORTED: [&str; 11] = [
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "maxItems",
+        "uniqueItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    ];
+    const FORMATS: [&str; 10] =
+        ["date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"];
+    if UNSUPPORTED.contains(&key) {
+        return true;
+    }
+    if key == "minItems" {
+        return !(value.as_f64() == Some(0.0) || value.as_f64() == Some(1.0));
+    }
+    if key == "format" {
+        return !value.as_str().is_some_and(|f| FORMATS.contains(&f));
+    }
+    false
+}
+
+fn convert_tools(tools: &[Tool], oauth: bool, compat: &Compat, cache_control: Option<&Value>) -> Vec<Value> {
+    let last = tools.len().saturating_sub(1);
+    tools
+        .iter()
+        .enumerate()
+        .map(|(index, tool)| {
+            let strict =
+                common::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported)).unwrap_or(None);
+            let parameters = if strict == Some(true) {
+                common::make_strict_json_schema(&tool.parameters, Some(is_strict_unsupported))
+                    .unwrap_or_else(|_| tool.parameters.clone())
+            } else {
+                tool.parameters.clone()
+            };
+            let mut legacy = Map::new();
+            legacy.insert("type".into(), json!("object"));
+            legacy.insert("properties".into(), parameters.get("properties").cloned().unwrap_or_else(|| json!({})));
+            legacy.insert("required".into(), parameters.get("required").cloned().unwrap_or_else(|| json!([])));
+            for key in ["additionalProperties", "$defs", "definitions"] {
+                if let Some(v) = parameters.get(key) {
+                    legacy.insert(key.into(), v.clone());
+                }
+            }
+            let input_schema = if strict == Some(true) {
+                let mut merged = parameters.as_object().cloned().unwrap_or_default();
+                for (k, v) in legacy {
+                    merged.insert(k, v);
+                }
+                merged
+            } else {
+                legacy
+            };
+            let mut definition = Map::new();
+            definition
+                .insert("name".into(), json!(if oauth { to_claude_code_name(&tool.name) } else { tool.name.clone() }));
+            definition.insert("description".into(), json!(tool.description));
+            if compat.supports_eager_tool_input_streaming {
+                definition.insert("eager_input_streaming".into(), json!(true));
+            }
+            if strict == Some(true) {
+                definition.insert("strict".into(), json!(true));
+            }
+            definition.insert("input_schema".into(), Value::Object(input_schema));
+            if let Some(control) = cache_control.filter(|_| index == last) {
+                definition.insert("cache_control".into(), control.clone());
+            }
+            Value::Object(definition)
+        })
+        .collect()
+}
+
+fn build_params(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+    compat: &Compat,
+    thinking: &Thinking,
+    oauth: bool,
+) -> Value {
+    let control = cache_control(options, compat);
+    let initial = initial_system_message(context.messages());
+    let initial_text = initial.map(system_message_text).unwrap_or_default();
+    let normalize = |id: &str, _: &Model, _: &pi_types::AssistantMessage| take_units(&sanitize_id(id), 64);
+    let transformed = transform_messages(context.messages(), model, Some(&normalize));
+    let conversation = if initial.is_some() && !transformed.is_empty() { &transformed[1..] } else { &transformed[..] };
+    let native = native_tool_changes(context, compat);
+    let effort_messages = effort_messages(model, compat, thinking);
+    let active_effort = thinking.effort.clone().unwrap_or_else(|| "high".to_owned());
+    let tool_converter = |tools: &[Tool]| convert_tools(tools, oauth, compat, None);
+    let conversion = Conversion {
+        oauth,
+        control: control.as_ref(),
+        allow_empty_signature: compat.allow_empty_signature,
+        managed_provider: effort_messages.then_some(model.provider.as_str()),
+        tool_definitions: if native { Some(&tool_converter) } else { None },
+    };
+    let (messages, levels) = convert_messages(conversation, &conversion);
+    let messages = if effort_messages { insert_effort_messages(messages, &levels, &active_effort) } else { messages };
+
+    let mut params = Map::new();
+    params.insert("model".into(), json!(model.id));
+    params.insert("messages".into(), Value::Array(messages));
+    params.insert("max_tokens".into(), json!(thinking.max_tokens));
+    params.insert("stream".into(), json!(true));
+    let with_control = |text: &str| {
+        let mut block = json!({"type": "text", "text": text});
+        if let Some(c) = &control {
+            block["cache_control"] = c.clone();
+        }
+        block
+    };
+    if oauth {
+        let mut system = vec![with_control("You are Claude Code, Anthropic's official CLI for Claude.")];
+        if !initial_text.is_empty() {
+            system.push(with_control(&initial_text));
+        }
+        params.insert("system".into(), Value::Array(system));
+    } else if !initial_text.is_empty() {
+        params.insert("system".into(), json!([with_control(&initial_text)]));
+    }
+    if let Some(t) =
+        options.temperature.filter(|_| !thinking.enabled && !compat.supports_mid_convo_effort && compat.supports_temperature)
+    {
+        params.insert("temperature".into(), json!(t));
+    }
+    let tool_control = control.as_ref().filter(|_| compat.supports_cache_control_on_tools);
+    if native {
+        let initial_tools = initial.and_then(|m| m.tools_added.clone()).unwrap_or_default();
+        let mut tools = convert_tools(&initial_tools, oauth, compat, tool_control);
+        tools.push(json!({
+            "name": "__pi_deferred_placeholder__",
+            "description": "Reserved placeholder. Never available. Never call this.",
+            "input_schema": {"type": "object", "properties": {}, "required": []},
+            "defer_loading": true,
+        }));
+        params.insert("tools".into(), Value::Array(tools));
+    } else {
+        let tools = current_tools(context.messages());
+        if !tools.is_empty() {
+            params.insert("tools".into(), Value::Array(convert_tools(&tools, oauth, compat, tool_control)));
+        }
+    }
+    if thinking_disabled(model, thinking) {
+        params.insert("thinking".into(), json!({"type": "disabled"}));
+    } else if effort_messages {
+        params.insert(
+            "thinking".into(),
+            json!({"type": "adaptive", "display": "summarized", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+        );
+        params.insert("output_config".into(), json!({"effort": "low"}));
+    } else if model.reasoning && thinking.enabled {
+        if compat.force_adaptive_thinking {
+            params.insert("thinking".into(), json!({"type": "adaptive", "display": "summarized"}));
+            if let Some(effort) = &thinking.effort {
+                params.insert("output_config".into(), json!({"effort": effort}));
+            }
+        } else {
+            let budget = thinking.budget.filter(|b| *b > 0).unwrap_or(1024);
+            params.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget, "display": "summarized"}),
+            );
+        }
+    }
+    if let Some(user_id) = options.metadata.as_ref().and_then(|m| m.get("user_id")).and_then(Value::as_str) {
+        params.insert("metadata".into(), json!({"user_id": user_id}));
+    }
+    if let Some(choice) = options.tool_choice {
+        params.insert("tool_choice".into(), json!({"type": serde_json::to_value(choice).unwrap_or(Value::Null)}));
+    }
+    if let Some(fallbacks) = model
+        .compat
+        .as_ref()
+        .and_then(|c| c.get("allowedFallbackModels"))
+        .and_then(Value::as_array)
+        .filter(|f| !f.is_empty())
+    {
+        let list: Vec<Value> =
+            fallbacks.iter().map(|f| json!({"model": f.get("model").cloned().unwrap_or(Value::Null)})).collect();
+        params.insert("fallbacks".into(), Value::Array(list));
+    }
+    Value::Object(params)
+}
+
+fn image_block(image: &ImageContent) -> Value {
+    json!({"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}})
+}
+
+fn tool_result_content(content: &[UserContent]) -> Value {
+    let has_images = content.iter().any(|c| matches!(c, UserContent::Image(_)));
+    if !has_images {
+        let text: Vec<&str> = content
+            .iter()
+            .filter_map(|c| match c {
+                UserContent::Text(t) => Some(t.text.as_str()),
+                UserContent::Image(_) => None,
+            })
+            .collect();
+        return json!(text.join("\n"));
+    }
+    let mut blocks: Vec<Value> = content
+        .iter()
+        .map(|c| match c {
+            UserContent::Text(t) => json!({"type": "text", "text": t.text}),
+            UserContent::Image(img) => image_block(img),
+        })
+        .collect();
+    if !blocks.iter().any(|b| b["type"] == "text") {
+        blocks.insert(0, json!({"type": "text", "text": "(see attached image)"}));
+    }
+    Value::Array(blocks)
+}
+
+fn tool_result(message: &ToolResultMessage, content: &[UserContent]) -> Value {
+    json!({
+        "type": "tool_result",
+        "tool_use_id": message.tool_call_id,
+        "content": tool_result_content(content),
+        "is_error": message.is_error,
+    })
+}
+
+/// Options of the message conversion.
+struct Conversion<'a> {
+    oauth: bool,
+    control: Option<&'a Value>,
+    allow_empty_signature: bool,
+    /// The provider whose assistant messages carry reply effort levels (managed effort).
+    managed_provider: Option<&'a str>,
+    /// Converts tool definitions for `tool_addition` blocks (native tool changes only).
+    tool_definitions: Option<&'a dyn Fn(&[Tool]) -> Vec<Value>>,
+}
+
+fn is_effort(value: &str) -> bool {
+    matches!(value, "low" | "medium" | "high" | "xhigh" | "max")
+}
+
+/// Reply effort markers: one before each assistant message with a known level, one at the end.
+fn insert_effort_messages(messages: Vec<Value>, levels: &HashMap<usize, String>, active: &str) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len() + levels.len() + 1);
+    for (index, message) in messages.into_iter().enumerate() {
+        if let Some(level) = levels.get(&index) {
+            out.push(json!({"role": "system", "content": [], "output_config": {"effort": level}}));
+        }
+        out.push(message);
+    }
+    out.push(json!({"role": "system", "content": [], "output_config": {"effort": active}}));
+    out
+}
+
+fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<Value>, HashMap<usize, String>) {
+    let oauth = conversion.oauth;
+    let control = conversion.control;
+    let allow_empty_signature = conversion.allow_empty_signature;
+    let mut levels: HashMap<usize, String> = HashMap::new();
+    let mut params: Vec<Value> = Vec::new();
+    let mut pending_system: Vec<Value> = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            Message::System(system) => {
+                let text = render_system_message_update(system);
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                if let Some(convert) = conversion.tool_definitions {
+                    let added = system.tools_added.clone().unwrap_or_default();
+                    for removed in system.tools_removed.iter().flatten() {
+                        if added.iter().any(|t| t.name == removed.name) {
+                            continue;
+                        }
+                        let name = if oauth { to_claude_code_name(&removed.name) } else { removed.name.clone() };
+                        blocks.push(json!({"type": "tool_removal", "tool": {"type": "tool_reference", "name": name}}));
+                    }
+                    for definition in convert(&added) {
+                        blocks.push(json!({"type": "tool_addition", "tool": {"type": "tool_definition", "definition": definition}}));
+                    }
+                }
+                if !blocks.is_empty() {
+                    pending_system.push(json!({"role": "system", "content": blocks}));
+                }
+            }
+            Message::User(user) => match &user.content {
+                UserMessageContent::Text(text) => {
+                    if !jsonx::js_trim(text).is_empty() {
+                        params.push(json!({"role": "user", "content": text}));
+                    }
+                }
+                UserMessageContent::Blocks(blocks) => {
+                    let converted: Vec<Value> = blocks
+                        .iter()
+                        .filter(|b| !matches!(b, UserContent::Text(t) if jsonx::js_trim(&t.text).is_empty()))
+                        .map(|b| match b {
+                            UserContent::Text(t) => json!({"type": "text", "text": t.text}),
+                            UserContent::Image(img) => image_block(img),
+                        })
+                        .collect();
+                    if !converted.is_empty() {
+                        params.push(json!({"role": "user", "content": converted}));
+                    }
+                }
+            },
+            Message::Assistant(assistant) => {
+                let mut blocks = Vec::new();
+                for block in &assistant.content {
+                    match block {
+                        AssistantContent::Text(t) => {
+                            if !jsonx::js_trim(&t.text).is_empty() {
+                                blocks.push(json!({"type": "text", "text": t.text}));
+                            }
+                        }
+                        AssistantContent::Thinking(t) => {
+                            if t.redacted == Some(true) {
+                                blocks.push(json!({"type": "redacted_thinking", "data": t.thinking_signature}));
+                                continue;
+                            }
+                            let signature = t.thinking_signature.as_deref().filter(|s| !jsonx::js_trim(s).is_empty());
+                            if jsonx::js_trim(&t.thinking).is_empty() && signature.is_none() {
+                                continue;
+                            }
+                            match signature {
+                                Some(sig) => {
+                                    blocks.push(json!({"type": "thinking", "thinking": t.thinking, "signature": sig}))
+                                }
+                                None if allow_empty_signature => {
+                                    blocks.push(json!({"type": "thinking", "thinking": t.thinking, "signature": ""}));
+                                }
+                                None => blocks.push(json!({"type": "text", "text": t.thinking})),
+                            }
+                        }
+                        AssistantContent::ToolCall(call) => {
+                            let name = if oauth { to_claude_code_name(&call.name) } else { call.name.clone() };
+                            blocks.push(
+                                json!({"type": "tool_use", "id": call.id, "name": name, "input": call.arguments}),
+                            );
+                        }
+                    }
+                }
+                if !blocks.is_empty() {
+                    params.append(&mut pending_system);
+                    if let Some(provider) = conversion.managed_provider {
+                        let level = assistant.provider_thinking_level.as_deref().filter(|l| is_effort(l));
+                        if let (true, Some(level)) = (assistant.api == API && assistant.provider == provider, level) {
+                            levels.insert(params.len(), level.to_owned());
+                        }
+                    }
+                    params.push(json!({"role": "assistant", "content": blocks}));
+                }
+            }
+            Message::ToolResult(_) => {
+                let mut results = Vec::new();
+                let mut error_images = Vec::new();
+                let mut j = i;
+                while let Some(Message::ToolResult(result)) = messages.get(j) {
+                    match split_error_tool_result_images(result) {
+                        Some((content, caption, images)) => {
+                            results.push(tool_result(result, &content));
+                            error_images.push(json!({"type": "text", "text": caption}));
+                            for image in images {
+                                if let UserContent::Image(img) = image {
+                                    error_images.push(image_block(&img));
+                                }
+                            }
+                        }
+                        None => results.push(tool_result(result, &result.content)),
+                    }
+                    j += 1;
+                }
+                i = j;
+                results.extend(error_images);
+                params.push(json!({"role": "user", "content": results}));
+                continue;
+            }
+        }
+        i += 1;
+    }
+    params.append(&mut pending_system);
+    if let (Some(control), Some(last)) = (control, params.last_mut()) {
+        let role = last.get("role").and_then(Value::as_str).unwrap_or("");
+        if role == "user" || role == "system" {
+            match last.get_mut("content") {
+                Some(Value::Array(blocks)) => {
+                    if let Some(block) = blocks.last_mut() {
+                        let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+                        if matches!(kind, "text" | "image" | "tool_result" | "tool_addition" | "tool_removal") {
+                            block["cache_control"] = control.clone();
+                        }
+                    }
+                }
+                Some(Value::String(text)) => {
+                    let text = std::mem::take(text);
+                    last["content"] = json!([{"type": "text", "text": text, "cache_control": control}]);
+                }
+                _ => {}
+            }
+        }
+    }
+    (params, levels)
 }

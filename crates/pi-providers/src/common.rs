@@ -321,7 +321,10 @@ fn make_strict_node(schema: &mut Value, unsupported: Option<UnsupportedKeyword>)
 }
 
 /// The strict form of a tool schema, or why it cannot have one.
-pub(crate) fn make_strict_json_schema(schema: &Value, unsupported: Option<UnsupportedKeyword>) -> Result<Value, String> {
+pub(crate) fn make_strict_json_schema(
+    schema: &Value,
+    unsupported: Option<UnsupportedKeyword>,
+) -> Result<Value, String> {
     let mut cloned = schema.clone();
     if !cloned.is_object() {
         return Err("root schema must have type object".into());
@@ -346,10 +349,9 @@ pub(crate) fn resolve_strict(
         return match make_strict_json_schema(&tool.parameters, unsupported) {
             Ok(_) => Ok(Some(true)),
             Err(_) if !require => Ok(None),
-            Err(reason) => Err(format!(
-                "Tool \"{}\" requires JSON-schema constrained sampling, but {reason}.",
-                tool.name
-            )),
+            Err(reason) => {
+                Err(format!("Tool \"{}\" requires JSON-schema constrained sampling, but {reason}.", tool.name))
+            }
         };
     }
     if require {
@@ -359,11 +361,6 @@ pub(crate) fn resolve_strict(
         ));
     }
     Ok(None)
-}
-
-/// Whether a tool asks for strict sampling only when possible.
-pub(crate) fn prefers_strict(tool: &Tool) -> bool {
-    matches!(&tool.constrained_sampling, Some(ConstrainedSampling::JsonSchema { strict: Strictness::Prefer }))
 }
 
 /// The parameters to send: the strict form when strict.

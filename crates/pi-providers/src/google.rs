@@ -1,16 +1,817 @@
-//! placeholder
+//! Google Gemini (`google-generative-ai`, the Generative Language API).
+//!
+//! Gemini sends function calls whole, so a call yields `toolcall_start`, one `toolcall_delta`
+//! (the JSON text of its arguments) and `toolcall_end` back to back. Calls without an id get
+//! `<name>_<unix ms>_<n>` from a [`ToolCallIds`] source (a process-wide counter by default,
+//! injectable for deterministic tests).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
-/// stub
-pub trait ToolCallIds: Send + Sync { /// stub
-fn next_id(&self, name: &str) -> String; }
-/// stub
-#[derive(Clone, Default)]
-pub struct GoogleGenerativeAi;
-impl GoogleGenerativeAi { /// stub
-pub fn with_ids(_i: Arc<dyn ToolCallIds>) -> Self { Self } }
+
+use pi_types::transcript::{
+    collapse_system_messages, current_tools, initial_system_message, system_message_text,
+    without_initial_system_message,
+};
+use pi_types::{
+    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn, StreamOptions,
+    TextContent, ThinkingBudgets, ThinkingContent, ThinkingLevel, Tool, ToolCall, ToolChoice, TranscriptContext,
+    UserContent, UserMessageContent,
+};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::common::{self, Out, Stop};
+use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::jsonx;
+use crate::simple;
+use crate::sse::{GeminiFramer, GeminiItem};
+use crate::transform::{sanitize_id, take_units, transform_messages};
+
+/// The API id.
+pub const API: &str = "google-generative-ai";
+
+/// Source of ids for function calls that arrive without one.
+pub trait ToolCallIds: Send + Sync {
+    /// A fresh id for a call of tool `name`.
+    fn next_id(&self, name: &str) -> String;
+}
+
+/// The reference's scheme: `<name>_<Date.now()>_<n>` with a process-wide counter.
+#[derive(Debug, Default)]
+pub struct ProcessToolCallIds;
+
+static PROCESS_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl ToolCallIds for ProcessToolCallIds {
+    fn next_id(&self, name: &str) -> String {
+        let n = PROCESS_COUNTER.fetch_add(1, Ordering::SeqCst) + 1;
+        format!("{name}_{}_{n}", pi_types::now_ms())
+    }
+}
+
+/// The Gemini adapter.
+#[derive(Clone)]
+pub struct GoogleGenerativeAi {
+    ids: Arc<dyn ToolCallIds>,
+}
+
+impl std::fmt::Debug for GoogleGenerativeAi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoogleGenerativeAi").finish_non_exhaustive()
+    }
+}
+
+impl Default for GoogleGenerativeAi {
+    fn default() -> Self {
+        Self { ids: Arc::new(ProcessToolCallIds) }
+    }
+}
+
+impl GoogleGenerativeAi {
+    /// An adapter that takes synthesized tool-call ids from `ids`.
+    pub fn with_ids(ids: Arc<dyn ToolCallIds>) -> Self {
+        Self { ids }
+    }
+}
+
 impl StreamFn for GoogleGenerativeAi {
-    fn stream(&self, _m: &Model, _c: TranscriptContext, _o: StreamOptions) -> AssistantMessageEventStream {
-        AssistantMessageEventStream::from_events([])
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        let ids = Arc::clone(&self.ids);
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = Out::new(tx, &model, API);
+            match run(&model, context, &options, &mut out, ids.as_ref()).await {
+                Ok(()) => out.done().await,
+                Err(stop) => out.fail(stop.aborted, stop.message).await,
+            }
+        })
+    }
+}
+
+struct GoogleDialect;
+
+fn status_text(status: u16) -> &'static str {
+    reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("")
+}
+
+impl Dialect for GoogleDialect {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        let text = String::from_utf8_lossy(body).into_owned();
+        let is_json =
+            headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("application/json"));
+        let message = if is_json {
+            match jsonx::parse(&text) {
+                Ok(value) => jsonx::stringify(&value),
+                Err(message) => return ApiError::other(message),
+            }
+        } else {
+            jsonx::stringify(&json!({"error": {"message": text, "code": status, "status": status_text(status)}}))
+        };
+        ApiError { kind: ApiErrorKind::Status, status: Some(status), headers: None, message, body: None }
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        error.message.clone()
+    }
+
+    fn exposes_headers(&self) -> bool {
+        false
+    }
+
+    fn retries_connection_errors(&self) -> bool {
+        false
+    }
+}
+
+/// Whether the model takes a discrete `thinkingLevel` instead of a token budget.
+pub fn uses_thinking_level(model: &Model) -> bool {
+    let id = model.id.to_lowercase();
+    let gemini3 = regex_like_gemini3(&id);
+    gemini3
+        || gemini_major(&id).is_some_and(|m| m >= 4)
+        || id == "gemini-flash-latest"
+        || id == "gemini-flash-lite-latest"
+        || id.contains("gemma-4")
+        || id.contains("gemma4")
+}
+
+fn regex_like_gemini3(id: &str) -> bool {
+    // gemini-3(-|.\d+-)(pro|flash) anywhere in the id.
+    let mut rest = id;
+    while let Some(pos) = rest.find("gemini-3") {
+        let after = &rest[pos + "gemini-3".len()..];
+        let after = match after.strip_prefix('.') {
+            Some(minor) => {
+                let digits = minor.chars().take_while(char::is_ascii_digit).count();
+                if digits == 0 {
+                    rest = &rest[pos + 1..];
+                    continue;
+                }
+                &minor[digits..]
+            }
+            None => after,
+        };
+        if after.starts_with("-pro") || after.starts_with("-flash") {
+            return true;
+        }
+        rest = &rest[pos + 1..];
+    }
+    false
+}
+
+fn gemini_major(id: &str) -> Option<u32> {
+    // `gemini-(?:[4-9]|[1-9]\d)` anywhere: a digit run after `gemini-`.
+    let mut best = None;
+    let mut rest = id;
+    while let Some(pos) = rest.find("gemini-") {
+        let after = &rest[pos + "gemini-".len()..];
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u32>() {
+            if n >= 4 {
+                return Some(n);
+            }
+            best = Some(n);
+        }
+        rest = &rest[pos + 1..];
+    }
+    best
+}
+
+fn leading_gemini_major(model_id: &str) -> Option<u32> {
+    let id = model_id.to_lowercase();
+    let rest = id.strip_prefix("gemini-live-").or_else(|| id.strip_prefix("gemini-"))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+fn requires_tool_call_id(model_id: &str) -> bool {
+    model_id.starts_with("claude-")
+        || model_id.starts_with("gpt-oss-")
+        || leading_gemini_major(model_id).is_some_and(|m| m >= 3)
+}
+
+fn resolve_level(model: &Model, level: ThinkingLevel) -> Result<&'static str, String> {
+    let mapped = simple::mapped_level(model, level);
+    let resolved = match mapped {
+        Some(Some(value)) => value.to_lowercase(),
+        _ => level.as_str().to_owned(),
+    };
+    match resolved.as_str() {
+        "minimal" => Ok("MINIMAL"),
+        "low" => Ok("LOW"),
+        "medium" => Ok("MEDIUM"),
+        "high" => Ok("HIGH"),
+        _ => Err(format!(
+            "Unsupported Google thinking level mapping for {}/{}: {} -> {}",
+            model.provider,
+            model.id,
+            level,
+            match mapped {
+                Some(Some(v)) => v.to_owned(),
+                Some(None) => "null".to_owned(),
+                None => "undefined".to_owned(),
+            }
+        )),
+    }
+}
+
+fn budget_for(model: &Model, level: &str, custom: Option<&ThinkingBudgets>) -> i64 {
+    let custom_value = custom.and_then(|c| match level {
+        "minimal" => c.minimal,
+        "low" => c.low,
+        "medium" => c.medium,
+        "high" => c.high,
+        _ => None,
+    });
+    if let Some(value) = custom_value {
+        return value as i64;
+    }
+    let table: Option<[i64; 4]> = if model.id.contains("2.5-pro") {
+        Some([128, 2048, 8192, 32768])
+    } else if model.id.contains("2.5-flash-lite") {
+        Some([512, 2048, 8192, 24576])
+    } else if model.id.contains("2.5-flash") {
+        Some([128, 2048, 8192, 24576])
+    } else {
+        None
+    };
+    match (table, level) {
+        (Some(t), "minimal") => t[0],
+        (Some(t), "low") => t[1],
+        (Some(t), "medium") => t[2],
+        (Some(t), "high") => t[3],
+        _ => -1,
+    }
+}
+
+/// The `thinkingConfig` for the request, or the error the reference throws.
+fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Value>, String> {
+    if !model.reasoning {
+        return Ok(None);
+    }
+    let requested = options.reasoning.filter(|l| *l != ThinkingLevel::Off);
+    let level = requested.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
+    match level {
+        None => {
+            if !uses_thinking_level(model) {
+                return Ok(Some(json!({"thinkingBudget": 0})));
+            }
+            let fallback = simple::clamp_thinking_level(model, ThinkingLevel::Off);
+            if fallback == ThinkingLevel::Off {
+                return Ok(Some(json!({"thinkingBudget": 0})));
+            }
+            Ok(Some(json!({"thinkingLevel": resolve_level(model, fallback)?})))
+        }
+        Some(level) => {
+            let resolved = resolve_level(model, level)?;
+            if uses_thinking_level(model) {
+                Ok(Some(json!({"includeThoughts": true, "thinkingLevel": resolved})))
+            } else {
+                let budget = budget_for(model, &resolved.to_lowercase(), options.thinking_budgets.as_ref());
+                Ok(Some(json!({"includeThoughts": true, "thinkingBudget": budget})))
+            }
+        }
+    }
+}
+
+/// The request body the adapter sends (for tests and debugging).
+pub fn build_request_body(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+) -> Result<Value, String> {
+    let context = collapse_system_messages(context.clone());
+    build_params(model, &context, options)
+}
+
+fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Result<Value, String> {
+    let contents = convert_messages(model, context);
+    let tools = current_tools(context.messages());
+    let system = initial_system_message(context.messages()).map(system_message_text).unwrap_or_default();
+    let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+    let strict_supported = leading_gemini_major(&model.id).is_some_and(|m| m >= 3);
+    let mut body = Map::new();
+    body.insert("contents".into(), Value::Array(contents));
+    if !system.is_empty() {
+        body.insert("systemInstruction".into(), json!({"parts": [{"text": system}], "role": "user"}));
+    }
+    if !tools.is_empty() {
+        body.insert("tools".into(), json!([{"functionDeclarations": convert_tools(&tools, strict_supported)}]));
+        let strict =
+            tools.iter().any(|t| common::resolve_strict(t, strict_supported, None).ok().flatten() == Some(true));
+        let mode = match options.tool_choice {
+            Some(ToolChoice::None) => Some("NONE"),
+            _ if strict => Some("VALIDATED"),
+            Some(ToolChoice::Auto) => Some("AUTO"),
+            None => None,
+        };
+        if let Some(mode) = mode {
+            body.insert("toolConfig".into(), json!({"functionCallingConfig": {"mode": mode}}));
+        }
+    }
+    let mut generation = Map::new();
+    if let Some(t) = options.temperature {
+        generation.insert("temperature".into(), json!(t));
+    }
+    generation.insert("maxOutputTokens".into(), json!(max_tokens));
+    if let Some(config) = thinking_config(model, options)? {
+        generation.insert("thinkingConfig".into(), config);
+    }
+    body.insert("generationConfig".into(), Value::Object(generation));
+    Ok(Value::Object(body))
+}
+
+fn rewrite_const_as_enum(schema: &Value, name_map: bool) -> Value {
+    const NAME_MAPS: [&str; 6] =
+        ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
+    const SUBSCHEMAS: [&str; 16] = [
+        "additionalProperties",
+        "unevaluatedProperties",
+        "propertyNames",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "unevaluatedItems",
+        "contains",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    ];
+    match schema {
+        Value::Array(items) => Value::Array(items.iter().map(|i| rewrite_const_as_enum(i, false)).collect()),
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, value) in map {
+                let v = if name_map || SUBSCHEMAS.contains(&key.as_str()) {
+                    rewrite_const_as_enum(value, false)
+                } else if NAME_MAPS.contains(&key.as_str()) {
+                    rewrite_const_as_enum(value, true)
+                } else {
+                    value.clone()
+                };
+                out.insert(key.clone(), v);
+            }
+            if !name_map && !out.contains_key("enum") {
+                if let Some(c) = out.get("const").filter(|c| c.is_string() || c.is_number()).cloned() {
+                    out.remove("const");
+                    out.insert("enum".into(), json!([c]));
+                }
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+fn convert_tools(tools: &[Tool], strict_supported: bool) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let strict = common::resolve_strict(tool, strict_supported, None).unwrap_or(None);
+            json!({
+                "name": tool.name,
+                "description": tool.description,
+                "parametersJsonSchema": rewrite_const_as_enum(&common::tool_parameters(tool, strict), false),
+            })
+        })
+        .collect()
+}
+
+fn valid_signature(signature: Option<&str>) -> Option<&str> {
+    let s = signature.filter(|s| !s.is_empty())?;
+    if s.len() % 4 != 0 {
+        return None;
+    }
+    let body = s.trim_end_matches('=');
+    if s.len() - body.len() > 2 || body.is_empty() {
+        return None;
+    }
+    body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/').then_some(s)
+}
+
+fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
+    let collapsed = collapse_system_messages(context.clone());
+    let conversation = without_initial_system_message(collapsed.messages());
+    let requires_id = requires_tool_call_id(&model.id);
+    let normalize = |id: &str, _: &Model, _: &pi_types::AssistantMessage| {
+        if requires_id {
+            take_units(&sanitize_id(id), 64)
+        } else {
+            id.to_owned()
+        }
+    };
+    let transformed = transform_messages(conversation, model, Some(&normalize));
+    let multimodal_responses = leading_gemini_major(&model.id).is_none_or(|m| m >= 3);
+    let mut contents: Vec<Value> = Vec::new();
+    for message in &transformed {
+        match message {
+            Message::User(user) => {
+                let parts: Vec<Value> = match &user.content {
+                    UserMessageContent::Text(text) => vec![json!({"text": text})],
+                    UserMessageContent::Blocks(blocks) => blocks
+                        .iter()
+                        .map(|b| match b {
+                            UserContent::Text(t) => json!({"text": t.text}),
+                            UserContent::Image(img) => {
+                                json!({"inlineData": {"mimeType": img.mime_type, "data": img.data}})
+                            }
+                        })
+                        .collect(),
+                };
+                if !parts.is_empty() {
+                    contents.push(json!({"role": "user", "parts": parts}));
+                }
+            }
+            Message::Assistant(assistant) => {
+                let same = assistant.provider == model.provider && assistant.model == model.id;
+                let mut parts = Vec::new();
+                for block in &assistant.content {
+                    match block {
+                        AssistantContent::Text(t) => {
+                            let signature = if same { valid_signature(t.text_signature.as_deref()) } else { None };
+                            if jsonx::js_trim(&t.text).is_empty() && signature.is_none() {
+                                continue;
+                            }
+                            let mut part = json!({"text": t.text});
+                            if let Some(sig) = signature {
+                                part["thoughtSignature"] = json!(sig);
+                            }
+                            parts.push(part);
+                        }
+                        AssistantContent::Thinking(t) => {
+                            if same {
+                                let signature = valid_signature(t.thinking_signature.as_deref());
+                                if jsonx::js_trim(&t.thinking).is_empty() && signature.is_none() {
+                                    continue;
+                                }
+                                let mut part = json!({"thought": true, "text": t.thinking});
+                                if let Some(sig) = signature {
+                                    part["thoughtSignature"] = json!(sig);
+                                }
+                                parts.push(part);
+                            } else if !jsonx::js_trim(&t.thinking).is_empty() {
+                                parts.push(json!({"text": t.thinking}));
+                            }
+                        }
+                        AssistantContent::ToolCall(call) => {
+                            let mut function = json!({"name": call.name, "args": call.arguments});
+                            if requires_id {
+                                function["id"] = json!(call.id);
+                            }
+                            let mut part = json!({"functionCall": function});
+                            if let Some(sig) =
+                                if same { valid_signature(call.thought_signature.as_deref()) } else { None }
+                            {
+                                part["thoughtSignature"] = json!(sig);
+                            }
+                            parts.push(part);
+                        }
+                    }
+                }
+                if !parts.is_empty() {
+                    contents.push(json!({"role": "model", "parts": parts}));
+                }
+            }
+            Message::ToolResult(result) => {
+                let text = result
+                    .content
+                    .iter()
+                    .filter_map(|c| match c {
+                        UserContent::Text(t) => Some(t.text.as_str()),
+                        UserContent::Image(_) => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let images: Vec<Value> = if model.input.contains(&InputModality::Image) {
+                    result
+                        .content
+                        .iter()
+                        .filter_map(|c| match c {
+                            UserContent::Image(img) => {
+                                Some(json!({"inlineData": {"mimeType": img.mime_type, "data": img.data}}))
+                            }
+                            UserContent::Text(_) => None,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let has_text = !jsonx::js_trim(&text).is_empty();
+                let value = if has_text {
+                    text
+                } else if !images.is_empty() {
+                    "(see attached image)".to_owned()
+                } else {
+                    String::new()
+                };
+                let mut response = Map::new();
+                response.insert("name".into(), json!(result.tool_name));
+                response.insert(
+                    "response".into(),
+                    if result.is_error { json!({"error": value}) } else { json!({"output": value}) },
+                );
+                if !images.is_empty() && multimodal_responses {
+                    response.insert("parts".into(), Value::Array(images.clone()));
+                }
+                if requires_id {
+                    response.insert("id".into(), json!(result.tool_call_id));
+                }
+                let part = json!({"functionResponse": response});
+                let merge = contents.last().is_some_and(|last| {
+                    last["role"] == "user"
+                        && last["parts"]
+                            .as_array()
+                            .is_some_and(|p| p.iter().any(|p| p.get("functionResponse").is_some()))
+                });
+                if merge {
+                    if let Some(parts) = contents.last_mut().and_then(|l| l["parts"].as_array_mut()) {
+                        parts.push(part);
+                    }
+                } else {
+                    contents.push(json!({"role": "user", "parts": [part]}));
+                }
+                if !images.is_empty() && !multimodal_responses {
+                    let mut parts = vec![json!({"text": "Tool result image:"})];
+                    parts.extend(images);
+                    contents.push(json!({"role": "user", "parts": parts}));
+                }
+            }
+            Message::System(_) => {}
+        }
+    }
+    contents
+}
+
+/// The SDK's check of a decoded text for a whole error object.
+fn stream_error_chunk(text: &str) -> Option<String> {
+    let value = jsonx::parse(text).ok()?;
+    let error = value.get("error").filter(|e| e.is_object())?;
+    let code = error.get("code").and_then(Value::as_f64)?;
+    if !(400.0..600.0).contains(&code) {
+        return None;
+    }
+    let status = match error.get("status") {
+        None => "undefined".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => jsonx::stringify(other),
+    };
+    Some(format!("got status: {status}. {}", jsonx::stringify(&value)))
+}
+
+fn map_stop_reason(reason: &str) -> Result<StopReason, Stop> {
+    Ok(match reason {
+        "STOP" => StopReason::Stop,
+        "MAX_TOKENS" | "CONTINUATION" => StopReason::Length,
+        "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "SAFETY"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION"
+        | "IMAGE_OTHER"
+        | "RECITATION"
+        | "FINISH_REASON_UNSPECIFIED"
+        | "OTHER"
+        | "LANGUAGE"
+        | "MALFORMED_FUNCTION_CALL"
+        | "UNEXPECTED_TOOL_CALL"
+        | "TOO_MANY_TOOL_CALLS"
+        | "NO_IMAGE" => StopReason::Error,
+        other => return Err(Stop::error(format!("Unhandled stop reason: {other}"))),
+    })
+}
+
+fn count(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
+}
+
+async fn run(
+    model: &Model,
+    context: TranscriptContext,
+    options: &StreamOptions,
+    out: &mut Out,
+    ids: &dyn ToolCallIds,
+) -> Result<(), Stop> {
+    let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+        return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+    };
+    let context = collapse_system_messages(context);
+    let params = build_params(model, &context, options).map_err(Stop::error)?;
+    let params = common::apply_on_payload(options, model, params).await;
+    let base = vec![
+        ("Content-Type".to_owned(), Some("application/json".to_owned())),
+        ("x-goog-api-key".to_owned(), Some(key)),
+    ];
+    let headers = common::merge_headers(&[base, common::model_headers(model), common::option_headers(options)]);
+    let request = http::Request {
+        url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
+        headers,
+        body: jsonx::stringify(&params).into_bytes(),
+    };
+    let response = http::send(&request, model, options, &GoogleDialect).await?;
+    out.start().await;
+
+    let mut body = Body::new(response, options);
+    let mut framer = GeminiFramer::default();
+    let mut items = Vec::new();
+    let mut current: Option<usize> = None;
+    loop {
+        let ended = match body.next().await {
+            Read::Chunk(bytes) => {
+                framer.push(&bytes, &mut items);
+                false
+            }
+            Read::End => {
+                framer.finish().map_err(Stop::error)?;
+                true
+            }
+            Read::Aborted => return Err(Stop::aborted("This operation was aborted")),
+            Read::Failed(message) => return Err(Stop::error(message)),
+        };
+        for item in std::mem::take(&mut items) {
+            match item {
+                GeminiItem::Chunk(text) => {
+                    if let Some(message) = stream_error_chunk(&text) {
+                        return Err(Stop::error(message));
+                    }
+                }
+                GeminiItem::Data(text) => {
+                    if let Some(message) = stream_error_chunk(&text) {
+                        return Err(Stop::error(message));
+                    }
+                    let chunk = jsonx::parse(&text).map_err(Stop::error)?;
+                    common::on_event(options, model, &chunk).await;
+                    handle_chunk(model, &chunk, out, &mut current, ids).await?;
+                    if body.is_cancelled() {
+                        return Err(Stop::aborted("This operation was aborted"));
+                    }
+                }
+            }
+        }
+        if ended {
+            break;
+        }
+    }
+    if let Some(index) = current {
+        end_block(out, index).await;
+    }
+    if body.is_cancelled() {
+        return Err(Stop::aborted("Request was aborted"));
+    }
+    match out.get().stop_reason {
+        StopReason::Pending => Err(Stop::error("Google stream ended without a finish reason")),
+        StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.get().raw_stop_reason {
+            Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
+            _ => "An unknown error occurred".to_owned(),
+        })),
+        _ => Ok(()),
+    }
+}
+
+async fn end_block(out: &Out, index: usize) {
+    match out.get().content.get(index).cloned() {
+        Some(AssistantContent::Text(t)) => out.text_end(index, t.text).await,
+        Some(AssistantContent::Thinking(t)) => out.thinking_end(index, t.thinking).await,
+        _ => {}
+    }
+}
+
+async fn handle_chunk(
+    model: &Model,
+    chunk: &Value,
+    out: &mut Out,
+    current: &mut Option<usize>,
+    ids: &dyn ToolCallIds,
+) -> Result<(), Stop> {
+    if out.get().response_id.as_deref().is_none_or(str::is_empty) {
+        if let Some(id) = chunk.get("responseId").and_then(Value::as_str) {
+            out.m().response_id = Some(id.to_owned());
+        }
+    }
+    let candidate = chunk.get("candidates").and_then(Value::as_array).and_then(|c| c.first());
+    let parts = candidate.and_then(|c| c.get("content")).and_then(|c| c.get("parts")).and_then(Value::as_array);
+    for part in parts.into_iter().flatten() {
+        let signature = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
+        if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
+            let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
+            let thinking = part.get("thought") == Some(&Value::Bool(true));
+            let current_is_thinking =
+                current.and_then(|i| out.get().content.get(i)).map(|b| matches!(b, AssistantContent::Thinking(_)));
+            if current_is_thinking != Some(thinking) {
+                if let Some(index) = *current {
+                    end_block(out, index).await;
+                }
+                let m = out.m();
+                m.content.push(if thinking {
+                    AssistantContent::Thinking(ThinkingContent::default())
+                } else {
+                    AssistantContent::Text(TextContent::default())
+                });
+                let index = m.content.len() - 1;
+                *current = Some(index);
+                if thinking {
+                    out.thinking_start(index).await;
+                } else {
+                    out.text_start(index).await;
+                }
+            }
+            let index = current.unwrap_or(0);
+            match out.m().content.get_mut(index) {
+                Some(AssistantContent::Thinking(block)) => {
+                    block.thinking.push_str(&text);
+                    if let Some(sig) = signature {
+                        block.thinking_signature = Some(sig.to_owned());
+                    }
+                }
+                Some(AssistantContent::Text(block)) => {
+                    block.text.push_str(&text);
+                    if let Some(sig) = signature {
+                        block.text_signature = Some(sig.to_owned());
+                    }
+                }
+                _ => {}
+            }
+            if thinking {
+                out.thinking_delta(index, text).await;
+            } else {
+                out.text_delta(index, text).await;
+            }
+        }
+        if let Some(call) = part.get("functionCall").filter(|c| http::truthy(c)) {
+            if let Some(index) = current.take() {
+                end_block(out, index).await;
+            }
+            let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+            let provided = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
+            let duplicate = provided.is_some_and(|id| out.get().tool_calls().any(|c| c.id == id));
+            let id = match provided {
+                Some(id) if !duplicate => id.to_owned(),
+                _ => ids.next_id(&name),
+            };
+            let arguments = call.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
+            let tool_call = ToolCall {
+                id,
+                name,
+                arguments: arguments.clone(),
+                thought_signature: signature.map(str::to_owned),
+                ..Default::default()
+            };
+            let m = out.m();
+            m.content.push(AssistantContent::ToolCall(tool_call.clone()));
+            let index = m.content.len() - 1;
+            out.toolcall_start(index).await;
+            out.toolcall_delta(index, jsonx::stringify(&Value::Object(arguments))).await;
+            out.toolcall_end(index, tool_call).await;
+        }
+    }
+    if let Some(reason) =
+        candidate.and_then(|c| c.get("finishReason")).and_then(Value::as_str).filter(|r| !r.is_empty())
+    {
+        let stop = map_stop_reason(reason)?;
+        let m = out.m();
+        m.raw_stop_reason = Some(reason.to_owned());
+        m.stop_reason = stop;
+        if stop == StopReason::Stop && m.content.iter().any(|b| matches!(b, AssistantContent::ToolCall(_))) {
+            m.stop_reason = StopReason::ToolUse;
+        }
+    }
+    if let Some(usage) = chunk.get("usageMetadata").filter(|u| http::truthy(u)) {
+        let prompt = count(usage.get("promptTokenCount"));
+        let cached = count(usage.get("cachedContentTokenCount"));
+        let thoughts = count(usage.get("thoughtsTokenCount"));
+        let m = out.m();
+        m.usage = pi_types::Usage {
+            input: prompt.saturating_sub(cached),
+            output: count(usage.get("candidatesTokenCount")) + thoughts,
+            cache_read: cached,
+            cache_write: 0,
+            reasoning: Some(thoughts),
+            total_tokens: count(usage.get("totalTokenCount")),
+            ..Default::default()
+        };
+        crate::cost::calculate_cost(model, &mut m.usage);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_level_models() {
+        let model = |id: &str| Model::new(id, API, "google");
+        assert!(uses_thinking_level(&model("gemini-3-pro-preview")));
+        assert!(uses_thinking_level(&model("gemini-3.1-flash")));
+        assert!(uses_thinking_level(&model("gemini-4-argon")));
+        assert!(!uses_thinking_level(&model("gemini-2.5-flash")));
+        assert!(requires_tool_call_id("gemini-3-pro"));
+        assert!(!requires_tool_call_id("gemini-2.5-pro"));
     }
 }

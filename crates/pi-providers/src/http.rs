@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Cap on a server-requested retry delay when the caller sets none.
 pub const DEFAULT_MAX_RETRY_DELAY_MS: u64 = 60_000;
+/// Idle timeout between body chunks when the caller sets none (undici's default body timeout).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
 /// Largest error body kept in an error message (UTF-16 units, as the reference counts).
 const MAX_ERROR_BODY_CHARS: usize = 4000;
 
@@ -387,7 +389,8 @@ impl Body {
         Self {
             inner: response.bytes_stream().boxed(),
             cancel: options.cancel.clone(),
-            idle: options.idle_timeout_ms.map(Duration::from_millis),
+            idle: Some(Duration::from_millis(options.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)))
+                .filter(|d| !d.is_zero()),
         }
     }
 
@@ -475,7 +478,11 @@ pub(crate) fn truthy(value: &serde_json::Value) -> bool {
 }
 
 /// The OpenAI / Anthropic SDKs' `APIError.makeMessage`.
-pub(crate) fn sdk_make_message(status: Option<u16>, error: Option<&serde_json::Value>, message: Option<&str>) -> String {
+pub(crate) fn sdk_make_message(
+    status: Option<u16>,
+    error: Option<&serde_json::Value>,
+    message: Option<&str>,
+) -> String {
     let msg: Option<String> = match error {
         Some(error) if error.get("message").is_some_and(truthy) => match error.get("message") {
             Some(serde_json::Value::String(text)) => Some(text.clone()),

@@ -30,4 +30,5 @@ pub mod sse;
 
 pub use classify::{is_context_overflow, is_recoverable_length, is_retryable_error};
 pub use cost::calculate_cost;
+pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};

@@ -10,9 +10,9 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn,
-    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage,
-    UserContent, UserMessageContent,
+    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn, StreamOptions,
+    TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage, UserContent,
+    UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -103,8 +103,7 @@ impl Compat {
         let url = model.base_url.as_str();
         let is_zai =
             matches!(provider, "zai" | "zai-coding-cn") || url.contains("api.z.ai") || url.contains("open.bigmodel.cn");
-        let is_together =
-            provider == "together" || url.contains("api.together.ai") || url.contains("api.together.xyz");
+        let is_together = provider == "together" || url.contains("api.together.ai") || url.contains("api.together.xyz");
         let is_moonshot = matches!(provider, "moonshotai" | "moonshotai-cn") || url.contains("api.moonshot.");
         let is_openrouter = provider == "openrouter" || url.contains("openrouter.ai");
         let is_cf_workers = provider == "cloudflare-workers-ai" || url.contains("api.cloudflare.com");
@@ -161,9 +160,8 @@ impl Compat {
             ),
             supports_usage_in_streaming: compat_bool(c, "supportsUsageInStreaming", true),
             supports_finish_reason: compat_bool(c, "supportsFinishReason", true),
-            max_tokens_field: compat_str(c, "maxTokensField").unwrap_or_else(|| {
-                if use_max_tokens { "max_tokens" } else { "max_completion_tokens" }.to_owned()
-            }),
+            max_tokens_field: compat_str(c, "maxTokensField")
+                .unwrap_or_else(|| if use_max_tokens { "max_tokens" } else { "max_completion_tokens" }.to_owned()),
             requires_tool_result_name: compat_bool(c, "requiresToolResultName", false),
             requires_assistant_after_tool_result: compat_bool(c, "requiresAssistantAfterToolResult", false),
             requires_non_null_assistant_content: compat_bool(c, "requiresNonNullAssistantContent", false),
@@ -921,7 +919,11 @@ fn apply_thinking(
     } else if format == "zai" {
         params.insert(
             "thinking".into(),
-            if effort.is_some() { json!({"type": "enabled", "clear_thinking": false}) } else { json!({"type": "disabled"}) },
+            if effort.is_some() {
+                json!({"type": "enabled", "clear_thinking": false})
+            } else {
+                json!({"type": "disabled"})
+            },
         );
         if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
             match simple::mapped_level(model, level) {
@@ -940,7 +942,10 @@ fn apply_thinking(
             params.insert("reasoning_effort".into(), json!(mapped_or(level)));
         }
     } else if format == "qwen-chat-template" {
-        params.insert("chat_template_kwargs".into(), json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}));
+        params.insert(
+            "chat_template_kwargs".into(),
+            json!({"enable_thinking": effort.is_some(), "preserve_thinking": true}),
+        );
     } else if format == "chat-template" {
         if let Some(values) = chat_template_values(model, effort, &compat.chat_template_kwargs, budget) {
             params.insert("chat_template_kwargs".into(), Value::Object(values));
@@ -1095,9 +1100,8 @@ fn set_cache_control_on_text(message: &mut Value, control: &Value) -> bool {
 }
 
 fn apply_anthropic_cache_control(messages: &mut [Value], tools: Option<&mut Vec<Value>>, control: &Value) {
-    if let Some(first) = messages
-        .iter_mut()
-        .find(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
+    if let Some(first) =
+        messages.iter_mut().find(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")))
     {
         set_cache_control_on_text(first, control);
     }
@@ -1236,7 +1240,8 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
                     } else {
                         "(no tool output)".to_owned()
                     };
-                    let mut tool_message = json!({"role": "tool", "content": content, "tool_call_id": result.tool_call_id});
+                    let mut tool_message =
+                        json!({"role": "tool", "content": content, "tool_call_id": result.tool_call_id});
                     if compat.requires_tool_result_name && !result.tool_name.is_empty() {
                         tool_message["name"] = json!(result.tool_name);
                     }

@@ -1,10 +1,1055 @@
-//! placeholder
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
-/// stub
+//! OpenAI Responses (`openai-responses`).
+//!
+//! Tool-call ids are `call_id|item_id`; reasoning items are kept whole (as JSON) in the
+//! thinking block's signature so they can be replayed with `store: false`.
+
+use std::collections::{HashMap, HashSet};
+
+use pi_types::transcript::{
+    render_system_message_update, resolve_transcript, resolve_transcript_tools, system_message_text,
+    TranscriptToolSupport,
+};
+use pi_types::{
+    AssistantContent, AssistantMessageEventStream, CacheRetention, InputModality, Message, Model, StopReason, StreamFn,
+    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, UserContent,
+    UserMessageContent,
+};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::common::{self, Out, Stop};
+use crate::http::{self, ApiError, Body, Dialect, Read};
+use crate::jsonx::{self, ArgsStream};
+use crate::openai_completions::{openai_status_error, openai_stream_error};
+use crate::simple;
+use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::transform::{sanitize_id, take_units, transform_messages};
+
+/// The API id.
+pub const API: &str = "openai-responses";
+
+const MIN_OUTPUT_TOKENS: u64 = 16;
+const TOOL_CALL_PROVIDERS: [&str; 3] = ["openai", "openai-codex", "opencode"];
+
+/// Compatibility switches of a Responses endpoint (`model.compat`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Compat {
+    /// Instructions of reasoning models use the `developer` role.
+    pub supports_developer_role: bool,
+    /// System messages may appear mid-conversation.
+    pub supports_mid_convo_system_messages: bool,
+    /// `openai` or `openrouter` session headers.
+    pub session_affinity_format: String,
+    /// `auto`, `enabled` or `disabled`.
+    pub prompt_cache_key_mode: String,
+    /// Long prompt-cache retention is accepted.
+    pub supports_long_cache_retention: bool,
+    /// Tools may be `strict`.
+    pub supports_strict_mode: bool,
+    /// `max_output_tokens` is accepted.
+    pub supports_max_output_tokens: bool,
+    /// Tools are declared in `additional_tools` items (with mid-conversation system messages).
+    pub supports_additional_tools: bool,
+    /// Later tools are loaded through client-executed `tool_search` items.
+    pub supports_tool_search: bool,
+    /// Prompt caching is controlled by `prompt_cache_options`.
+    pub supports_explicit_prompt_cache_mode: bool,
+    /// The effort level is set per reply by `configuration_update` items.
+    pub supports_mid_convo_effort: bool,
+}
+
+impl Compat {
+    /// The switches of a model.
+    pub fn for_model(model: &Model) -> Self {
+        let c = model.compat.as_ref();
+        let flag = |key: &str, default: bool| c.and_then(|c| c.get(key)).and_then(Value::as_bool).unwrap_or(default);
+        let text = |key: &str| c.and_then(|c| c.get(key)).and_then(Value::as_str).map(str::to_owned);
+        let openrouter = model.provider == "openrouter" || model.base_url.contains("openrouter.ai");
+        Self {
+            supports_developer_role: flag("supportsDeveloperRole", true),
+            supports_mid_convo_system_messages: flag("supportsMidConvoSystemMessages", false),
+            session_affinity_format: text("sessionAffinityFormat")
+                .unwrap_or_else(|| if openrouter { "openrouter" } else { "openai" }.to_owned()),
+            prompt_cache_key_mode: text("promptCacheKeyMode").unwrap_or_else(|| "auto".to_owned()),
+            supports_long_cache_retention: flag("supportsLongCacheRetention", true),
+            supports_strict_mode: flag("supportsStrictMode", false),
+            supports_max_output_tokens: flag("supportsMaxOutputTokens", true),
+            supports_additional_tools: flag("supportsAdditionalTools", false),
+            supports_tool_search: flag("supportsToolSearch", false),
+            supports_explicit_prompt_cache_mode: flag("supportsExplicitPromptCacheMode", false),
+            supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
+        }
+    }
+
+    /// How tool changes are expressed after the first request.
+    pub fn tool_support(&self) -> TranscriptToolSupport {
+        if self.supports_mid_convo_system_messages && self.supports_additional_tools {
+            TranscriptToolSupport::Changes
+        } else if self.supports_tool_search {
+            TranscriptToolSupport::Additions
+        } else {
+            TranscriptToolSupport::None
+    }
+}
+
+/// The Responses adapter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct OpenAIResponses;
+
 impl StreamFn for OpenAIResponses {
-    fn stream(&self, _m: &Model, _c: TranscriptContext, _o: StreamOptions) -> AssistantMessageEventStream {
-        AssistantMessageEventStream::from_events([])
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = Out::new(tx, &model, &model.api);
+            match run(&model, context, &options, &mut out).await {
+                Ok(()) => out.done().await,
+                Err(stop) => out.fail(stop.aborted, stop.message).await,
+            }
+        })
+    }
+}
+
+struct ResponsesDialect {
+    prefix: String,
+}
+
+impl Dialect for ResponsesDialect {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        openai_status_error(status, headers, body)
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        with_hints(http::format_provider_error(error, Some(&self.prefix)))
+    }
+}
+
+fn with_hints(message: String) -> String {
+    if message.contains("subscription_sharing_usage_limit_exceeded") {
+        format!("{message}\nCheck your ChatGPT usage: https://chatgpt.com/settings/usage")
+    } else if message.contains("subscription_sharing_workplace_individual_usage_limit_exceeded") {
+        format!(
+            "{message}\nYou've reached your ChatGPT workspace's usage limit. Ask your workspace admin to increase it at admin.openai.com → Workspace → Usage limits."
+        )
+    } else {
+        message
+    }
+}
+
+fn prefix(model: &Model) -> String {
+    format!("{} API error", if model.provider == "openai" { "OpenAI" } else { model.provider.as_str() })
+}
+
+fn cache_retention(options: &StreamOptions) -> CacheRetention {
+    options.cache_retention.unwrap_or_else(|| {
+        if std::env::var("PI_CACHE_RETENTION").as_deref() == Ok("long") {
+            CacheRetention::Long
+        } else {
+            CacheRetention::Short
+        }
+    })
+}
+
+fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
+    options
+        .reasoning
+        .filter(|l| *l != ThinkingLevel::Off)
+        .map(|l| simple::clamp_thinking_level(model, l))
+        .filter(|l| *l != ThinkingLevel::Off)
+}
+
+fn is_chatgpt_sign_in(model: &Model, options: &StreamOptions) -> bool {
+    model.provider == "openai"
+        && model.base_url == "https://api.openai.com/v1"
+        && options.api_key.as_deref().is_some_and(|k| !k.starts_with("sk-"))
+}
+
+/// The request body the adapter sends (for tests and debugging).
+pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
+    let compat = Compat::for_model(model);
+    let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
+    build_params(model, &context, options, &compat)
+}
+
+/// The effort sent in `configuration_update` items, when the model takes them.
+fn configuration_update_effort(model: &Model, options: &StreamOptions, compat: &Compat) -> Option<String> {
+    if !compat.supports_mid_convo_effort || is_chatgpt_sign_in(model, options) {
+        return None;
+    }
+    effort_of(model, options).map(|level| simple::mapped_or_level(model, level))
+}
+
+fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Value {
+    let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
+    let update_effort = configuration_update_effort(model, options, compat);
+    let input = convert_messages(model, context, compat, update_effort.as_deref());
+    let retention = cache_retention(options);
+    let omit = is_chatgpt_sign_in(model, options);
+    let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+    let mut params = Map::new();
+    params.insert("model".into(), json!(model.id));
+    params.insert("input".into(), Value::Array(input));
+    params.insert("stream".into(), json!(true));
+    if retention != CacheRetention::None && compat.prompt_cache_key_mode != "disabled" {
+        if let Some(session) = &options.session_id {
+            params.insert("prompt_cache_key".into(), json!(session.chars().take(64).collect::<String>()));
+        }
+    }
+    if !omit
+        && retention == CacheRetention::Long
+        && compat.supports_long_cache_retention
+        && !compat.supports_explicit_prompt_cache_mode
+    {
+        params.insert("prompt_cache_retention".into(), json!("24h"));
+    }
+    if !omit && compat.supports_explicit_prompt_cache_mode {
+        if retention == CacheRetention::None {
+            params.insert("prompt_cache_options".into(), json!({"mode": "explicit"}));
+        } else if retention == CacheRetention::Long && compat.supports_long_cache_retention {
+            params.insert("prompt_cache_options".into(), json!({"ttl": "30m"}));
+        }
+    }
+    params.insert("store".into(), json!(false));
+    if max_tokens > 0 && compat.supports_max_output_tokens && !omit {
+        params.insert("max_output_tokens".into(), json!(max_tokens.max(MIN_OUTPUT_TOKENS)));
+    }
+    if let Some(t) = options.temperature.filter(|_| !omit) {
+        params.insert("temperature".into(), json!(t));
+    }
+    if !tools.request_tools.is_empty() {
+        params.insert("tools".into(), Value::Array(convert_tools(&tools.request_tools, compat, false)));
+    }
+    if let Some(choice) = options.tool_choice {
+        params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
+    }
+    let effort = effort_of(model, options);
+    if model.reasoning {
+        if let Some(level) = effort {
+            let effort = if update_effort.is_some() { "medium".to_owned() } else { simple::mapped_or_level(model, level) };
+            params.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
+            params.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        } else if model.provider != "github-copilot" && !simple::off_is_null(model) {
+            let off = simple::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
+            params.insert("reasoning".into(), json!({"effort": off}));
+        }
+        if model.provider == "xai" {
+            params.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        }
+    }
+    if let Some(sampling) =
+        simple::resolve_sampling_params(model, effort.unwrap_or(ThinkingLevel::Off), options.sampling_params.as_ref())
+    {
+        for (k, v) in sampling {
+            params.insert(k, v);
+        }
+    }
+    Value::Object(params)
+}
+
+fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let strict =
+                common::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None).unwrap_or(false);
+            let mut function = Map::new();
+            function.insert("type".into(), json!("function"));
+            function.insert("name".into(), json!(tool.name));
+            function.insert("description".into(), json!(tool.description));
+            function.insert("parameters".into(), common::tool_parameters(tool, Some(strict)));
+            if search_result {
+                function.insert("defer_loading".into(), json!(true));
+            }
+            if compat.supports_strict_mode {
+                function.insert("strict".into(), json!(strict));
+            }
+            Value::Object(function)
+        })
+        .collect()
+}
+
+fn normalize_id_part(part: &str) -> String {
+    take_units(&sanitize_id(part), 64).trim_end_matches('_').to_owned()
+}
+
+fn parse_text_signature(signature: Option<&str>) -> Option<(String, Option<String>)> {
+    let signature = signature.filter(|s| !s.is_empty())?;
+    if signature.starts_with('{') {
+        if let Ok(parsed) = jsonx::parse(signature) {
+            if parsed.get("v").and_then(Value::as_f64) == Some(1.0) {
+                if let Some(id) = parsed.get("id").and_then(Value::as_str) {
+                    let phase = parsed
+                        .get("phase")
+                        .and_then(Value::as_str)
+                        .filter(|p| matches!(*p, "commentary" | "final_answer"))
+                        .map(str::to_owned);
+                    return Some((id.to_owned(), phase));
+                }
+            }
+        }
+    }
+    Some((signature.to_owned(), None))
+}
+
+fn incremental_tools_notice(unavailable: &[String]) -> String {
+    let notice = "This is an incremental tools update. Previously declared tools remain available unless explicitly marked unavailable. A tool declared again here is available again, and its latest definition replaces the earlier one.";
+    if unavailable.is_empty() {
+        notice.to_owned()
+    } else {
+        format!("{notice}\nStill unavailable: {}.", unavailable.join(", "))
+    }
+}
+
+fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat, update_effort: Option<&str>) -> Vec<Value> {
+    let allowed = TOOL_CALL_PROVIDERS.contains(&model.provider.as_str());
+    let normalize = |id: &str, _: &Model, source: &pi_types::AssistantMessage| -> String {
+        if !allowed || !id.contains('|') {
+            return normalize_id_part(id);
+        }
+        let mut parts = id.split('|');
+        let call_id = normalize_id_part(parts.next().unwrap_or(""));
+        let item_id = parts.next().unwrap_or("");
+        let foreign = source.provider != model.provider || source.api != model.api;
+        let mut item = if foreign {
+            take_units(&format!("fc_{}", common::short_hash(item_id)), 64)
+        } else {
+            normalize_id_part(item_id)
+        };
+        if !item.starts_with("fc_") {
+            item = normalize_id_part(&format!("fc_{item}"));
+        }
+        format!("{call_id}|{item}")
+    };
+    let transformed = transform_messages(context.messages(), model, Some(&normalize));
+    let instruction_role = if model.reasoning && compat.supports_developer_role { "developer" } else { "system" };
+    let support = compat.tool_support();
+    let transcript_tools = resolve_transcript_tools(context.messages(), support);
+    let mut declared_additional = false;
+    let mut unavailable: Vec<String> = Vec::new();
+    let mut system_index = 0usize;
+    let mut items: Vec<Value> = Vec::new();
+    let mut msg_index = 0usize;
+    for (source_index, message) in transformed.iter().enumerate() {
+        let leading_system = source_index == 0 && matches!(message, Message::System(_));
+        match message {
+            Message::System(system) => {
+                let anchors = system_index >= transcript_tools.folded_system_messages;
+                system_index += 1;
+                let added: Vec<Tool> = system.tools_added.clone().unwrap_or_default();
+                if anchors {
+                    unavailable.retain(|name| !added.iter().any(|t| &t.name == name));
+                    if !added.is_empty() {
+                        match support {
+                            TranscriptToolSupport::Changes => {
+                                if declared_additional {
+                                    items.push(json!({"role": instruction_role, "content": incremental_tools_notice(&unavailable)}));
+                                }
+                                declared_additional = true;
+                                items.push(json!({"type": "additional_tools", "role": "developer", "tools": convert_tools(&added, compat, false)}));
+                            }
+                            TranscriptToolSupport::Additions => {
+                                let names: Vec<&str> = added.iter().map(|t| t.name.as_str()).collect();
+                                let call_id = format!("pi_tool_load_{}", common::short_hash(&format!("system:{msg_index}:{}", names.join(","))));
+                                items.push(json!({
+                                    "type": "tool_search_call",
+                                    "call_id": call_id,
+                                    "execution": "client",
+                                    "status": "completed",
+                                    "arguments": {"query": names.join(" "), "limit": names.len()},
+                                }));
+                                items.push(json!({
+                                    "type": "tool_search_output",
+                                    "call_id": call_id,
+                                    "execution": "client",
+                                    "status": "completed",
+                                    "tools": convert_tools(&added, compat, true),
+                                }));
+                            }
+                            TranscriptToolSupport::None => {}
+                        }
+                    }
+                }
+                let mut parts =
+                    vec![if leading_system { system_message_text(system) } else { render_system_message_update(system) }];
+                if anchors {
+                    let removed: Vec<String> = system
+                        .tools_removed
+                        .iter()
+                        .flatten()
+                        .map(|t| t.name.clone())
+                        .filter(|name| !added.iter().any(|t| &t.name == name))
+                        .collect();
+                    if !removed.is_empty() {
+                        let list = removed.iter().map(|n| format!("- {n}")).collect::<Vec<_>>().join("\n");
+                        parts.push(format!("The following tools are no longer available. Do not call them:\n{list}"));
+                    }
+                    for name in removed {
+                        if !unavailable.contains(&name) {
+                            unavailable.push(name);
+                        }
+                    }
+                }
+                let text = parts.into_iter().filter(|p| !p.is_empty()).collect::<Vec<_>>().join("\n\n");
+                if !text.is_empty() {
+                    items.push(json!({"role": instruction_role, "content": text}));
+                }
+            }
+            Message::User(user) => match &user.content {
+                UserMessageContent::Text(text) => {
+                    items.push(json!({"role": "user", "content": [{"type": "input_text", "text": text}]}));
+                }
+                UserMessageContent::Blocks(blocks) => {
+                    let content: Vec<Value> = blocks
+                        .iter()
+                        .map(|b| match b {
+                            UserContent::Text(t) => json!({"type": "input_text", "text": t.text}),
+                            UserContent::Image(img) => json!({
+                                "type": "input_image",
+                                "detail": "auto",
+                                "image_url": format!("data:{};base64,{}", img.mime_type, img.data),
+                            }),
+                        })
+                        .collect();
+                    if !content.is_empty() {
+                        items.push(json!({"role": "user", "content": content}));
+                    }
+                }
+            },
+            Message::Assistant(assistant) => {
+                let same_provider_api = assistant.provider == model.provider && assistant.api == model.api;
+                let different_model = same_provider_api && assistant.model != model.id;
+                let same_model = same_provider_api && assistant.model == model.id;
+                let mut output: Vec<Value> = Vec::new();
+                let mut text_index = 0usize;
+                for block in &assistant.content {
+                    match block {
+                        AssistantContent::Thinking(thinking) => {
+                            if let Some(signature) = thinking.thinking_signature.as_deref().filter(|s| !s.is_empty()) {
+                                if let Ok(item) = jsonx::parse(signature) {
+                                    output.push(item);
+                                }
+                            }
+                        }
+                        AssistantContent::Text(text) => {
+                            let parsed = parse_text_signature(text.text_signature.as_deref());
+                            let fallback = if text_index == 0 {
+                                format!("msg_pi_{msg_index}")
+                            } else {
+                                format!("msg_pi_{msg_index}_{text_index}")
+                            };
+                            text_index += 1;
+                            let id = match parsed.as_ref().map(|(id, _)| id.clone()).filter(|id| !id.is_empty()) {
+                                None => fallback,
+                                Some(id) if id.encode_utf16().count() > 64 => {
+                                    format!("msg_{}", common::short_hash(&id))
+                                }
+                                Some(id) => id,
+                            };
+                            let mut item = json!({
+                                "type": "message",
+                                "role": "assistant",
+                                "content": [{"type": "output_text", "text": text.text, "annotations": []}],
+                                "status": "completed",
+                                "id": id,
+                            });
+                            if let Some(phase) = parsed.and_then(|(_, phase)| phase) {
+                                item["phase"] = json!(phase);
+                            }
+                            output.push(item);
+                        }
+                        AssistantContent::ToolCall(call) => {
+                            let mut parts = call.id.split('|');
+                            let call_id = parts.next().unwrap_or("");
+                            let item_id = parts.next().filter(|id| id.starts_with("fc_") && !different_model);
+                            let mut item = Map::new();
+                            item.insert("type".into(), json!("function_call"));
+                            if let Some(item_id) = item_id {
+                                item.insert("id".into(), json!(item_id));
+                            }
+                            item.insert("call_id".into(), json!(call_id));
+                            item.insert("name".into(), json!(call.name));
+                            item.insert(
+                                "arguments".into(),
+                                json!(jsonx::stringify(&Value::Object(call.arguments.clone()))),
+                            );
+                            if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
+                                item.insert("namespace".into(), json!(namespace));
+                            }
+                            output.push(Value::Object(item));
+                        }
+                    }
+                }
+                if output.is_empty() {
+                    if !leading_system {
+                        msg_index += 1;
+                    }
+                    continue;
+                }
+                if let (Some(_), true, Some(level)) = (update_effort, same_model, assistant.provider_thinking_level.as_ref()) {
+                    items.push(json!({"type": "configuration_update", "reasoning": {"effort": level}}));
+                }
+                items.extend(output);
+            }
+            Message::ToolResult(result) => {
+                let call_id = result.tool_call_id.split('|').next().unwrap_or("");
+                items.push(json!({"type": "function_call_output", "call_id": call_id, "output": tool_output(model, &result.content)}));
+            }
+        }
+        if !leading_system {
+            msg_index += 1;
+        }
+    }
+    if let Some(effort) = update_effort {
+        items.push(json!({"type": "configuration_update", "reasoning": {"effort": effort}}));
+    }
+    items
+}
+
+fn tool_output(model: &Model, content: &[UserContent]) -> Value {
+    let text = content
+        .iter()
+        .filter_map(|c| match c {
+            UserContent::Text(t) => Some(t.text.as_str()),
+            UserContent::Image(_) => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let images: Vec<_> = content
+        .iter()
+        .filter_map(|c| match c {
+            UserContent::Image(img) => Some(img),
+            UserContent::Text(_) => None,
+        })
+        .collect();
+    let has_text = !jsonx::js_trim(&text).is_empty();
+    if images.is_empty() || !model.input.contains(&InputModality::Image) {
+        let value = if has_text {
+            text
+        } else if !images.is_empty() {
+            "(see attached image)".into()
+        } else {
+            "(no tool output)".into()
+        };
+        return json!(value);
+    }
+    let mut output = Vec::new();
+    if has_text {
+        output.push(json!({"type": "input_text", "text": text}));
+    }
+    for image in images {
+        output.push(json!({
+            "type": "input_image",
+            "detail": "auto",
+            "image_url": format!("data:{};base64,{}", image.mime_type, image.data),
+        }));
+    }
+    Value::Array(output)
+}
+
+async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions, out: &mut Out) -> Result<(), Stop> {
+    let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
+        Some(key) => key,
+        None if common::has_header(options, "authorization") || common::has_header(options, "cf-aig-authorization") => {
+            "unused".to_owned()
+        }
+        None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
+    };
+    let compat = Compat::for_model(model);
+    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+    let params = build_params(model, &context, options, &compat);
+    if let Some(effort) = configuration_update_effort(model, options, &compat) {
+        out.m().provider_thinking_level = Some(effort);
+    }
+    let params = common::apply_on_payload(options, model, params).await;
+    let mut session_headers = Vec::new();
+    if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
+        if compat.session_affinity_format == "openrouter" {
+            session_headers.push(("x-session-id".to_owned(), Some(session)));
+        } else {
+            if compat.session_affinity_format == "openai" {
+                session_headers.push(("session-id".to_owned(), Some(session.clone())));
+            }
+            session_headers.push(("x-client-request-id".to_owned(), Some(session)));
+        }
+    }
+    let base = vec![
+        ("Accept".to_owned(), Some("application/json".to_owned())),
+        ("Content-Type".to_owned(), Some("application/json".to_owned())),
+        ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
+    ];
+    let headers =
+        common::merge_headers(&[base, common::model_headers(model), session_headers, common::option_headers(options)]);
+    let request = http::Request {
+        url: format!("{}/responses", model.base_url.trim_end_matches('/')),
+        headers,
+        body: jsonx::stringify(&params).into_bytes(),
+    };
+    let dialect = ResponsesDialect { prefix: prefix(model) };
+    let fail = |message: String| Stop::error(with_hints(message));
+    let response = http::send(&request, model, options, &dialect).await?;
+    out.start().await;
+
+    let mut body = Body::new(response, options);
+    let mut decoder = SseDecoder::new(LineMode::Standard);
+    let mut events: Vec<SseEvent> = Vec::new();
+    let mut state = ResponsesState::default();
+    let mut ended = false;
+    'read: while !ended {
+        match body.next().await {
+            Read::Chunk(bytes) => decoder.push(&bytes, &mut events),
+            Read::End => {
+                decoder.finish(&mut events);
+                ended = true;
+            }
+            Read::Aborted => break 'read,
+            Read::Failed(message) => return Err(fail(message)),
+        }
+        for event in std::mem::take(&mut events) {
+            if event.data == "[DONE]" {
+                break 'read;
+            }
+            let Ok(data) = jsonx::parse(&event.data) else {
+                return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
+            };
+            if event.event.as_deref() == Some("error") {
+                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&prefix(model)))));
+            }
+            if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&prefix(model)))));
+            }
+            common::on_event(options, model, &data).await;
+            state.handle(model, options, &data, out).await.map_err(|s| Stop { message: with_hints(s.message), ..s })?;
+            if body.is_cancelled() {
+                break 'read;
+            }
+        }
+    }
+    let aborted = body.is_cancelled();
+    let wrap = |message: &str| if aborted { Stop::aborted(message) } else { fail(message.to_owned()) };
+    if !state.saw_terminal {
+        return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
+    }
+    if out.get().stop_reason == StopReason::ToolUse {
+        if let Some(index) = state.unfinished.iter().min() {
+            if let Some(AssistantContent::ToolCall(call)) = out.get().content.get(*index) {
+                return Err(wrap(&format!(
+                    "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
+                    call.name, call.id
+                )));
+            }
+        }
+    }
+    if aborted {
+        return Err(Stop::aborted("Request was aborted"));
+    }
+    match out.get().stop_reason {
+        StopReason::Pending => Err(fail("OpenAI Responses stream ended without a stop reason".into())),
+        StopReason::Aborted | StopReason::Error => Err(fail(
+            out.get()
+                .error_message
+                .clone()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "An unknown error occurred".into()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SlotKind {
+    Thinking,
+    Text,
+    ToolCall,
+}
+
+struct Slot {
+    kind: SlotKind,
+    content_index: usize,
+}
+
+#[derive(Default)]
+struct ResponsesState {
+    saw_terminal: bool,
+    slots: HashMap<String, Slot>,
+    args: HashMap<usize, ArgsStream>,
+    unfinished: HashSet<usize>,
+    reasoning_by_id: HashMap<String, usize>,
+}
+
+fn slot_key(event: &Value) -> String {
+    match event.get("output_index") {
+        Some(v) => jsonx::stringify(v),
+        None => "undefined".to_owned(),
+    }
+}
+
+fn n(value: Option<&Value>) -> u64 {
+    value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
+}
+
+impl ResponsesState {
+    fn slot(&self, event: &Value, kind: SlotKind) -> Option<usize> {
+        self.slots.get(&slot_key(event)).filter(|s| s.kind == kind).map(|s| s.content_index)
+    }
+
+    async fn create_slot(&mut self, key: String, item: &Value, out: &mut Out) -> Option<usize> {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "reasoning" => {
+                let m = out.m();
+                m.content.push(AssistantContent::Thinking(ThinkingContent::default()));
+                let index = m.content.len() - 1;
+                self.slots.insert(key, Slot { kind: SlotKind::Thinking, content_index: index });
+                out.thinking_start(index).await;
+                Some(index)
+            }
+            "message" => {
+                if item.get("phase").and_then(Value::as_str) == Some("final_answer") {
+                    out.m().stop_reason = StopReason::Stop;
+                }
+                let m = out.m();
+                m.content.push(AssistantContent::Text(TextContent::default()));
+                let index = m.content.len() - 1;
+                self.slots.insert(key, Slot { kind: SlotKind::Text, content_index: index });
+                out.text_start(index).await;
+                Some(index)
+            }
+            "function_call" => {
+                let mut args = ArgsStream::default();
+                let text = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty());
+                let arguments = text.map(|t| args.append(t)).unwrap_or_default();
+                let id_part = |k: &str| {
+                    item.get(k).map_or_else(
+                        || "undefined".to_owned(),
+                        |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned),
+                    )
+                };
+                let call = ToolCall {
+                    id: format!("{}|{}", id_part("call_id"), id_part("id")),
+                    name: item.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
+                    arguments,
+                    namespace: item.get("namespace").and_then(Value::as_str).map(str::to_owned),
+                    ..Default::default()
+                };
+                let m = out.m();
+                m.content.push(AssistantContent::ToolCall(call));
+                let index = m.content.len() - 1;
+                self.unfinished.insert(index);
+                self.args.insert(index, args);
+                self.slots.insert(key, Slot { kind: SlotKind::ToolCall, content_index: index });
+                out.toolcall_start(index).await;
+                Some(index)
+            }
+            _ => None,
+        }
+    }
+
+    async fn handle(
+        &mut self,
+        model: &Model,
+        options: &StreamOptions,
+        event: &Value,
+        out: &mut Out,
+    ) -> Result<(), Stop> {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        let delta_text = || event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
+        match kind {
+            "response.created" => {
+                out.m().response_id =
+                    event.get("response").and_then(|r| r.get("id")).and_then(Value::as_str).map(str::to_owned);
+            }
+            "response.output_item.added" => {
+                let item = event.get("item").cloned().unwrap_or(Value::Null);
+                self.create_slot(slot_key(event), &item, out).await;
+            }
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                if let Some(index) = self.slot(event, SlotKind::Thinking) {
+                    let delta = delta_text();
+                    if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
+                        block.thinking.push_str(&delta);
+                    }
+                    out.thinking_delta(index, delta).await;
+                }
+            }
+            "response.reasoning_summary_part.done" => {
+                if let Some(index) = self.slot(event, SlotKind::Thinking) {
+                    if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
+                        block.thinking.push_str("\n\n");
+                    }
+                    out.thinking_delta(index, "\n\n".into()).await;
+                }
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                if let Some(index) = self.slot(event, SlotKind::Text) {
+                    let delta = delta_text();
+                    if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
+                        block.text.push_str(&delta);
+                    }
+                    out.text_delta(index, delta).await;
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let Some(index) = self.slot(event, SlotKind::ToolCall) {
+                    let delta = delta_text();
+                    if let Some(args) = self.args.get_mut(&index) {
+                        let partial = args.append(&delta);
+                        if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(index) {
+                            call.arguments = partial;
+                        }
+                        out.toolcall_delta(index, delta).await;
+                    }
+                }
+            }
+            "response.function_call_arguments.done" => {
+                if let Some(index) = self.slot(event, SlotKind::ToolCall) {
+                    let text = event.get("arguments").and_then(Value::as_str).unwrap_or("");
+                    if let Some(args) = self.args.get_mut(&index) {
+                        let (delta, partial) = args.replace(text);
+                        if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(index) {
+                            call.arguments = partial;
+                        }
+                        if let Some(delta) = delta.filter(|d| !d.is_empty()) {
+                            out.toolcall_delta(index, delta).await;
+                        }
+                    }
+                }
+            }
+            "response.output_item.done" => {
+                let item = event.get("item").cloned().unwrap_or(Value::Null);
+                let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
+                if item_type == "message" && item.get("phase").and_then(Value::as_str) == Some("final_answer") {
+                    out.m().stop_reason = StopReason::Stop;
+                }
+                let key = slot_key(event);
+                let slot = match self.slots.get(&key) {
+                    Some(slot) => Some((slot.kind, slot.content_index)),
+                    None => self
+                        .create_slot(key.clone(), &item, out)
+                        .await
+                        .and_then(|_| self.slots.get(&key).map(|s| (s.kind, s.content_index))),
+                };
+                match (item_type, slot) {
+                    ("reasoning", Some((SlotKind::Thinking, index))) => {
+                        let join = |field: &str| {
+                            item.get(field)
+                                .and_then(Value::as_array)
+                                .map(|parts| {
+                                    parts
+                                        .iter()
+                                        .map(|p| p.get("text").and_then(Value::as_str).unwrap_or(""))
+                                        .collect::<Vec<_>>()
+                                        .join("\n\n")
+                                })
+                                .unwrap_or_default()
+                        };
+                        let summary = join("summary");
+                        let content = join("content");
+                        let signature = jsonx::stringify(&item);
+                        let thinking = if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
+                            if !summary.is_empty() {
+                                block.thinking = summary;
+                            } else if !content.is_empty() {
+                                block.thinking = content;
+                            }
+                            block.thinking_signature = Some(signature);
+                            block.thinking.clone()
+                        } else {
+                            String::new()
+                        };
+                        if let Some(id) = item.get("id").and_then(Value::as_str) {
+                            self.reasoning_by_id.insert(id.to_owned(), index);
+                        }
+                        out.thinking_end(index, thinking).await;
+                        self.slots.remove(&key);
+                    }
+                    ("message", Some((SlotKind::Text, index))) => {
+                        let text: String = item
+                            .get("content")
+                            .and_then(Value::as_array)
+                            .map(|parts| {
+                                parts
+                                    .iter()
+                                    .map(|c| {
+                                        let field = if c.get("type").and_then(Value::as_str) == Some("output_text") {
+                                            "text"
+                                        } else {
+                                            "refusal"
+                                        };
+                                        c.get(field).and_then(Value::as_str).unwrap_or("")
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let mut signature = Map::new();
+                        signature.insert("v".into(), json!(1));
+                        if let Some(id) = item.get("id").filter(|v| !v.is_null()) {
+                            signature.insert("id".into(), id.clone());
+                        }
+                        if let Some(phase) = item.get("phase").filter(|v| !v.is_null()) {
+                            signature.insert("phase".into(), phase.clone());
+                        }
+                        if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
+                            block.text = text.clone();
+                            block.text_signature = Some(jsonx::stringify(&Value::Object(signature)));
+                        }
+                        out.text_end(index, text).await;
+                        self.slots.remove(&key);
+                    }
+                    ("function_call", Some((SlotKind::ToolCall, index))) => {
+                        if let Some(args) = self.args.get_mut(&index) {
+                            if let Some(text) = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty())
+                            {
+                                args.replace(text);
+                            }
+                            let (arguments, error) = args.finish();
+                            let call = match out.m().content.get_mut(index) {
+                                Some(AssistantContent::ToolCall(call)) => {
+                                    call.arguments = arguments;
+                                    if error.is_some() {
+                                        call.arguments_error = error;
+                                    }
+                                    if let Some(ns) = item.get("namespace").and_then(Value::as_str) {
+                                        call.namespace = Some(ns.to_owned());
+                                    }
+                                    Some(call.clone())
+                                }
+                                _ => None,
+                            };
+                            self.unfinished.remove(&index);
+                            if let Some(call) = call {
+                                out.toolcall_end(index, call).await;
+                            }
+                            self.slots.remove(&key);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                let response = event.get("response").cloned().unwrap_or(Value::Null);
+                self.finalize(model, options, &response, out)?;
+            }
+            "response.failed" => {
+                self.saw_terminal = true;
+                let response = event.get("response");
+                out.m().raw_stop_reason =
+                    response.and_then(|r| r.get("status")).and_then(Value::as_str).map(str::to_owned);
+                let error = response.and_then(|r| r.get("error")).filter(|e| http::truthy(e));
+                let details = response.and_then(|r| r.get("incomplete_details"));
+                let text_of = |v: Option<&Value>, default: &str| {
+                    v.filter(|v| http::truthy(v)).map_or_else(
+                        || default.to_owned(),
+                        |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned),
+                    )
+                };
+                let message = if let Some(error) = error {
+                    format!(
+                        "{}: {}",
+                        text_of(error.get("code"), "unknown"),
+                        text_of(error.get("message"), "no message")
+                    )
+                } else if let Some(reason) = details.and_then(|d| d.get("reason")).filter(|r| http::truthy(r)) {
+                    format!("incomplete: {}", text_of(Some(reason), ""))
+                } else {
+                    "Unknown error (no error details in response)".to_owned()
+                };
+                return Err(Stop::error(message));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finalize(
+        &mut self,
+        model: &Model,
+        options: &StreamOptions,
+        response: &Value,
+        out: &mut Out,
+    ) -> Result<(), Stop> {
+        self.saw_terminal = true;
+        for item in response.get("output").and_then(Value::as_array).into_iter().flatten() {
+            if item.get("type").and_then(Value::as_str) != Some("reasoning") {
+                continue;
+            }
+            let Some(encrypted) = item.get("encrypted_content").filter(|e| http::truthy(e)) else { continue };
+            let Some(index) = item.get("id").and_then(Value::as_str).and_then(|id| self.reasoning_by_id.get(id)) else {
+                continue;
+            };
+            if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(*index) {
+                let Some(stored) = block.thinking_signature.as_deref().and_then(|s| jsonx::parse(s).ok()) else {
+                    continue;
+                };
+                if stored.get("encrypted_content").is_some_and(http::truthy) {
+                    continue;
+                }
+                let mut stored = stored.as_object().cloned().unwrap_or_default();
+                stored.insert("encrypted_content".into(), encrypted.clone());
+                block.thinking_signature = Some(jsonx::stringify(&Value::Object(stored)));
+            }
+        }
+        let m = out.m();
+        if let Some(id) = response.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            m.response_id = Some(id.to_owned());
+        }
+        if let Some(usage) = response.get("usage").filter(|u| http::truthy(u)) {
+            let details = usage.get("input_tokens_details");
+            let cached = n(details.and_then(|d| d.get("cached_tokens")));
+            let written = n(details.and_then(|d| d.get("cache_write_tokens")));
+            m.usage = pi_types::Usage {
+                input: n(usage.get("input_tokens")).saturating_sub(cached).saturating_sub(written),
+                output: n(usage.get("output_tokens")),
+                cache_read: cached,
+                cache_write: written,
+                reasoning: Some(n(usage.get("output_tokens_details").and_then(|d| d.get("reasoning_tokens")))),
+                total_tokens: n(usage.get("total_tokens")),
+                ..Default::default()
+            };
+        }
+        crate::cost::calculate_cost(model, &mut m.usage);
+        let tier = response.get("service_tier").and_then(Value::as_str);
+        let multiplier = match tier {
+            Some("flex") => 0.5,
+            Some("priority" | "fast") => {
+                if model.id == "gpt-5.5" {
+                    2.5
+                } else {
+                    2.0
+                }
+            }
+            _ => 1.0,
+        };
+        if multiplier != 1.0 {
+            let cost = &mut m.usage.cost;
+            cost.input *= multiplier;
+            cost.output *= multiplier;
+            cost.cache_read *= multiplier;
+            cost.cache_write *= multiplier;
+            cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write;
+        }
+        let _ = options;
+        let status = response.get("status").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let reason = response.get("incomplete_details").and_then(|d| d.get("reason")).and_then(Value::as_str);
+        m.raw_stop_reason = match (status, reason) {
+            (Some(status), Some(reason)) => Some(format!("{status}.{reason}")),
+            (None, Some(reason)) => Some(format!("undefined.{reason}")),
+            (status, None) => status.map(str::to_owned),
+        };
+        let (stop, error) = match status {
+            None | Some("completed" | "in_progress" | "queued") => (StopReason::Stop, None),
+            Some("incomplete") => match reason {
+                Some("max_output_tokens") => (StopReason::Length, None),
+                Some(reason) => (StopReason::Error, Some(format!("Response incomplete: {reason}"))),
+                None => (StopReason::Error, Some("Response incomplete without a provider reason".to_owned())),
+            },
+            Some("failed" | "cancelled") => (StopReason::Error, None),
+            Some(other) => return Err(Stop::error(format!("Unhandled stop reason: {other}"))),
+        };
+        m.stop_reason = stop;
+        m.error_message = error;
+        if m.stop_reason == StopReason::Stop && m.content.iter().any(|b| matches!(b, AssistantContent::ToolCall(_))) {
+            m.stop_reason = StopReason::ToolUse;
+        }
+        Ok(())
     }
 }

@@ -1,11 +1,410 @@
-//! placeholder
-/// stub
-pub struct Models;
-/// stub
-pub struct Provider;
-/// stub
-pub struct Auth;
-/// stub
-pub struct ProviderError;
-/// stub
-pub fn env_api_key() {}
+//! The provider registry (the reference's `createModels` / `createProvider`).
+//!
+//! A [`Provider`] is an id, an [`Auth`] source, its models and one [`StreamFn`] per API id.
+//! [`Models`] holds providers by id, finds models and streams a request through the
+//! provider's adapter for the model's API with the resolved key. User-defined providers
+//! (including the faux provider) are registered the same way.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pi_providers::registry::{Auth, Models, Provider};
+//! let models = Models::with_builtins();
+//! assert!(models.get_model("anthropic", "claude-sonnet-4-5").is_some());
+//! let mine = Provider::new("local")
+//!     .with_auth(Auth::None)
+//!     .with_model(pi_types::Model::new("qwen3", "openai-completions", "local"))
+//!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
+//! models.set_provider(mine);
+//! assert!(models.get_model("local", "qwen3").is_some());
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+
+use futures::future::BoxFuture;
+use indexmap::IndexMap;
+use pi_types::transcript::normalize_context;
+use pi_types::{
+    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError, Context, Model, StopReason,
+    StreamFn, StreamOptions, TranscriptContext,
+};
+
+/// Resolves a key for a model at request time (e.g. from a credential store).
+pub type KeyResolver = Arc<dyn Fn(&Model) -> BoxFuture<'static, Result<Option<String>, BoxError>> + Send + Sync>;
+
+/// Where a provider's API key comes from. A key given in the request options always wins.
+#[derive(Clone, Default)]
+pub enum Auth {
+    /// No key (local servers, header-owned auth).
+    #[default]
+    None,
+    /// A fixed key.
+    ApiKey(String),
+    /// The first of these environment variables that is set and non-empty.
+    Env(Vec<String>),
+    /// A resolver called per request.
+    Resolver(KeyResolver),
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
+            Self::Env(vars) => f.debug_tuple("Env").field(vars).finish(),
+            Self::Resolver(_) => f.write_str("Resolver(..)"),
+        }
+    }
+}
+
+/// The environment variables pi-ai reads a provider's key from, in order.
+pub fn env_api_key_vars(provider: &str) -> Vec<&'static str> {
+    match provider {
+        "github-copilot" => vec!["COPILOT_GITHUB_TOKEN"],
+        "anthropic" => vec!["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
+        "ant-ling" => vec!["ANT_LING_API_KEY"],
+        "openai" => vec!["OPENAI_API_KEY"],
+        "azure" => vec!["AZURE_OPENAI_API_KEY"],
+        "nvidia" => vec!["NVIDIA_API_KEY"],
+        "deepseek" => vec!["DEEPSEEK_API_KEY"],
+        "google" => vec!["GEMINI_API_KEY"],
+        "google-vertex" => vec!["GOOGLE_CLOUD_API_KEY"],
+        "groq" => vec!["GROQ_API_KEY"],
+        "cerebras" => vec!["CEREBRAS_API_KEY"],
+        "xai" => vec!["XAI_API_KEY"],
+        "openrouter" => vec!["OPENROUTER_API_KEY"],
+        "vercel-ai-gateway" => vec!["AI_GATEWAY_API_KEY"],
+        "zai" => vec!["ZAI_API_KEY"],
+        "zai-coding-cn" => vec!["ZAI_CODING_CN_API_KEY"],
+        "mistral" => vec!["MISTRAL_API_KEY"],
+        "minimax" => vec!["MINIMAX_API_KEY"],
+        "minimax-cn" => vec!["MINIMAX_CN_API_KEY"],
+        "moonshotai" | "moonshotai-cn" => vec!["MOONSHOT_API_KEY"],
+        "huggingface" => vec!["HF_TOKEN"],
+        "fireworks" => vec!["FIREWORKS_API_KEY"],
+        "together" => vec!["TOGETHER_API_KEY"],
+        "baseten" => vec!["BASETEN_API_KEY"],
+        "opencode" | "opencode-go" => vec!["OPENCODE_API_KEY"],
+        "kimi-coding" => vec!["KIMI_API_KEY"],
+        "cloudflare-workers-ai" | "cloudflare-ai-gateway" => vec!["CLOUDFLARE_API_KEY"],
+        _ => vec![],
+    }
+}
+
+/// The key of a provider from its environment variables, if one is set.
+pub fn env_api_key(provider: &str) -> Option<String> {
+    env_api_key_vars(provider).into_iter().find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+/// Why a request could not be dispatched.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// No provider with the model's provider id.
+    #[error("Unknown provider: {0}")]
+    UnknownProvider(String),
+    /// The provider has no adapter for the model's API.
+    #[error("Provider {provider} has no API implementation for \"{api}\"")]
+    NoApi {
+        /// Provider id.
+        provider: String,
+        /// API id.
+        api: String,
+    },
+    /// The key resolver failed.
+    #[error("Provider is not configured: {provider}: {reason}")]
+    Auth {
+        /// Provider id.
+        provider: String,
+        /// The resolver's error text.
+        reason: String,
+    },
+}
+
+/// A provider: id, authentication, models and an adapter per API.
+#[derive(Clone)]
+pub struct Provider {
+    id: String,
+    name: String,
+    auth: Auth,
+    models: Vec<Model>,
+    apis: HashMap<String, Arc<dyn StreamFn>>,
+}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut apis: Vec<&String> = self.apis.keys().collect();
+        apis.sort();
+        f.debug_struct("Provider")
+            .field("id", &self.id)
+            .field("auth", &self.auth)
+            .field("models", &self.models.len())
+            .field("apis", &apis)
+            .finish()
+    }
+}
+
+impl Provider {
+    /// An empty provider.
+    pub fn new(id: impl Into<String>) -> Self {
+        let id = id.into();
+        Self { name: id.clone(), id, auth: Auth::None, models: Vec::new(), apis: HashMap::new() }
+    }
+
+    /// A built-in provider: catalog models, the four HTTP adapters, key from the environment.
+    pub fn builtin(id: &str) -> Option<Self> {
+        let models = crate::catalog::models(id);
+        if models.is_empty() {
+            return None;
+        }
+        let vars = env_api_key_vars(id).into_iter().map(str::to_owned).collect();
+        Some(Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis())
+    }
+
+    /// Register the four HTTP adapters under their API ids.
+    pub fn with_http_apis(self) -> Self {
+        self.with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
+            .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
+            .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
+            .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+    }
+
+    /// Set the display name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Set the key source.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Add a model (replacing one with the same id).
+    pub fn with_model(mut self, model: Model) -> Self {
+        self.models.retain(|m| m.id != model.id);
+        self.models.push(model);
+        self
+    }
+
+    /// Add models.
+    pub fn with_models(self, models: impl IntoIterator<Item = Model>) -> Self {
+        models.into_iter().fold(self, Self::with_model)
+    }
+
+    /// Register the adapter for an API id.
+    pub fn with_api(mut self, api: impl Into<String>, adapter: Arc<dyn StreamFn>) -> Self {
+        self.apis.insert(api.into(), adapter);
+        self
+    }
+
+    /// Provider id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Display name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The models.
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// The adapter for an API id.
+    pub fn api(&self, api: &str) -> Option<&Arc<dyn StreamFn>> {
+        self.apis.get(api)
+    }
+
+    async fn resolve_key(&self, model: &Model) -> Result<Option<String>, ProviderError> {
+        match &self.auth {
+            Auth::None => Ok(None),
+            Auth::ApiKey(key) => Ok(Some(key.clone())),
+            Auth::Env(vars) => Ok(vars.iter().find_map(|v| std::env::var(v).ok().filter(|k| !k.is_empty()))),
+            Auth::Resolver(resolve) => resolve(model)
+                .await
+                .map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() }),
+        }
+    }
+}
+
+/// The registry of providers.
+#[derive(Debug, Default)]
+pub struct Models {
+    providers: RwLock<IndexMap<String, Arc<Provider>>>,
+}
+
+fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream {
+    let error = AssistantMessage {
+        api: model.api.clone(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        stop_reason: StopReason::Error,
+        error_message: Some(message),
+        timestamp: pi_types::now_ms(),
+        ..Default::default()
+    };
+    AssistantMessageEventStream::from_events([AssistantMessageEvent::Error {
+        reason: StopReason::Error,
+        error: Arc::new(error),
+    }])
+}
+
+impl Models {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with the built-in providers of the catalog.
+    pub fn with_builtins() -> Self {
+        let models = Self::new();
+        for id in crate::catalog::provider_ids() {
+            if let Some(provider) = Provider::builtin(id) {
+                models.set_provider(provider);
+            }
+        }
+        models
+    }
+
+    /// Add or replace a provider.
+    pub fn set_provider(&self, provider: Provider) {
+        if let Ok(mut providers) = self.providers.write() {
+            providers.insert(provider.id.clone(), Arc::new(provider));
+        }
+    }
+
+    /// Remove a provider.
+    pub fn delete_provider(&self, id: &str) {
+        if let Ok(mut providers) = self.providers.write() {
+            providers.shift_remove(id);
+        }
+    }
+
+    /// A provider by id.
+    pub fn provider(&self, id: &str) -> Option<Arc<Provider>> {
+        self.providers.read().ok()?.get(id).cloned()
+    }
+
+    /// All providers.
+    pub fn providers(&self) -> Vec<Arc<Provider>> {
+        self.providers.read().map(|p| p.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The models of one provider, or of all providers.
+    pub fn models(&self, provider: Option<&str>) -> Vec<Model> {
+        match provider {
+            Some(id) => self.provider(id).map(|p| p.models.clone()).unwrap_or_default(),
+            None => self.providers().iter().flat_map(|p| p.models.clone()).collect(),
+        }
+    }
+
+    /// A model by provider and id.
+    pub fn get_model(&self, provider: &str, id: &str) -> Option<Model> {
+        self.provider(provider)?.models.iter().find(|m| m.id == id).cloned()
+    }
+
+    /// Stream a request for a raw context (system prompt and tools folded into the transcript).
+    pub fn stream(&self, model: &Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream {
+        self.stream_transcript(model, normalize_context(context), options)
+    }
+
+    /// Like [`Models::stream`]; `options.reasoning` selects the thinking level (the reference's
+    /// `streamSimple`, which is what every adapter here implements).
+    pub fn stream_simple(
+        &self,
+        model: &Model,
+        context: Context,
+        options: StreamOptions,
+    ) -> AssistantMessageEventStream {
+        self.stream(model, context, options)
+    }
+
+    /// Stream a request for a normalized transcript.
+    pub fn stream_transcript(
+        &self,
+        model: &Model,
+        context: TranscriptContext,
+        mut options: StreamOptions,
+    ) -> AssistantMessageEventStream {
+        let Some(provider) = self.provider(&model.provider) else {
+            return failed_stream(model, ProviderError::UnknownProvider(model.provider.clone()).to_string());
+        };
+        let Some(adapter) = provider.api(&model.api).cloned() else {
+            let error = ProviderError::NoApi { provider: provider.id.clone(), api: model.api.clone() };
+            return failed_stream(model, error.to_string());
+        };
+        let model = model.clone();
+        if options.api_key.is_some() || matches!(provider.auth, Auth::None) {
+            return adapter.stream(&model, context, options);
+        }
+        if let Auth::ApiKey(key) = &provider.auth {
+            options.api_key = Some(key.clone());
+            return adapter.stream(&model, context, options);
+        }
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let key = match provider.resolve_key(&model).await {
+                Ok(key) => key,
+                Err(error) => {
+                    let mut stream = failed_stream(&model, error.to_string());
+                    while let Some(event) = futures::StreamExt::next(&mut stream).await {
+                        tx.send(event).await;
+                    }
+                    return;
+                }
+            };
+            options.api_key = key;
+            let mut stream = adapter.stream(&model, context, options);
+            while let Some(event) = futures::StreamExt::next(&mut stream).await {
+                tx.send(event).await;
+            }
+        })
+    }
+
+    /// Stream and wait for the final message.
+    pub async fn complete(&self, model: &Model, context: Context, options: StreamOptions) -> Option<AssistantMessage> {
+        self.stream(model, context, options).result().await
+    }
+
+    /// [`Models::complete`] with `options.reasoning` as the thinking level.
+    pub async fn complete_simple(
+        &self,
+        model: &Model,
+        context: Context,
+        options: StreamOptions,
+    ) -> Option<AssistantMessage> {
+        self.complete(model, context, options).await
+    }
+}
+
+impl StreamFn for Models {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        self.stream_transcript(model, context, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_redacted() {
+        let provider = Provider::new("p").with_auth(Auth::ApiKey("sk-secret-123".into()));
+        let text = format!("{provider:?}");
+        assert!(!text.contains("sk-secret"), "{text}");
+    }
+
+    #[test]
+    fn unknown_provider_is_an_error_event() {
+        let models = Models::new();
+        let model = Model::new("m", "openai-completions", "nowhere");
+        let message =
+            futures::executor::block_on(models.complete(&model, Context::default(), StreamOptions::default()));
+        let message = message.unwrap_or_default();
+        assert_eq!(message.stop_reason, StopReason::Error);
+        assert_eq!(message.error_message.as_deref(), Some("Unknown provider: nowhere"));
+    }
+}

@@ -102,9 +102,7 @@ pub fn estimate_context_tokens(messages: &[Message]) -> i64 {
         latest_prefix = latest_prefix.max(message_timestamp(message) as f64);
     }
     match usage_info {
-        Some((tokens, index)) => {
-            tokens as i64 + messages[index + 1..].iter().map(estimate_message_tokens).sum::<i64>()
-        }
+        Some((tokens, index)) => tokens as i64 + messages[index + 1..].iter().map(estimate_message_tokens).sum::<i64>(),
         None => messages.iter().map(estimate_message_tokens).sum(),
     }
 }

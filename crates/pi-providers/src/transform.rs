@@ -62,9 +62,12 @@ fn downgrade_images(message: Message, model: &Model) -> Message {
         return message;
     }
     match message {
-        Message::User(UserMessage { content: UserMessageContent::Blocks(blocks), timestamp }) => Message::User(
-            UserMessage { content: UserMessageContent::Blocks(replace_images(&blocks, NON_VISION_USER_IMAGE)), timestamp },
-        ),
+        Message::User(UserMessage { content: UserMessageContent::Blocks(blocks), timestamp }) => {
+            Message::User(UserMessage {
+                content: UserMessageContent::Blocks(replace_images(&blocks, NON_VISION_USER_IMAGE)),
+                timestamp,
+            })
+        }
         Message::ToolResult(mut result) => {
             result.content = replace_images(&result.content, NON_VISION_TOOL_IMAGE);
             Message::ToolResult(result)
@@ -74,7 +77,11 @@ fn downgrade_images(message: Message, model: &Model) -> Message {
 }
 
 /// Repair a transcript for `model`; see the module docs.
-pub(crate) fn transform_messages(messages: &[Message], model: &Model, normalize: Option<NormalizeId<'_>>) -> Vec<Message> {
+pub(crate) fn transform_messages(
+    messages: &[Message],
+    model: &Model,
+    normalize: Option<NormalizeId<'_>>,
+) -> Vec<Message> {
     let mut id_map: HashMap<String, String> = HashMap::new();
     let mut transformed = Vec::with_capacity(messages.len());
     for message in messages {

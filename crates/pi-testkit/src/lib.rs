@@ -7,8 +7,10 @@
 //! ```
 
 mod agent_replay;
+pub mod bench;
 pub mod normalize;
 pub mod provider_replay;
+pub mod provider_replay_compare;
 pub mod replay;
 pub mod scenario;
 pub mod scenario_tool;

@@ -81,11 +81,7 @@ fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
     let headers = response
         .get("headers")
         .and_then(Value::as_object)
-        .map(|h| {
-            h.iter()
-                .map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned)))
-                .collect()
-        })
+        .map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
         .unwrap_or_default();
     let body = response.get("body").and_then(Value::as_str).unwrap_or("").as_bytes().to_vec();
     let chunks = response
@@ -171,9 +167,7 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let options = StreamOptions {
         api_key: Some(case.get("apiKey").and_then(Value::as_str).unwrap_or(DEFAULT_API_KEY).to_owned()),
         max_tokens: case_options.get("maxTokens").and_then(Value::as_u64),
-        reasoning: case_options
-            .get("reasoning")
-            .and_then(|r| serde_json::from_value::<ThinkingLevel>(r.clone()).ok()),
+        reasoning: case_options.get("reasoning").and_then(|r| serde_json::from_value::<ThinkingLevel>(r.clone()).ok()),
         max_retries: Some(0),
         timeout_ms: Some(case_options.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS)),
         ..Default::default()
@@ -402,18 +396,16 @@ fn percent_decode(text: &str) -> String {
                 out.push(b' ');
                 i += 1;
             }
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                    Ok(byte) => {
-                        out.push(byte);
-                        i += 3;
-                    }
-                    Err(_) => {
-                        out.push(b'%');
-                        i += 1;
-                    }
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                Ok(byte) => {
+                    out.push(byte);
+                    i += 3;
                 }
-            }
+                Err(_) => {
+                    out.push(b'%');
+                    i += 1;
+                }
+            },
             other => {
                 out.push(other);
                 i += 1;

@@ -72,7 +72,7 @@ impl Trace {
         }
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         lines.iter().flatten().map(|l| format!("{l}\n")).collect()
     }
@@ -80,8 +80,8 @@ impl Trace {
 
 /// Replay a scenario file; the trace text (JSON lines).
 pub fn replay_file(path: &Path) -> Result<String, ReplayError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
     let scenario = Scenario::parse(&text, stem)?;
     replay(&scenario)
@@ -169,7 +169,7 @@ impl Setup {
         for spec in scenario.tool_library.iter().chain(&scenario.tools) {
             library.insert(spec.name.clone(), spec.clone());
         }
-        let initial_tools = scenario.tools.iter().map(ScenarioTool::new).collect::<Result<_, _>>()?;
+        let initial_tools = scenario.tools.iter().map(ScenarioTool::build).collect::<Result<_, _>>()?;
         Ok(Self { trace, faux, model, stream_fn, library, initial_tools })
     }
 
@@ -181,10 +181,10 @@ impl Setup {
                     .library
                     .get(name)
                     .ok_or_else(|| ScenarioError(format!("unknown tool \"{name}\" (not in tools or toolLibrary)")))
-                    .and_then(ScenarioTool::new),
+                    .and_then(ScenarioTool::build),
                 spec => serde_json::from_value::<ToolSpecJson>(spec.clone())
                     .map_err(|e| ScenarioError(format!("inline tool: {e}")))
-                    .and_then(|spec| ScenarioTool::new(&spec)),
+                    .and_then(|spec| ScenarioTool::build(&spec)),
             })
             .collect()
     }
@@ -203,7 +203,7 @@ fn turn_number(new_messages: &[AgentMessage]) -> u64 {
     new_messages.iter().filter(|m| matches!(m, AgentMessage::Assistant(_))).count() as u64
 }
 
-fn find_turn_rule<'a>(rules: &'a [Map<String, Value>], turn: u64) -> Option<&'a Map<String, Value>> {
+fn find_turn_rule(rules: &[Map<String, Value>], turn: u64) -> Option<&Map<String, Value>> {
     rules.iter().find(|r| r.get("turn").and_then(Value::as_u64) == Some(turn))
 }
 
@@ -373,7 +373,8 @@ async fn replay_loop(scenario: &Scenario) -> Result<String, ReplayError> {
     install_hooks(&setup, scenario, &mut config)?;
     let context = AgentContext::new(parse_messages(&scenario.messages)?, setup.initial_tools.clone());
     let cancel = CancellationToken::new();
-    let sink = LoopSink { scenario, trace: setup.trace.clone(), counter: ActionCounter::default(), cancel: cancel.clone() };
+    let sink =
+        LoopSink { scenario, trace: setup.trace.clone(), counter: ActionCounter::default(), cancel: cancel.clone() };
     let outcome = match &scenario.prompts {
         Some(prompts) => {
             let prompts = parse_messages(prompts)?;

@@ -19,7 +19,7 @@ pub struct ScenarioTool {
 
 impl ScenarioTool {
     /// Build the tool of a spec.
-    pub fn new(json: &ToolSpecJson) -> Result<Arc<dyn AgentTool>, ScenarioError> {
+    pub fn build(json: &ToolSpecJson) -> Result<Arc<dyn AgentTool>, ScenarioError> {
         let declaration = Tool {
             name: json.name.clone(),
             description: json.description.clone(),
@@ -35,7 +35,10 @@ impl ScenarioTool {
         let mut behavior = self.behavior.clone();
         let per_call = behavior.shift_remove("perCall");
         let entry = per_call.as_ref().and_then(Value::as_array).and_then(|entries| {
-            entries.iter().filter_map(Value::as_object).find(|e| e.get("toolCallId").and_then(Value::as_str) == Some(call_id))
+            entries
+                .iter()
+                .filter_map(Value::as_object)
+                .find(|e| e.get("toolCallId").and_then(Value::as_str) == Some(call_id))
         });
         if let Some(entry) = entry {
             for (key, value) in entry {

@@ -1,3 +1,4 @@
+//! Criterion bench: the streaming tool-argument parser on large documents (MB/s).
 // Throughput of ToolCallArgumentsStream on large documents fed in 4-character pieces, as
 // providers deliver tool-call arguments. `cargo bench -p pi-types --bench streaming_json`.
 

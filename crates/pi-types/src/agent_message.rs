@@ -88,6 +88,7 @@ impl CustomMessage for RawCustomMessage {
 }
 
 /// A transcript entry: a standard message or an application-defined one.
+#[allow(clippy::large_enum_variant)] // see `Message`
 #[derive(Clone, Debug)]
 pub enum AgentMessage {
     /// System instructions / tool declarations.

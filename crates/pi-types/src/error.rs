@@ -58,3 +58,17 @@ where
 {
     AssertUnwindSafe(future).catch_unwind().await.map_err(|payload| panic_message(payload.as_ref()))
 }
+
+/// Call a hook and run its future like [`catch_failure`]; a panic while *building* the
+/// future (before its first poll) is caught too.
+pub async fn catch_call<T, E, F, Fut>(call: F) -> Result<T, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    match std::panic::catch_unwind(AssertUnwindSafe(call)) {
+        Ok(future) => catch_failure(future).await,
+        Err(payload) => Err(panic_message(payload.as_ref())),
+    }
+}

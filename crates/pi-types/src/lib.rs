@@ -27,13 +27,13 @@ mod options;
 mod serde_util;
 mod stream;
 mod tool;
-mod usage;
 pub mod transcript;
+mod usage;
 pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
 pub use content::{AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent};
-pub use error::{catch_failure, catch_panic, BoxError, TypesError};
+pub use error::{catch_call, catch_failure, catch_panic, BoxError, TypesError};
 pub use event::{AgentEvent, AssistantMessageEvent};
 pub use message::{
     AssistantMessage, AssistantMessageDiagnostic, DeferredHandle, DiagnosticCode, DiagnosticErrorInfo, Message,
@@ -55,8 +55,5 @@ pub use usage::{Usage, UsageCost};
 
 /// Milliseconds since the Unix epoch (`Date.now()`).
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }

@@ -318,6 +318,9 @@ pub struct ToolResultMessage {
 }
 
 /// A message a provider understands.
+// Boxing the assistant variant would cost an allocation per message and ergonomics at every
+// match; transcripts are dominated by large messages anyway.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Message {

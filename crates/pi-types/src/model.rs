@@ -27,15 +27,8 @@ pub enum ThinkingLevel {
 
 impl ThinkingLevel {
     /// Every level, `Off` first.
-    pub const ALL: [ThinkingLevel; 7] = [
-        Self::Off,
-        Self::Minimal,
-        Self::Low,
-        Self::Medium,
-        Self::High,
-        Self::Xhigh,
-        Self::Max,
-    ];
+    pub const ALL: [ThinkingLevel; 7] =
+        [Self::Off, Self::Minimal, Self::Low, Self::Medium, Self::High, Self::Xhigh, Self::Max];
 
     /// The wire name (`"off"`, `"minimal"`, ...).
     pub fn as_str(self) -> &'static str {

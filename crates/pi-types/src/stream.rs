@@ -114,7 +114,8 @@ impl Stream for AssistantMessageEventStream {
             }
             Poll::Ready(Some(mut event)) => {
                 match &mut event {
-                    AssistantMessageEvent::Done { message, .. } | AssistantMessageEvent::Error { error: message, .. } => {
+                    AssistantMessageEvent::Done { message, .. }
+                    | AssistantMessageEvent::Error { error: message, .. } => {
                         self.time(message);
                         self.final_message = Some(Arc::clone(message));
                         self.ended = true;

@@ -75,7 +75,9 @@ impl Serialize for ConstrainedSampling {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             Self::Disabled => serializer.serialize_bool(false),
-            Self::JsonSchema { strict } => ConstrainedSamplingWire::JsonSchema { strict: *strict }.serialize(serializer),
+            Self::JsonSchema { strict } => {
+                ConstrainedSamplingWire::JsonSchema { strict: *strict }.serialize(serializer)
+            }
             Self::Grammar { variants } => {
                 ConstrainedSamplingWire::Grammar { variants: variants.clone() }.serialize(serializer)
             }
@@ -281,7 +283,11 @@ impl FnTool {
 
     /// A tool whose arguments are a Rust type: the JSON Schema comes from `schemars`, the
     /// arguments are deserialized with `serde` after validation.
-    pub fn typed<A, F, Fut>(name: impl Into<String>, description: impl Into<String>, body: F) -> Result<Self, TypesError>
+    pub fn typed<A, F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        body: F,
+    ) -> Result<Self, TypesError>
     where
         A: JsonSchema + DeserializeOwned + Send + 'static,
         F: Fn(A, ToolCallContext) -> Fut + Send + Sync + 'static,

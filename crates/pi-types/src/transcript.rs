@@ -6,6 +6,8 @@
 //! messages, the message itself ([`TranscriptEntry`]), so agent transcripts with custom
 //! messages can be passed unfiltered.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 
 use crate::agent_message::AgentMessage;
@@ -15,14 +17,22 @@ use crate::tool::{Tool, ToolReference};
 /// A transcript as a provider receives it: the prompt and tool declarations are carried by
 /// system messages. Only [`normalize_context`] (or [`TranscriptContext::from_messages`] for
 /// lists that are already normalized) builds one.
+///
+/// The list is shared (`Arc`): the agent loop keeps the converted transcript between
+/// requests and only appends to it, so handing it to a provider copies nothing.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TranscriptContext {
-    messages: Vec<Message>,
+    messages: Arc<Vec<Message>>,
 }
 
 impl TranscriptContext {
     /// A transcript whose prompt and tools already live in system messages.
     pub fn from_messages(messages: Vec<Message>) -> Self {
+        Self { messages: Arc::new(messages) }
+    }
+
+    /// A transcript sharing an already normalized list.
+    pub fn from_shared(messages: Arc<Vec<Message>>) -> Self {
         Self { messages }
     }
 
@@ -31,9 +41,9 @@ impl TranscriptContext {
         &self.messages
     }
 
-    /// Take the messages.
+    /// Take the messages (copied only if the list is still shared).
     pub fn into_messages(self) -> Vec<Message> {
-        self.messages
+        Arc::try_unwrap(self.messages).unwrap_or_else(|shared| (*shared).clone())
     }
 }
 
@@ -110,7 +120,7 @@ pub fn normalize_context(context: Context) -> TranscriptContext {
     if let Some(lead) = lead {
         messages.insert(0, Message::System(lead));
     }
-    TranscriptContext { messages }
+    TranscriptContext::from_messages(messages)
 }
 
 /// The leading system message, if the transcript starts with one.
@@ -213,11 +223,11 @@ pub fn render_system_message_update(message: &SystemMessage) -> String {
 /// For APIs without mid-conversation system messages: the replayed system message leads,
 /// every other system message is dropped.
 pub fn collapse_system_messages(context: TranscriptContext) -> TranscriptContext {
-    let head = current_system_message(&context.messages);
+    let head = current_system_message(context.messages());
     let mut messages: Vec<Message> = Vec::with_capacity(context.messages.len() + 1);
     messages.extend(head.map(Message::System));
-    messages.extend(context.messages.into_iter().filter(|m| !matches!(m, Message::System(_))));
-    TranscriptContext { messages }
+    messages.extend(context.into_messages().into_iter().filter(|m| !matches!(m, Message::System(_))));
+    TranscriptContext::from_messages(messages)
 }
 
 /// Keep later system messages when the model accepts them, else collapse them.
@@ -270,7 +280,8 @@ impl ToolStateChanges {
 pub fn tool_state_changes(previous: &[Tool], current: &[Tool]) -> ToolStateChanges {
     let previous_texts: IndexMap<&str, String> =
         previous.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
-    let current_texts: IndexMap<&str, String> = current.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
+    let current_texts: IndexMap<&str, String> =
+        current.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
     let tools_added = current
         .iter()
         .filter(|tool| previous_texts.get(tool.name.as_str()) != current_texts.get(tool.name.as_str()))
@@ -369,10 +380,7 @@ pub fn resolve_transcript_tools<T: TranscriptEntry>(messages: &[T], support: Tra
         TranscriptToolSupport::Additions => {
             let lead = usize::from(initial_system_message(messages).is_some());
             let folded = lead.max(last_non_additive_change(&system_messages).map_or(0, |i| i + 1));
-            TranscriptTools {
-                request_tools: current_tools(&system_messages[..folded]),
-                folded_system_messages: folded,
-            }
+            TranscriptTools { request_tools: current_tools(&system_messages[..folded]), folded_system_messages: folded }
         }
     }
 }

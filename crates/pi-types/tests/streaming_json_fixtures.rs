@@ -1,6 +1,6 @@
-// Checks pi_types::json against the reference runtime's behaviour recorded in
-// tests/fixtures/streaming-json.json (regenerate with `cargo xtask gen-streaming-json-fixtures`;
-// the generator, xtask/node/streaming-json-fixtures.mjs, documents the format).
+//! Checks pi_types::json against the reference runtime's behaviour recorded in
+//! tests/fixtures/streaming-json.json (regenerate with `cargo xtask gen-streaming-json-fixtures`;
+//! the generator, xtask/node/streaming-json-fixtures.mjs, documents the format).
 //
 // Every document is streamed in pieces of 1..8 UTF-16 units; after every piece the partial
 // arguments, the parser snapshot (including whether it is a new one) and the changes must equal

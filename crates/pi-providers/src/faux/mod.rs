@@ -33,7 +33,8 @@ use pi_types::{
 use usage::PromptCache;
 
 /// Builds a response from the request (the reference's response factory).
-pub type FauxResponseFn = Arc<dyn Fn(FauxRequest) -> BoxFuture<'static, Result<AssistantMessage, BoxError>> + Send + Sync>;
+pub type FauxResponseFn =
+    Arc<dyn Fn(FauxRequest) -> BoxFuture<'static, Result<AssistantMessage, BoxError>> + Send + Sync>;
 
 /// One scripted response.
 #[derive(Clone)]
@@ -387,7 +388,8 @@ impl FauxProvider {
                 }
                 AssistantContent::Thinking(thinking) => {
                     Arc::make_mut(&mut partial).content.push(AssistantContent::Thinking(ThinkingContent::default()));
-                    let start = AssistantMessageEvent::ThinkingStart { content_index: index, partial: Arc::clone(&partial) };
+                    let start =
+                        AssistantMessageEvent::ThinkingStart { content_index: index, partial: Arc::clone(&partial) };
                     tx.send(start).await;
                     for chunk in self.chunks(&thinking.thinking) {
                         self.pace(&chunk).await;
@@ -409,7 +411,8 @@ impl FauxProvider {
                 AssistantContent::ToolCall(call) => {
                     let block = ToolCall { id: call.id.clone(), name: call.name.clone(), ..Default::default() };
                     Arc::make_mut(&mut partial).content.push(AssistantContent::ToolCall(block));
-                    let start = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&partial) };
+                    let start =
+                        AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&partial) };
                     tx.send(start).await;
                     let text = pi_types::json::stringify(&serde_json::Value::Object(call.arguments.clone()));
                     let mut arguments = ToolCallArgumentsStream::new();
@@ -418,8 +421,13 @@ impl FauxProvider {
                         if cancelled() {
                             return send_aborted(tx, &partial).await;
                         }
-                        let parsed: JsonObject = arguments.append(&chunk).clone();
-                        set_arguments(&mut partial, index, parsed);
+                        let revision = arguments.revision();
+                        arguments.append(&chunk);
+                        // Copy the snapshot only when the parser published a new one.
+                        if arguments.revision() != revision {
+                            let parsed: JsonObject = arguments.arguments().clone();
+                            set_arguments(&mut partial, index, parsed);
+                        }
                         let partial = Arc::clone(&partial);
                         tx.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta: chunk, partial })
                             .await;
@@ -438,7 +446,9 @@ impl FauxProvider {
                 let error = self.error_message(&model, "Faux response ended without a stop reason".into());
                 AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(error) }
             }
-            StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: Arc::new(message) },
+            StopReason::Error | StopReason::Aborted => {
+                AssistantMessageEvent::Error { reason, error: Arc::new(message) }
+            }
             _ => AssistantMessageEvent::Done { reason, message: Arc::new(message) },
         };
         tx.send(event).await;

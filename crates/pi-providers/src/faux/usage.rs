@@ -8,10 +8,12 @@
 
 use std::collections::HashMap;
 
-use pi_types::json::{stringify, utf16_len};
+use std::fmt::Write as _;
+
+use pi_types::json::{stringify, utf16_len, write_stringify};
 use pi_types::transcript::system_message_text;
 use pi_types::{
-    AssistantContent, AssistantMessage, CacheRetention, Message, StreamOptions, UserContent, UserMessageContent, Usage,
+    AssistantContent, AssistantMessage, CacheRetention, Message, StreamOptions, Usage, UserContent, UserMessageContent,
 };
 
 /// Prompts of previous requests per session id.
@@ -21,32 +23,47 @@ fn ceil_div4(length: usize) -> u64 {
     length.div_ceil(4) as u64
 }
 
-fn user_content_text(content: &[UserContent]) -> String {
-    content
-        .iter()
-        .map(|block| match block {
-            UserContent::Text(t) => t.text.clone(),
-            UserContent::Image(i) => format!("[image:{}:{}]", i.mime_type, utf16_len(&i.data)),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+fn write_user_content(out: &mut String, content: &[UserContent]) {
+    for (index, block) in content.iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        match block {
+            UserContent::Text(t) => out.push_str(&t.text),
+            UserContent::Image(i) => {
+                let _ = write!(out, "[image:{}:{}]", i.mime_type, utf16_len(&i.data));
+            }
+        }
+    }
+}
+
+fn write_assistant_content(out: &mut String, content: &[AssistantContent]) {
+    for (index, block) in content.iter().enumerate() {
+        if index > 0 {
+            out.push('\n');
+        }
+        match block {
+            AssistantContent::Text(t) => out.push_str(&t.text),
+            AssistantContent::Thinking(t) => out.push_str(&t.thinking),
+            AssistantContent::ToolCall(call) => {
+                out.push_str(&call.name);
+                out.push(':');
+                write_stringify(out, &serde_json::Value::Object(call.arguments.clone()));
+            }
+        }
+    }
 }
 
 pub(crate) fn assistant_content_text(content: &[AssistantContent]) -> String {
-    content
-        .iter()
-        .map(|block| match block {
-            AssistantContent::Text(t) => t.text.clone(),
-            AssistantContent::Thinking(t) => t.thinking.clone(),
-            AssistantContent::ToolCall(call) => {
-                format!("{}:{}", call.name, stringify(&serde_json::Value::Object(call.arguments.clone())))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut out = String::new();
+    write_assistant_content(&mut out, content);
+    out
 }
 
-fn message_text(message: &Message) -> String {
+/// `role:` + the message rendered as text, appended to `out`.
+fn write_message(out: &mut String, message: &Message) {
+    out.push_str(message.role());
+    out.push(':');
     match message {
         Message::System(system) => {
             let mut parts = vec![system_message_text(system)];
@@ -57,17 +74,19 @@ fn message_text(message: &Message) -> String {
                 parts.push(format!("tool+:{}", to_json_text(added)));
             }
             parts.retain(|p| !p.is_empty());
-            parts.join("\n")
+            out.push_str(&parts.join("\n"));
         }
         Message::User(user) => match &user.content {
-            UserMessageContent::Text(text) => text.clone(),
-            UserMessageContent::Blocks(blocks) => user_content_text(blocks),
+            UserMessageContent::Text(text) => out.push_str(text),
+            UserMessageContent::Blocks(blocks) => write_user_content(out, blocks),
         },
-        Message::Assistant(assistant) => assistant_content_text(&assistant.content),
+        Message::Assistant(assistant) => write_assistant_content(out, &assistant.content),
         Message::ToolResult(result) => {
-            let mut parts = vec![result.tool_name.clone()];
-            parts.extend(result.content.iter().map(|b| user_content_text(std::slice::from_ref(b))));
-            parts.join("\n")
+            out.push_str(&result.tool_name);
+            for block in &result.content {
+                out.push('\n');
+                write_user_content(out, std::slice::from_ref(block));
+            }
         }
     }
 }
@@ -108,22 +127,35 @@ pub(crate) fn apply_usage_estimate(
     options: &StreamOptions,
     cache: &mut PromptCache,
 ) {
-    let prompt: Vec<String> = transcript.iter().map(|m| format!("{}:{}", m.role(), message_text(m))).collect();
-    let prompt_tokens = ceil_div4(joined_length(&prompt, prompt.len()));
+    let session = options
+        .session_id
+        .as_deref()
+        .filter(|s| !s.is_empty() && options.cache_retention != Some(CacheRetention::None));
+    // Without a session only the prompt's length matters: render into one reused buffer.
+    let mut buffer = String::new();
+    let mut prompt = Vec::new();
+    let mut prompt_length = transcript.len().saturating_sub(1) * 2;
+    for message in transcript {
+        buffer.clear();
+        write_message(&mut buffer, message);
+        prompt_length += utf16_len(&buffer);
+        if session.is_some() {
+            prompt.push(buffer.clone());
+        }
+    }
+    let prompt_tokens = ceil_div4(prompt_length);
     let output = ceil_div4(utf16_len(&assistant_content_text(&message.content)));
     let (mut input, mut cache_read, mut cache_write) = (prompt_tokens, 0, 0);
-    if let Some(session) = options.session_id.as_deref().filter(|s| !s.is_empty()) {
-        if options.cache_retention != Some(CacheRetention::None) {
-            match cache.get(session) {
-                Some(previous) => {
-                    cache_read = ceil_div4(common_prompt_prefix_length(previous, &prompt));
-                    cache_write = prompt_tokens.saturating_sub(cache_read);
-                }
-                None => cache_write = prompt_tokens,
+    if let Some(session) = session {
+        match cache.get(session) {
+            Some(previous) => {
+                cache_read = ceil_div4(common_prompt_prefix_length(previous, &prompt));
+                cache_write = prompt_tokens.saturating_sub(cache_read);
             }
-            input = 0;
-            cache.insert(session.to_owned(), prompt);
+            None => cache_write = prompt_tokens,
         }
+        input = 0;
+        cache.insert(session.to_owned(), prompt);
     }
     message.usage = Usage {
         input,

@@ -18,4 +18,4 @@ pub use parse::{
     parse_js, parse_json_with_repair, parse_streaming_json, parse_tool_call_arguments, repair_json, JsonSyntaxError,
     ParsedArguments,
 };
-pub use streaming::{JsonChange, JsonPath, PathSegment, StreamingJsonParser, ToolCallArgumentsStream};
+pub use streaming::{JsonChange, JsonPath, PathSegment, Replaced, StreamingJsonParser, ToolCallArgumentsStream};

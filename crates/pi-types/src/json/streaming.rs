@@ -761,8 +761,8 @@ impl StreamingJsonParser {
 
     fn publish(&mut self, pending: Option<(Slot, Value)>) {
         let before = Shape::of(self.published.as_ref());
-        let log = std::mem::take(&mut self.log);
-        Replay::default().root(&mut self.published, log.into_iter());
+        // Draining keeps the log's buffer for the next pieces.
+        Replay::default().root(&mut self.published, &mut self.log.drain(..));
         // The next log starts with the way down to the innermost open container.
         let mut shown = 0;
         for frame in self.stack.iter().take_while(|frame| frame.visible) {
@@ -786,7 +786,7 @@ impl StreamingJsonParser {
         let mut overlay: Vec<Op> = self.log.iter().map(copy_op).collect();
         overlay.push(Op::Place(slot.clone(), value));
         let mut replay = Replay { record: true, displaced: None };
-        replay.root(&mut self.published, overlay.into_iter());
+        replay.root(&mut self.published, &mut overlay.into_iter());
         self.log.push(Op::Restore(slot, replay.displaced));
     }
 }
@@ -825,7 +825,7 @@ struct Replay {
 }
 
 impl Replay {
-    fn root(&mut self, root: &mut Option<Value>, mut ops: std::vec::IntoIter<Op>) {
+    fn root(&mut self, root: &mut Option<Value>, ops: &mut impl Iterator<Item = Op>) {
         while let Some(op) = ops.next() {
             match op {
                 Op::Place(_, value) => {
@@ -841,8 +841,8 @@ impl Replay {
                 }
                 Op::Restore(_, displaced) => *root = displaced,
                 Op::Enter(_) => match root.as_mut() {
-                    Some(node) => self.container(node, &mut ops),
-                    None => skip_container(&mut ops),
+                    Some(node) => self.container(node, ops),
+                    None => skip_container(ops),
                 },
                 Op::Exit => {}
             }
@@ -850,7 +850,7 @@ impl Replay {
     }
 
     /// Applies ops inside `node` until the matching `Exit` (or the end).
-    fn container(&mut self, node: &mut Value, ops: &mut std::vec::IntoIter<Op>) {
+    fn container(&mut self, node: &mut Value, ops: &mut impl Iterator<Item = Op>) {
         while let Some(op) = ops.next() {
             match op {
                 Op::Exit => return,
@@ -881,7 +881,7 @@ fn replay_into(node: &mut Value, ops: Vec<Op>) {
 }
 
 /// Skips the ops of a container that could not be found (never happens for a consistent log).
-fn skip_container(ops: &mut std::vec::IntoIter<Op>) {
+fn skip_container(ops: &mut impl Iterator<Item = Op>) {
     let mut depth = 1usize;
     for op in ops.by_ref() {
         match op {

@@ -1,0 +1,894 @@
+//! The stateful agent: shared state, listeners, queues and the run lifecycle.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use pi_loop::{AgentContext, AgentEventSink, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
+use pi_types::transcript::{create_initial_system_message, current_system_message, to_tool_declaration};
+use pi_types::{
+    catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
+    ImageContent, Model, StopReason, ThinkingLevel, Tool, UserContent, UserMessage, UserMessageContent,
+};
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AgentError;
+use crate::options::{default_model, AgentOptions, QueueMode};
+use crate::state::{AgentState, StreamingMessage};
+
+/// An event listener: awaited for every event of a run, in subscription order.
+///
+/// It gets the event and the run's cancellation token. Returning `Err` (or panicking) is the
+/// reference's throwing listener: the run fails (see [`Agent::subscribe`]).
+pub type Listener =
+    Arc<dyn for<'a> Fn(&'a AgentEvent, &'a CancellationToken) -> BoxFuture<'a, Result<(), BoxError>> + Send + Sync>;
+
+/// What to prompt with: text (and images), or ready-made messages.
+#[derive(Clone, Debug)]
+pub enum PromptInput {
+    /// A user message with one text block followed by the images.
+    Text {
+        /// The text.
+        text: String,
+        /// Images appended after the text block.
+        images: Vec<ImageContent>,
+    },
+    /// Messages used as they are (one message or a batch).
+    Messages(Vec<AgentMessage>),
+}
+
+impl PromptInput {
+    /// Text with images.
+    pub fn with_images(text: impl Into<String>, images: impl IntoIterator<Item = ImageContent>) -> Self {
+        Self::Text { text: text.into(), images: images.into_iter().collect() }
+    }
+
+    fn into_messages(self) -> Vec<AgentMessage> {
+        match self {
+            Self::Messages(messages) => messages,
+            Self::Text { text, images } => {
+                let mut content = vec![UserContent::text(text)];
+                content.extend(images.into_iter().map(UserContent::Image));
+                vec![AgentMessage::User(UserMessage {
+                    content: UserMessageContent::Blocks(content),
+                    timestamp: pi_types::now_ms(),
+                })]
+            }
+        }
+    }
+}
+
+impl From<&str> for PromptInput {
+    fn from(text: &str) -> Self {
+        Self::Text { text: text.to_owned(), images: Vec::new() }
+    }
+}
+
+impl From<String> for PromptInput {
+    fn from(text: String) -> Self {
+        Self::Text { text, images: Vec::new() }
+    }
+}
+
+impl From<AgentMessage> for PromptInput {
+    fn from(message: AgentMessage) -> Self {
+        Self::Messages(vec![message])
+    }
+}
+
+impl From<UserMessage> for PromptInput {
+    fn from(message: UserMessage) -> Self {
+        Self::Messages(vec![AgentMessage::User(message)])
+    }
+}
+
+impl From<Vec<AgentMessage>> for PromptInput {
+    fn from(messages: Vec<AgentMessage>) -> Self {
+        Self::Messages(messages)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while a lock is held leaves plain data behind: keep using it.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[derive(Default)]
+struct PendingQueue {
+    messages: VecDeque<AgentMessage>,
+}
+
+impl PendingQueue {
+    fn peek(&self, mode: QueueMode) -> Vec<AgentMessage> {
+        match mode {
+            QueueMode::All => self.messages.iter().cloned().collect(),
+            QueueMode::OneAtATime => self.messages.front().cloned().into_iter().collect(),
+        }
+    }
+
+    fn drain(&mut self, mode: QueueMode) -> Vec<AgentMessage> {
+        match mode {
+            QueueMode::All => self.messages.drain(..).collect(),
+            QueueMode::OneAtATime => self.messages.pop_front().into_iter().collect(),
+        }
+    }
+}
+
+/// Listeners in subscription order; ids grow, so the list is sorted by id.
+struct ListenerEntry {
+    id: u64,
+    listener: Listener,
+}
+
+struct ActiveRun {
+    id: u64,
+    cancel: CancellationToken,
+    idle: watch::Receiver<bool>,
+    task: Option<AbortHandle>,
+}
+
+/// Everything the agent and its runs share.
+pub(crate) struct Core {
+    state: Mutex<AgentState>,
+    options: Mutex<AgentOptions>,
+    steering: Mutex<PendingQueue>,
+    follow_ups: Mutex<PendingQueue>,
+    listeners: Mutex<Arc<[Arc<ListenerEntry>]>>,
+    next_id: AtomicU64,
+    run: Mutex<Option<ActiveRun>>,
+}
+
+impl Core {
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn unsubscribe(&self, id: u64) {
+        let mut listeners = lock(&self.listeners);
+        let kept: Vec<Arc<ListenerEntry>> = listeners.iter().filter(|e| e.id != id).cloned().collect();
+        *listeners = kept.into();
+    }
+
+    /// The reference's `processEvents`: reduce the state, then await every listener in order.
+    ///
+    /// Iterates like a JavaScript `Set`: a listener removed while the event is delivered is
+    /// not called any more, one added meanwhile is called too.
+    async fn process(&self, event: &AgentEvent, cancel: &CancellationToken) -> Result<(), BoxError> {
+        lock(&self.state).reduce(event);
+        let mut last_id = 0;
+        loop {
+            let next = {
+                let listeners = lock(&self.listeners);
+                let index = listeners.partition_point(|entry| entry.id <= last_id);
+                listeners.get(index).cloned()
+            };
+            let Some(entry) = next else { return Ok(()) };
+            last_id = entry.id;
+            (entry.listener)(event, cancel).await?;
+        }
+    }
+
+    fn drain_steering(&self) -> Vec<AgentMessage> {
+        let mode = lock(&self.options).steering_mode;
+        lock(&self.steering).drain(mode)
+    }
+
+    fn drain_follow_ups(&self) -> Vec<AgentMessage> {
+        let mode = lock(&self.options).follow_up_mode;
+        lock(&self.follow_ups).drain(mode)
+    }
+
+    /// The loop configuration of a new run (the reference's `createLoopConfig`).
+    fn loop_config(self: &Arc<Self>, state: &AgentState, cancel: &CancellationToken) -> LoopConfig {
+        let options = lock(&self.options).clone();
+        let mut config = LoopConfig::new((*state.model).clone(), Arc::clone(&options.stream_fn));
+        let request = &mut config.options;
+        request.reasoning = (state.thinking_level != ThinkingLevel::Off).then_some(state.thinking_level);
+        request.session_id = options.session_id;
+        request.on_payload = options.on_payload;
+        request.on_response = options.on_response;
+        request.on_provider_stream_event = options.on_provider_stream_event;
+        request.transport = Some(options.transport);
+        request.thinking_budgets = options.thinking_budgets;
+        request.max_retry_delay_ms = options.max_retry_delay_ms;
+        request.identity = options.identity;
+        config.tool_execution = options.tool_execution;
+        config.before_tool_call = options.before_tool_call;
+        config.after_tool_call = options.after_tool_call;
+        config.finish_turn = options.finish_turn;
+        config.prepare_request = options.prepare_request;
+        config.convert_to_llm = options.convert_to_llm;
+        config.transform_context = options.transform_context;
+        config.get_api_key = options.get_api_key;
+        if options.prepare_next_turn.is_some() || options.prepare_next_turn_with_context.is_some() {
+            // Like the reference, the hooks themselves are looked up when a turn is prepared.
+            let core = Arc::downgrade(self);
+            let cancel = cancel.clone();
+            let hook: LoopPrepareNextTurnFn = Arc::new(move |turn| {
+                let (with_context, plain) = match core.upgrade() {
+                    Some(core) => {
+                        let options = lock(&core.options);
+                        (options.prepare_next_turn_with_context.clone(), options.prepare_next_turn.clone())
+                    }
+                    None => (None, None),
+                };
+                let cancel = cancel.clone();
+                Box::pin(async move {
+                    if let Some(hook) = with_context {
+                        return hook(turn, &cancel).await;
+                    }
+                    match plain {
+                        Some(hook) => hook(cancel.clone()).await,
+                        None => Ok(None),
+                    }
+                })
+            });
+            config.prepare_next_turn = Some(hook);
+        }
+        let core = Arc::downgrade(self);
+        config.get_steering_messages = Some(Arc::new(move || {
+            let messages = core.upgrade().map(|core| core.drain_steering()).unwrap_or_default();
+            Box::pin(std::future::ready(messages))
+        }));
+        let core = Arc::downgrade(self);
+        config.get_follow_up_messages = Some(Arc::new(move || {
+            let messages = core.upgrade().map(|core| core.drain_follow_ups()).unwrap_or_default();
+            Box::pin(std::future::ready(messages))
+        }));
+        config
+    }
+
+    /// The reference's `handleRunFailure`: report a failed run with a failure message.
+    async fn report_failure(&self, sink: &RunSink, error: String, aborted: bool) -> Result<(), AgentError> {
+        let model = Arc::clone(&lock(&self.state).model);
+        let failure = AgentMessage::Assistant(AssistantMessage {
+            content: vec![AssistantContent::text("")],
+            api: model.api.clone(),
+            provider: model.provider.clone(),
+            model: model.id.clone(),
+            stop_reason: if aborted { StopReason::Aborted } else { StopReason::Error },
+            error_message: Some(error),
+            timestamp: pi_types::now_ms(),
+            ..Default::default()
+        });
+        let events = [
+            AgentEvent::MessageStart { message: failure.clone() },
+            AgentEvent::MessageEnd { message: failure.clone() },
+            AgentEvent::TurnEnd { message: failure.clone(), tool_results: Vec::new() },
+            AgentEvent::AgentEnd { messages: vec![failure] },
+        ];
+        for event in &events {
+            catch_failure(self.process(event, &sink.cancel)).await.map_err(AgentError::Listener)?;
+        }
+        Ok(())
+    }
+}
+
+/// The loop's sink for one run: the reducer and the listeners.
+struct RunSink {
+    core: Arc<Core>,
+    cancel: CancellationToken,
+}
+
+impl AgentEventSink for RunSink {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(self.core.process(event, &self.cancel))
+    }
+}
+
+/// What a run does.
+enum RunWork {
+    /// `run_agent_loop` with these prompts.
+    Prompt(Vec<AgentMessage>),
+    /// `run_agent_loop_resume`: prompts drained from the steering queue, initial poll skipped.
+    Resume(Vec<AgentMessage>),
+    /// `run_agent_loop_continue`.
+    Continue,
+}
+
+/// Ends a run however its task ends (normally, by panic, or aborted with the agent).
+struct FinishGuard {
+    core: Arc<Core>,
+    run_id: u64,
+    idle: watch::Sender<bool>,
+}
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        let mut run = lock(&self.core.run);
+        {
+            let mut state = lock(&self.core.state);
+            state.is_streaming = false;
+            state.streaming_message = None;
+            state.pending_tool_calls = Arc::from(Vec::new());
+        }
+        if run.as_ref().is_some_and(|r| r.id == self.run_id) {
+            *run = None;
+        }
+        drop(run);
+        self.idle.send_replace(true);
+    }
+}
+
+async fn drive(
+    core: Arc<Core>,
+    guard: FinishGuard,
+    work: RunWork,
+    context: AgentContext,
+    config: LoopConfig,
+    cancel: CancellationToken,
+) -> Result<(), AgentError> {
+    let sink = RunSink { core: Arc::clone(&core), cancel: cancel.clone() };
+    let run = async {
+        match work {
+            RunWork::Prompt(prompts) => pi_loop::run_agent_loop(prompts, context, config, &sink, cancel.clone()).await,
+            RunWork::Resume(prompts) => {
+                pi_loop::run_agent_loop_resume(prompts, context, config, &sink, cancel.clone()).await
+            }
+            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, &sink, cancel.clone()).await,
+        }
+    };
+    let failure = match catch_panic(run).await {
+        Ok(Ok(_)) => None,
+        Ok(Err(error)) => Some(error.to_string()),
+        Err(panic) => Some(panic),
+    };
+    let outcome = match failure {
+        Some(error) => core.report_failure(&sink, error, cancel.is_cancelled()).await,
+        None => Ok(()),
+    };
+    drop(guard);
+    outcome
+}
+
+/// The stateful agent (the reference's `Agent`).
+///
+/// Cheap to clone: clones share one agent. `Send + Sync`; every method may be called from any
+/// task, also from inside a listener of the running agent. Runs are spawned on the current
+/// Tokio runtime and owned by the agent: when the last `Agent` handle is dropped, an active
+/// run is cancelled and its task aborted. A listener that needs the agent should hold a
+/// [`WeakAgent`] (from [`Agent::downgrade`]) to avoid keeping the agent alive through its own
+/// listener list.
+#[derive(Clone)]
+pub struct Agent {
+    handle: Arc<AgentHandle>,
+}
+
+/// A non-owning reference to an [`Agent`].
+#[derive(Clone)]
+pub struct WeakAgent {
+    handle: Weak<AgentHandle>,
+}
+
+impl std::fmt::Debug for WeakAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakAgent").field("alive", &(self.handle.strong_count() > 0)).finish()
+    }
+}
+
+impl WeakAgent {
+    /// The agent, if any handle of it is still alive.
+    pub fn upgrade(&self) -> Option<Agent> {
+        self.handle.upgrade().map(|handle| Agent { handle })
+    }
+}
+
+struct AgentHandle {
+    core: Arc<Core>,
+}
+
+impl Drop for AgentHandle {
+    fn drop(&mut self) {
+        if let Some(run) = lock(&self.core.run).as_ref() {
+            run.cancel.cancel();
+            if let Some(task) = &run.task {
+                task.abort();
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent").field("state", &*lock(&self.core().state)).finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent from its options.
+    pub fn new(options: AgentOptions) -> Self {
+        let mut options = options;
+        let initial = std::mem::take(&mut options.initial_state);
+        let declarations: Vec<Tool> =
+            initial.tools.iter().map(|t| to_tool_declaration(&t.spec().declaration)).collect();
+        let mut messages = initial.messages;
+        if !matches!(messages.first(), Some(AgentMessage::System(_))) {
+            let lead = create_initial_system_message(initial.system_prompt.as_deref(), Some(&declarations));
+            if let Some(lead) = lead {
+                messages.insert(0, AgentMessage::System(lead));
+            }
+        }
+        let model = initial.model.unwrap_or_else(default_model);
+        let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
+        let core = Core {
+            state: Mutex::new(state),
+            options: Mutex::new(options),
+            steering: Mutex::default(),
+            follow_ups: Mutex::default(),
+            listeners: Mutex::new(Arc::from(Vec::new())),
+            next_id: AtomicU64::new(1),
+            run: Mutex::new(None),
+        };
+        Self { handle: Arc::new(AgentHandle { core: Arc::new(core) }) }
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
+    /// A non-owning reference, e.g. for listeners that call back into the agent.
+    pub fn downgrade(&self) -> WeakAgent {
+        WeakAgent { handle: Arc::downgrade(&self.handle) }
+    }
+
+    // ----- listeners -------------------------------------------------------------------
+
+    /// Subscribe an async listener to every event.
+    ///
+    /// Listeners are awaited one after another in subscription order and are part of the
+    /// run: the next event, and the agent's return to idle after `agent_end`, wait for them.
+    /// The state is already updated for the event when a listener runs. A listener that
+    /// returns `Err` or panics fails the run like a throwing listener in the reference: the
+    /// agent reports a failure message (`message_start`, `message_end`, `turn_end`,
+    /// `agent_end`); if a listener fails again during that report, `prompt`/`continue`
+    /// return [`AgentError::Listener`].
+    ///
+    /// Keep the returned [`Subscription`] in a named binding (`let _sub = ...`): `let _ = ...`
+    /// drops it, and the listener, at once.
+    ///
+    /// ```
+    /// # let agent = pi_agent::Agent::new(pi_agent::AgentOptions::new(std::sync::Arc::new(pi_providers::faux::FauxProvider::default())));
+    /// let subscription = agent.subscribe(|event, _cancel| Box::pin(async move {
+    ///     println!("{}", event.type_name());
+    ///     Ok(())
+    /// }));
+    /// subscription.detach(); // keep it for the agent's lifetime
+    /// ```
+    pub fn subscribe<F>(&self, listener: F) -> Subscription
+    where
+        F: for<'a> Fn(&'a AgentEvent, &'a CancellationToken) -> BoxFuture<'a, Result<(), BoxError>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.subscribe_listener(Arc::new(listener))
+    }
+
+    /// Subscribe a synchronous closure (it cannot fail; a panic counts as a failure).
+    pub fn subscribe_fn<F>(&self, listener: F) -> Subscription
+    where
+        F: Fn(&AgentEvent) + Send + Sync + 'static,
+    {
+        self.subscribe(move |event, _cancel| {
+            listener(event);
+            Box::pin(std::future::ready(Ok(())))
+        })
+    }
+
+    /// Subscribe a shared [`Listener`].
+    pub fn subscribe_listener(&self, listener: Listener) -> Subscription {
+        let core = self.core();
+        let id = core.next_id();
+        let entry = Arc::new(ListenerEntry { id, listener });
+        let mut listeners = lock(&core.listeners);
+        let mut list = listeners.to_vec();
+        list.push(entry);
+        *listeners = list.into();
+        Subscription { core: Arc::downgrade(core), id, detached: false }
+    }
+
+    // ----- state -------------------------------------------------------------------------
+
+    /// A snapshot of the whole state (cheap: shared lists, no copies).
+    pub fn state(&self) -> AgentState {
+        lock(&self.core().state).clone()
+    }
+
+    /// The transcript (shared, not copied).
+    pub fn messages(&self) -> Arc<Vec<AgentMessage>> {
+        Arc::clone(&lock(&self.core().state).messages)
+    }
+
+    /// Replace the transcript (the list is copied into the agent; a running loop keeps its own
+    /// context, later `message_end`s append to the new list).
+    pub fn set_messages(&self, messages: impl IntoIterator<Item = AgentMessage>) {
+        lock(&self.core().state).messages = Arc::new(messages.into_iter().collect());
+    }
+
+    /// The system prompt replayed from the transcript's system messages.
+    pub fn system_prompt(&self) -> String {
+        let messages = self.messages();
+        pi_types::transcript::current_system_prompt(&messages)
+    }
+
+    /// The model of the next run.
+    pub fn model(&self) -> Arc<Model> {
+        Arc::clone(&lock(&self.core().state).model)
+    }
+
+    /// Set the model of the next run.
+    pub fn set_model(&self, model: Model) {
+        lock(&self.core().state).model = Arc::new(model);
+    }
+
+    /// The thinking level of the next run.
+    pub fn thinking_level(&self) -> ThinkingLevel {
+        lock(&self.core().state).thinking_level
+    }
+
+    /// Set the thinking level of the next run.
+    pub fn set_thinking_level(&self, level: ThinkingLevel) {
+        lock(&self.core().state).thinking_level = level;
+    }
+
+    /// The executable tools.
+    pub fn tools(&self) -> Arc<[Arc<dyn AgentTool>]> {
+        Arc::clone(&lock(&self.core().state).tools)
+    }
+
+    /// Replace the executable tools (takes effect with the next run).
+    pub fn set_tools(&self, tools: impl IntoIterator<Item = Arc<dyn AgentTool>>) {
+        let tools: Vec<Arc<dyn AgentTool>> = tools.into_iter().collect();
+        lock(&self.core().state).tools = tools.into();
+    }
+
+    /// Whether a run is active.
+    pub fn is_streaming(&self) -> bool {
+        lock(&self.core().state).is_streaming
+    }
+
+    /// The message being streamed, if any.
+    pub fn streaming_message(&self) -> Option<StreamingMessage> {
+        lock(&self.core().state).streaming_message.clone()
+    }
+
+    /// Ids of tool calls currently executing.
+    pub fn pending_tool_calls(&self) -> Arc<[String]> {
+        Arc::clone(&lock(&self.core().state).pending_tool_calls)
+    }
+
+    /// The error text of the last failed turn.
+    pub fn error_message(&self) -> Option<String> {
+        lock(&self.core().state).error_message.clone()
+    }
+
+    /// A copy of the options (hooks, modes, request settings; no initial state).
+    pub fn options(&self) -> AgentOptions {
+        lock(&self.core().options).clone()
+    }
+
+    /// Change options (hooks, modes, request settings); runs read them when they start
+    /// (`prepare_next_turn` and the queue modes: when used).
+    pub fn update_options(&self, update: impl FnOnce(&mut AgentOptions)) {
+        update(&mut lock(&self.core().options));
+    }
+
+    /// How steering messages are drained.
+    pub fn steering_mode(&self) -> QueueMode {
+        lock(&self.core().options).steering_mode
+    }
+
+    /// Change how steering messages are drained (effective at the next poll).
+    pub fn set_steering_mode(&self, mode: QueueMode) {
+        lock(&self.core().options).steering_mode = mode;
+    }
+
+    /// How follow-up messages are drained.
+    pub fn follow_up_mode(&self) -> QueueMode {
+        lock(&self.core().options).follow_up_mode
+    }
+
+    /// Change how follow-up messages are drained (effective at the next poll).
+    pub fn set_follow_up_mode(&self, mode: QueueMode) {
+        lock(&self.core().options).follow_up_mode = mode;
+    }
+
+    // ----- queues ------------------------------------------------------------------------
+
+    /// Queue a message for the running agent: delivered after the current turn.
+    pub fn steer(&self, message: impl Into<AgentMessage>) {
+        lock(&self.core().steering).messages.push_back(message.into());
+    }
+
+    /// Queue a message to handle when the agent would otherwise stop.
+    pub fn follow_up(&self, message: impl Into<AgentMessage>) {
+        lock(&self.core().follow_ups).messages.push_back(message.into());
+    }
+
+    /// Drop queued steering messages.
+    pub fn clear_steering_queue(&self) {
+        lock(&self.core().steering).messages.clear();
+    }
+
+    /// Drop queued follow-up messages.
+    pub fn clear_follow_up_queue(&self) {
+        lock(&self.core().follow_ups).messages.clear();
+    }
+
+    /// Drop both queues.
+    pub fn clear_all_queues(&self) {
+        self.clear_steering_queue();
+        self.clear_follow_up_queue();
+    }
+
+    /// Whether either queue holds messages.
+    pub fn has_queued_messages(&self) -> bool {
+        !lock(&self.core().steering).messages.is_empty() || !lock(&self.core().follow_ups).messages.is_empty()
+    }
+
+    /// The messages the next poll would deliver (steering first, else follow-ups), not consumed.
+    pub fn peek_queued_messages(&self) -> Vec<AgentMessage> {
+        let (steering_mode, follow_up_mode) = (self.steering_mode(), self.follow_up_mode());
+        let steering = lock(&self.core().steering).peek(steering_mode);
+        if !steering.is_empty() {
+            return steering;
+        }
+        lock(&self.core().follow_ups).peek(follow_up_mode)
+    }
+
+    // ----- runs --------------------------------------------------------------------------
+
+    /// Start a run with a prompt: text (see [`PromptInput::with_images`]), one message, or a
+    /// batch.
+    ///
+    /// The run starts at once (the agent is busy from this call on) on the current Tokio
+    /// runtime; the returned handle resolves when the run settled (after the `agent_end`
+    /// listeners). Failures of the model or of a hook do not make it an `Err`: they end the
+    /// run with a failure message in the transcript and in [`Agent::error_message`].
+    /// Dropping the handle before it resolves aborts the run like [`Agent::abort`]; the run
+    /// still settles in the background. [`RunHandle::detach`] lets it run on instead.
+    ///
+    /// While a run is active this returns [`AgentError::AlreadyProcessingPrompt`].
+    pub fn prompt(&self, input: impl Into<PromptInput>) -> RunHandle {
+        let input = input.into();
+        self.start(AgentError::AlreadyProcessingPrompt, move |_, _| Ok(RunWork::Prompt(input.into_messages())))
+    }
+
+    /// Continue from the current transcript (the reference's `continue()`).
+    ///
+    /// After a user or tool-result message the loop continues directly. After an assistant
+    /// message the steering queue is drained and run like a prompt (without the loop's
+    /// initial steering poll), else the follow-up queue, else this fails with
+    /// [`AgentError::ContinueFromAssistant`]. An empty or system-only transcript fails with
+    /// [`AgentError::NoMessagesToContinue`]. Otherwise like [`Agent::prompt`].
+    #[doc(alias = "continue")]
+    pub fn continue_run(&self) -> RunHandle {
+        self.start(AgentError::AlreadyProcessingContinue, |core, state| {
+            let messages = &state.messages;
+            let Some(last) = messages.last() else { return Err(AgentError::NoMessagesToContinue) };
+            if messages.iter().all(|m| matches!(m, AgentMessage::System(_))) {
+                return Err(AgentError::NoMessagesToContinue);
+            }
+            if !matches!(last, AgentMessage::Assistant(_)) {
+                return Ok(RunWork::Continue);
+            }
+            let steering = core.drain_steering();
+            if !steering.is_empty() {
+                return Ok(RunWork::Resume(steering));
+            }
+            let follow_ups = core.drain_follow_ups();
+            if !follow_ups.is_empty() {
+                return Ok(RunWork::Prompt(follow_ups));
+            }
+            Err(AgentError::ContinueFromAssistant)
+        })
+    }
+
+    fn start(
+        &self,
+        busy: AgentError,
+        plan: impl FnOnce(&Core, &AgentState) -> Result<RunWork, AgentError>,
+    ) -> RunHandle {
+        let core = self.core();
+        let mut slot = lock(&core.run);
+        if slot.is_some() {
+            return RunHandle::failed(busy);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return RunHandle::failed(AgentError::NoRuntime);
+        };
+        let snapshot = lock(&core.state).clone();
+        let work = match plan(core, &snapshot) {
+            Ok(work) => work,
+            Err(error) => return RunHandle::failed(error),
+        };
+        let cancel = CancellationToken::new();
+        let context = AgentContext::new(snapshot.messages.to_vec(), snapshot.tools.to_vec());
+        let config = core.loop_config(&snapshot, &cancel);
+        drop(snapshot);
+        {
+            let mut state = lock(&core.state);
+            state.is_streaming = true;
+            state.streaming_message = None;
+            state.error_message = None;
+        }
+        let run_id = core.next_id();
+        let (idle_tx, idle_rx) = watch::channel(false);
+        *slot = Some(ActiveRun { id: run_id, cancel: cancel.clone(), idle: idle_rx, task: None });
+        // Register first, spawn unlocked: a task that ends at once (runtime shutting down) clears
+        // the slot itself.
+        drop(slot);
+        let guard = FinishGuard { core: Arc::clone(core), run_id, idle: idle_tx };
+        let join = runtime.spawn(drive(Arc::clone(core), guard, work, context, config, cancel.clone()));
+        if let Some(run) = lock(&core.run).as_mut().filter(|run| run.id == run_id) {
+            run.task = Some(join.abort_handle());
+        }
+        RunHandle { inner: HandleInner::Running { join, cancel, settled: false, detached: false } }
+    }
+
+    /// Abort the active run, if any (its cancellation token is cancelled).
+    pub fn abort(&self) {
+        if let Some(run) = lock(&self.core().run).as_ref() {
+            run.cancel.cancel();
+        }
+    }
+
+    /// The cancellation token of the active run, if any (the reference's `signal`).
+    pub fn cancellation_token(&self) -> Option<CancellationToken> {
+        lock(&self.core().run).as_ref().map(|run| run.cancel.clone())
+    }
+
+    /// Resolves when the run active at the time of the call has settled (after its `agent_end`
+    /// listeners); at once when idle. Awaiting it inside a listener of that run never resolves.
+    pub fn wait_for_idle(&self) -> impl Future<Output = ()> + Send + 'static {
+        let idle = lock(&self.core().run).as_ref().map(|run| run.idle.clone());
+        async move {
+            if let Some(mut idle) = idle {
+                // An error means the run's task is gone, which also means idle.
+                let _ = idle.wait_for(|done| *done).await;
+            }
+        }
+    }
+
+    /// Clear the transcript down to the replayed system message (prompt and tool baseline),
+    /// the queues and the error. Fails while a run is active.
+    pub fn reset(&self) -> Result<(), AgentError> {
+        let core = self.core();
+        let slot = lock(&core.run);
+        if slot.is_some() {
+            return Err(AgentError::AlreadyProcessingReset);
+        }
+        {
+            let mut state = lock(&core.state);
+            let baseline = current_system_message(&state.messages);
+            state.messages = Arc::new(baseline.map(AgentMessage::System).into_iter().collect());
+            state.is_streaming = false;
+            state.streaming_message = None;
+            state.pending_tool_calls = Arc::from(Vec::new());
+            state.error_message = None;
+        }
+        drop(slot);
+        self.clear_all_queues();
+        Ok(())
+    }
+}
+
+/// A listener registration; dropping it (or [`Subscription::unsubscribe`]) removes the listener.
+#[must_use = "dropping a Subscription unsubscribes its listener at once"]
+pub struct Subscription {
+    core: Weak<Core>,
+    id: u64,
+    detached: bool,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("id", &self.id).field("detached", &self.detached).finish()
+    }
+}
+
+impl Subscription {
+    /// Remove the listener now.
+    pub fn unsubscribe(self) {
+        drop(self);
+    }
+
+    /// Keep the listener for as long as the agent lives.
+    pub fn detach(mut self) {
+        self.detached = true;
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if !self.detached {
+            if let Some(core) = self.core.upgrade() {
+                core.unsubscribe(self.id);
+            }
+        }
+    }
+}
+
+enum HandleInner {
+    Failed(AgentError),
+    Running { join: JoinHandle<Result<(), AgentError>>, cancel: CancellationToken, settled: bool, detached: bool },
+}
+
+/// The outcome of a started run (from [`Agent::prompt`] / [`Agent::continue_run`]).
+///
+/// Resolves when the run settled. Dropping it earlier aborts the run (the run still emits its
+/// final events and the agent returns to idle).
+#[must_use = "dropping a RunHandle aborts the run; await it or call detach()"]
+pub struct RunHandle {
+    inner: HandleInner,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.inner {
+            HandleInner::Failed(error) => f.debug_tuple("RunHandle::Failed").field(error).finish(),
+            HandleInner::Running { settled, .. } => {
+                f.debug_struct("RunHandle::Running").field("settled", settled).finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+impl RunHandle {
+    fn failed(error: AgentError) -> Self {
+        Self { inner: HandleInner::Failed(error) }
+    }
+
+    /// Whether the call was refused (no run was started).
+    pub fn is_refused(&self) -> bool {
+        matches!(self.inner, HandleInner::Failed(_))
+    }
+
+    /// The run's cancellation token (`None` when the call was refused).
+    pub fn cancellation_token(&self) -> Option<&CancellationToken> {
+        match &self.inner {
+            HandleInner::Running { cancel, .. } => Some(cancel),
+            HandleInner::Failed(_) => None,
+        }
+    }
+
+    /// Let the run go on without awaiting it (dropping the handle would abort it). The run
+    /// still ends when the last handle of its [`Agent`] is dropped.
+    pub fn detach(mut self) {
+        if let HandleInner::Running { detached, .. } = &mut self.inner {
+            *detached = true;
+        }
+    }
+}
+
+impl Future for RunHandle {
+    type Output = Result<(), AgentError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.inner {
+            HandleInner::Failed(error) => Poll::Ready(Err(error.clone())),
+            HandleInner::Running { join, settled, .. } => {
+                let outcome = std::task::ready!(Pin::new(join).poll(cx));
+                *settled = true;
+                Poll::Ready(match outcome {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(AgentError::AgentDropped),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for RunHandle {
+    fn drop(&mut self) {
+        if let HandleInner::Running { cancel, settled: false, detached: false, .. } = &self.inner {
+            cancel.cancel();
+        }
+    }
+}

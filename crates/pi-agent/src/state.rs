@@ -1,0 +1,249 @@
+//! The observable state of an agent and the reducer that keeps it current.
+
+use std::sync::Arc;
+
+use pi_types::transcript::current_system_prompt;
+use pi_types::{
+    AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, AssistantMessageEvent, Model,
+    ThinkingLevel,
+};
+
+/// The message being streamed: what the last `message_start` / `message_update` carried.
+#[derive(Clone, Debug)]
+pub enum StreamingMessage {
+    /// An assistant response in progress: the agent's own copy, brought up to date per delta
+    /// (copy on write: a snapshot someone keeps stays as it was).
+    Assistant(Arc<AssistantMessage>),
+    /// Another message between its `message_start` and `message_end`.
+    Other(Arc<AgentMessage>),
+}
+
+impl StreamingMessage {
+    /// The message as a transcript entry (a copy).
+    pub fn to_message(&self) -> AgentMessage {
+        match self {
+            Self::Assistant(message) => AgentMessage::Assistant((**message).clone()),
+            Self::Other(message) => (**message).clone(),
+        }
+    }
+
+    /// The assistant message, if this is one.
+    pub fn as_assistant(&self) -> Option<&AssistantMessage> {
+        match self {
+            Self::Assistant(message) => Some(message),
+            Self::Other(message) => message.as_assistant(),
+        }
+    }
+}
+
+/// A snapshot of an agent's state (the reference's `agent.state`).
+///
+/// Taking one is cheap: the transcript, the tools and the model are shared (`Arc`), never
+/// copied. The agent replaces its shared lists on change (copy on write), so a snapshot
+/// stays as it was taken.
+#[derive(Clone)]
+pub struct AgentState {
+    /// Model of the next request.
+    pub model: Arc<Model>,
+    /// Thinking level of the next run.
+    pub thinking_level: ThinkingLevel,
+    /// Executable tools.
+    pub tools: Arc<[Arc<dyn AgentTool>]>,
+    /// The transcript.
+    pub messages: Arc<Vec<AgentMessage>>,
+    /// Whether a run is active (until its `agent_end` listeners finished).
+    pub is_streaming: bool,
+    /// The message being streamed, if any.
+    pub streaming_message: Option<StreamingMessage>,
+    /// Ids of tool calls between `tool_execution_start` and `tool_execution_end`, in start order.
+    pub pending_tool_calls: Arc<[String]>,
+    /// Error text of the last failed turn of the current or last run.
+    pub error_message: Option<String>,
+}
+
+impl std::fmt::Debug for AgentState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tools: Vec<&str> = self.tools.iter().map(|t| t.spec().name()).collect();
+        f.debug_struct("AgentState")
+            .field("model", &self.model.id)
+            .field("thinking_level", &self.thinking_level)
+            .field("tools", &tools)
+            .field("messages", &self.messages.len())
+            .field("is_streaming", &self.is_streaming)
+            .field("streaming", &self.streaming_message.is_some())
+            .field("pending_tool_calls", &self.pending_tool_calls)
+            .field("error_message", &self.error_message)
+            .finish()
+    }
+}
+
+impl AgentState {
+    pub(crate) fn new(
+        model: Model,
+        thinking_level: ThinkingLevel,
+        tools: Vec<Arc<dyn AgentTool>>,
+        messages: Vec<AgentMessage>,
+    ) -> Self {
+        Self {
+            model: Arc::new(model),
+            thinking_level,
+            tools: tools.into(),
+            messages: Arc::new(messages),
+            is_streaming: false,
+            streaming_message: None,
+            pending_tool_calls: Arc::from(Vec::new()),
+            error_message: None,
+        }
+    }
+
+    /// The system prompt: the replay of every system message of the transcript.
+    pub fn system_prompt(&self) -> String {
+        current_system_prompt(&self.messages)
+    }
+
+    /// Apply one event, as the reference's `processEvents` does before calling listeners.
+    pub(crate) fn reduce(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::MessageStart { message } => {
+                self.streaming_message = Some(match message {
+                    AgentMessage::Assistant(assistant) => StreamingMessage::Assistant(Arc::new(assistant.clone())),
+                    other => StreamingMessage::Other(Arc::new(other.clone())),
+                });
+            }
+            AgentEvent::MessageUpdate { message, assistant_message_event } => {
+                // Keep an own copy, updated by the delta: holding the provider's shared partial
+                // would make it copy the whole message on its next delta.
+                match &mut self.streaming_message {
+                    Some(StreamingMessage::Assistant(own)) => {
+                        apply_update(Arc::make_mut(own), message, assistant_message_event);
+                    }
+                    slot => *slot = Some(StreamingMessage::Assistant(Arc::new((**message).clone()))),
+                }
+            }
+            AgentEvent::MessageEnd { message } => {
+                self.streaming_message = None;
+                Arc::make_mut(&mut self.messages).push(message.clone());
+            }
+            // A set in insertion order: a new list per change, so snapshots stay as they were.
+            AgentEvent::ToolExecutionStart { tool_call_id, .. } if !self.pending_tool_calls.contains(tool_call_id) => {
+                let mut ids = self.pending_tool_calls.to_vec();
+                ids.push(tool_call_id.clone());
+                self.pending_tool_calls = ids.into();
+            }
+            AgentEvent::ToolExecutionEnd { tool_call_id, .. } if self.pending_tool_calls.contains(tool_call_id) => {
+                let ids: Vec<String> =
+                    self.pending_tool_calls.iter().filter(|id| *id != tool_call_id).cloned().collect();
+                self.pending_tool_calls = ids.into();
+            }
+            AgentEvent::TurnEnd { message: AgentMessage::Assistant(message), .. } => {
+                // JavaScript truthiness: an empty error text does not count.
+                if let Some(error) = message.error_message.as_ref().filter(|e| !e.is_empty()) {
+                    self.error_message = Some(error.clone());
+                }
+            }
+            AgentEvent::AgentEnd { .. } => self.streaming_message = None,
+            _ => {}
+        }
+    }
+}
+
+fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
+    if target != source {
+        target.clone_from(source);
+    }
+}
+
+/// Bring `own` to `partial` (the message right after `event`) in time proportional to the
+/// change: deltas are appended, other blocks copied when they start or end, metadata compared.
+/// Anything unexpected falls back to copying the block or the whole message, so `own` always
+/// ends equal to `partial`.
+fn apply_update(own: &mut AssistantMessage, partial: &AssistantMessage, event: &AssistantMessageEvent) {
+    let AssistantMessage {
+        content,
+        api,
+        provider,
+        model,
+        response_model,
+        response_id,
+        provider_thinking_level,
+        thinking_level,
+        diagnostics,
+        usage,
+        stop_reason,
+        deferred,
+        error_message,
+        raw_stop_reason,
+        end_turn,
+        timestamp,
+        duration_ms,
+    } = partial;
+    if own.content.len() > content.len() || content.len() > own.content.len() + 1 {
+        *own = partial.clone();
+        return;
+    }
+    own.content.truncate(content.len());
+    let delta = match event {
+        AssistantMessageEvent::TextDelta { content_index, delta, .. }
+        | AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => Some((*content_index, delta)),
+        _ => None,
+    };
+    for (index, block) in content.iter().enumerate() {
+        match own.content.get_mut(index) {
+            None => own.content.push(block.clone()),
+            Some(mine) => match (mine, block, delta) {
+                (AssistantContent::Text(mine), AssistantContent::Text(theirs), Some((at, delta))) if at == index => {
+                    mine.text.push_str(delta);
+                    if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
+                        mine.clone_from(theirs);
+                    }
+                }
+                (AssistantContent::Thinking(mine), AssistantContent::Thinking(theirs), Some((at, delta)))
+                    if at == index =>
+                {
+                    mine.thinking.push_str(delta);
+                    if mine.thinking.len() != theirs.thinking.len()
+                        || mine.thinking_signature != theirs.thinking_signature
+                        || mine.redacted != theirs.redacted
+                    {
+                        mine.clone_from(theirs);
+                    }
+                }
+                // Blocks other than the event's are final or unchanged: only the event's block is
+                // refreshed (tool-call arguments are re-parsed per delta, block ends may finalize).
+                (mine, theirs, _) if Some(index) == event_index(event) => mine.clone_from(theirs),
+                _ => {}
+            },
+        }
+    }
+    sync(&mut own.api, api);
+    sync(&mut own.provider, provider);
+    sync(&mut own.model, model);
+    sync(&mut own.response_model, response_model);
+    sync(&mut own.response_id, response_id);
+    sync(&mut own.provider_thinking_level, provider_thinking_level);
+    sync(&mut own.thinking_level, thinking_level);
+    sync(&mut own.diagnostics, diagnostics);
+    sync(&mut own.usage, usage);
+    sync(&mut own.stop_reason, stop_reason);
+    sync(&mut own.deferred, deferred);
+    sync(&mut own.error_message, error_message);
+    sync(&mut own.raw_stop_reason, raw_stop_reason);
+    sync(&mut own.end_turn, end_turn);
+    sync(&mut own.timestamp, timestamp);
+    sync(&mut own.duration_ms, duration_ms);
+}
+
+fn event_index(event: &AssistantMessageEvent) -> Option<usize> {
+    match event {
+        AssistantMessageEvent::TextStart { content_index, .. }
+        | AssistantMessageEvent::TextDelta { content_index, .. }
+        | AssistantMessageEvent::TextEnd { content_index, .. }
+        | AssistantMessageEvent::ThinkingStart { content_index, .. }
+        | AssistantMessageEvent::ThinkingDelta { content_index, .. }
+        | AssistantMessageEvent::ThinkingEnd { content_index, .. }
+        | AssistantMessageEvent::ToolcallStart { content_index, .. }
+        | AssistantMessageEvent::ToolcallDelta { content_index, .. }
+        | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
+        _ => None,
+    }
+}
