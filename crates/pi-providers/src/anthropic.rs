@@ -163,7 +163,8 @@ fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &Stream
 fn native_tool_changes(context: &TranscriptContext, compat: &Compat) -> bool {
     compat.supports_mid_convo_system_messages
         && compat.supports_mid_convo_tool_changes
-        && initial_system_message(context.messages()).is_some_and(|m| m.tools_added.as_ref().is_some_and(|t| !t.is_empty()))
+        && initial_system_message(context.messages())
+            .is_some_and(|m| m.tools_added.as_ref().is_some_and(|t| !t.is_empty()))
 }
 
 /// Whether reply effort levels are sent as system messages (thinking must not be disabled).
@@ -830,8 +831,9 @@ fn build_params(
     } else if !initial_text.is_empty() {
         params.insert("system".into(), json!([with_control(&initial_text)]));
     }
-    if let Some(t) =
-        options.temperature.filter(|_| !thinking.enabled && !compat.supports_mid_convo_effort && compat.supports_temperature)
+    if let Some(t) = options
+        .temperature
+        .filter(|_| !thinking.enabled && !compat.supports_mid_convo_effort && compat.supports_temperature)
     {
         params.insert("temperature".into(), json!(t));
     }
@@ -932,6 +934,9 @@ fn tool_result(message: &ToolResultMessage, content: &[UserContent]) -> Value {
     })
 }
 
+/// Converts tool declarations into Anthropic tool definitions.
+type ToolDefinitions<'a> = dyn Fn(&[Tool]) -> Vec<Value> + 'a;
+
 /// Options of the message conversion.
 struct Conversion<'a> {
     oauth: bool,
@@ -940,7 +945,7 @@ struct Conversion<'a> {
     /// The provider whose assistant messages carry reply effort levels (managed effort).
     managed_provider: Option<&'a str>,
     /// Converts tool definitions for `tool_addition` blocks (native tool changes only).
-    tool_definitions: Option<&'a dyn Fn(&[Tool]) -> Vec<Value>>,
+    tool_definitions: Option<&'a ToolDefinitions<'a>>,
 }
 
 fn is_effort(value: &str) -> bool {

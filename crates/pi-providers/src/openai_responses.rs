@@ -89,6 +89,7 @@ impl Compat {
             TranscriptToolSupport::Additions
         } else {
             TranscriptToolSupport::None
+        }
     }
 }
 
@@ -224,7 +225,8 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     let effort = effort_of(model, options);
     if model.reasoning {
         if let Some(level) = effort {
-            let effort = if update_effort.is_some() { "medium".to_owned() } else { simple::mapped_or_level(model, level) };
+            let effort =
+                if update_effort.is_some() { "medium".to_owned() } else { simple::mapped_or_level(model, level) };
             params.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
         } else if model.provider != "github-copilot" && !simple::off_is_null(model) {
@@ -299,7 +301,12 @@ fn incremental_tools_notice(unavailable: &[String]) -> String {
     }
 }
 
-fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat, update_effort: Option<&str>) -> Vec<Value> {
+fn convert_messages(
+    model: &Model,
+    context: &TranscriptContext,
+    compat: &Compat,
+    update_effort: Option<&str>,
+) -> Vec<Value> {
     let allowed = TOOL_CALL_PROVIDERS.contains(&model.provider.as_str());
     let normalize = |id: &str, _: &Model, source: &pi_types::AssistantMessage| -> String {
         if !allowed || !id.contains('|') {
@@ -348,7 +355,10 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat,
                             }
                             TranscriptToolSupport::Additions => {
                                 let names: Vec<&str> = added.iter().map(|t| t.name.as_str()).collect();
-                                let call_id = format!("pi_tool_load_{}", common::short_hash(&format!("system:{msg_index}:{}", names.join(","))));
+                                let call_id = format!(
+                                    "pi_tool_load_{}",
+                                    common::short_hash(&format!("system:{msg_index}:{}", names.join(",")))
+                                );
                                 items.push(json!({
                                     "type": "tool_search_call",
                                     "call_id": call_id,
@@ -368,8 +378,11 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat,
                         }
                     }
                 }
-                let mut parts =
-                    vec![if leading_system { system_message_text(system) } else { render_system_message_update(system) }];
+                let mut parts = vec![if leading_system {
+                    system_message_text(system)
+                } else {
+                    render_system_message_update(system)
+                }];
                 if anchors {
                     let removed: Vec<String> = system
                         .tools_removed
@@ -409,9 +422,10 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat,
                             }),
                         })
                         .collect();
-                    if !content.is_empty() {
-                        items.push(json!({"role": "user", "content": content}));
+                    if content.is_empty() {
+                        continue;
                     }
+                    items.push(json!({"role": "user", "content": content}));
                 }
             },
             Message::Assistant(assistant) => {
@@ -479,12 +493,11 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat,
                     }
                 }
                 if output.is_empty() {
-                    if !leading_system {
-                        msg_index += 1;
-                    }
                     continue;
                 }
-                if let (Some(_), true, Some(level)) = (update_effort, same_model, assistant.provider_thinking_level.as_ref()) {
+                if let (Some(_), true, Some(level)) =
+                    (update_effort, same_model, assistant.provider_thinking_level.as_ref())
+                {
                     items.push(json!({"type": "configuration_update", "reasoning": {"effort": level}}));
                 }
                 items.extend(output);

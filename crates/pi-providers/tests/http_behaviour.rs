@@ -418,9 +418,8 @@ async fn registry_resolves_key_and_adapter() {
     use pi_providers::registry::{Auth, Models, Provider};
     let (url, count) = serve(vec![Scripted::sse(vec![chat_chunk("Via registry"), chat_finish()])]).await;
     let models = Models::new();
-    let resolver: pi_providers::registry::KeyResolver = Arc::new(|_model: &Model| {
-        Box::pin(async { Ok(Some("sk-resolved".to_owned())) })
-    });
+    let resolver: pi_providers::registry::KeyResolver =
+        Arc::new(|_model: &Model| Box::pin(async { Ok(Some("sk-resolved".to_owned())) }));
     let mut local = model("openai-completions", &url);
     local.provider = "local".into();
     models.set_provider(

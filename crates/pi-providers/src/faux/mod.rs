@@ -38,6 +38,8 @@ pub type FauxResponseFn =
 
 /// One scripted response.
 #[derive(Clone)]
+// A script entry is built once per response; boxing would only cost every caller a `Box::new`.
+#[allow(clippy::large_enum_variant)]
 pub enum FauxResponse {
     /// Stream this message (its `api`, `provider` and `model` are replaced by the request's).
     Message(AssistantMessage),
