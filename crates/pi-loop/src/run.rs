@@ -26,28 +26,7 @@ pub async fn run_agent_loop(
     sink: &dyn AgentEventSink,
     cancel: CancellationToken,
 ) -> Result<Vec<AgentMessage>, LoopError> {
-    let emitter = Emitter::new(sink);
-    let initial = declare_tool_changes(&context, prompts);
-    let mut context = context;
-    context.messages.extend(initial.iter().cloned());
-    let mut new_messages = initial.clone();
-    emitter.emit(AgentEvent::AgentStart).await?;
-    emitter.emit(AgentEvent::TurnStart).await?;
-    for message in initial {
-        emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
-        emitter.emit(AgentEvent::MessageEnd { message }).await?;
-    }
-    let mut run = Run {
-        context,
-        llm_cache: Arc::default(),
-        llm_converted: 0,
-        config,
-        cancel,
-        emitter: &emitter,
-        new_messages: &mut new_messages,
-    };
-    run.run(true).await?;
-    Ok(new_messages)
+    run_with_prompts(prompts, context, config, sink, cancel, true).await
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -63,21 +42,12 @@ pub async fn run_agent_loop_continue(
     let mut new_messages = Vec::new();
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
-    let mut run = Run {
-        context,
-        llm_cache: Arc::default(),
-        llm_converted: 0,
-        config,
-        cancel,
-        emitter: &emitter,
-        new_messages: &mut new_messages,
-    };
-    run.run(true).await?;
+    Run::new(context, config, cancel, &emitter, &mut new_messages).run(true).await?;
     Ok(new_messages)
 }
 
-/// Like [`run_agent_loop_continue`], but the first steering poll is skipped (the caller
-/// already drained the queue into `context`): what the Agent's `continue` does.
+/// Like [`run_agent_loop`], but the first steering poll is skipped (the caller already
+/// drained the queue into `prompts`): what the Agent's `continue` does.
 pub async fn run_agent_loop_resume(
     prompts: Vec<AgentMessage>,
     context: AgentContext,
@@ -85,9 +55,19 @@ pub async fn run_agent_loop_resume(
     sink: &dyn AgentEventSink,
     cancel: CancellationToken,
 ) -> Result<Vec<AgentMessage>, LoopError> {
+    run_with_prompts(prompts, context, config, sink, cancel, false).await
+}
+
+async fn run_with_prompts(
+    prompts: Vec<AgentMessage>,
+    mut context: AgentContext,
+    config: LoopConfig,
+    sink: &dyn AgentEventSink,
+    cancel: CancellationToken,
+    poll_initial_steering: bool,
+) -> Result<Vec<AgentMessage>, LoopError> {
     let emitter = Emitter::new(sink);
     let initial = declare_tool_changes(&context, prompts);
-    let mut context = context;
     context.messages.extend(initial.iter().cloned());
     let mut new_messages = initial.clone();
     emitter.emit(AgentEvent::AgentStart).await?;
@@ -96,16 +76,7 @@ pub async fn run_agent_loop_resume(
         emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
         emitter.emit(AgentEvent::MessageEnd { message }).await?;
     }
-    let mut run = Run {
-        context,
-        llm_cache: Arc::default(),
-        llm_converted: 0,
-        config,
-        cancel,
-        emitter: &emitter,
-        new_messages: &mut new_messages,
-    };
-    run.run(false).await?;
+    Run::new(context, config, cancel, &emitter, &mut new_messages).run(poll_initial_steering).await?;
     Ok(new_messages)
 }
 
@@ -132,7 +103,17 @@ struct CompletedTurn {
     tool_results: Vec<pi_types::ToolResultMessage>,
 }
 
-impl Run<'_, '_> {
+impl<'r, 's> Run<'r, 's> {
+    fn new(
+        context: AgentContext,
+        config: LoopConfig,
+        cancel: CancellationToken,
+        emitter: &'r Emitter<'s>,
+        new_messages: &'r mut Vec<AgentMessage>,
+    ) -> Self {
+        Self { context, llm_cache: Arc::default(), llm_converted: 0, config, cancel, emitter, new_messages }
+    }
+
     async fn emit(&self, event: AgentEvent) -> Result<(), LoopError> {
         self.emitter.emit(event).await
     }

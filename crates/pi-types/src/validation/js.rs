@@ -65,50 +65,9 @@ pub(crate) fn number_value(x: f64) -> Value {
     Number::from_f64(x).map_or(Value::Null, Value::Number)
 }
 
-/// `String(x)` for a finite double, as JavaScript prints it (shortest round-trip digits).
+/// `String(x)`, as JavaScript prints a number (shortest round-trip digits).
 pub(crate) fn number_to_string(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".to_owned();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    if x == 0.0 {
-        return "0".to_owned();
-    }
-    // `{:e}` gives the shortest digits that round-trip, as JavaScript uses: `d.ddde±x`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let exp: i64 = exponent.parse().unwrap_or(0);
-    let k = digits.len() as i64;
-    let n = exp + 1; // position of the decimal point relative to the digits
-    let mut out = String::new();
-    if x < 0.0 {
-        out.push('-');
-    }
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
-        out.push_str(&digits[..n as usize]);
-        out.push('.');
-        out.push_str(&digits[n as usize..]);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-n) as usize));
-        out.push_str(&digits);
-    } else {
-        out.push_str(&digits[..1]);
-        if k > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if n > 0 { '+' } else { '-' });
-        out.push_str(&(n - 1).abs().to_string());
-    }
-    out
+    crate::json::js::format_number(x)
 }
 
 /// JavaScript's white space and line terminators, which `Number()` and `trim()` strip.
