@@ -199,7 +199,8 @@ impl<'r, 's> Run<'r, 's> {
                     }
                 }
 
-                let message = self.stream_assistant_response().await?;
+                // Boxed: the two big phases of a turn need not both live in every run's future.
+                let message = Box::pin(self.stream_assistant_response()).await?;
                 self.new_messages.push(AgentMessage::Assistant(message.clone()));
                 if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
                     let turn = CompletedTurn { message, tool_results: Vec::new() };
@@ -220,7 +221,8 @@ impl<'r, 's> Run<'r, 's> {
                     } else {
                         let mode = self.config.tool_execution;
                         let hooks = crate::tools::ToolHooks::from_config(&self.config);
-                        execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, self.emitter).await?
+                        Box::pin(execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, self.emitter))
+                            .await?
                     };
                     has_more_tool_calls = !batch.terminate;
                     for result in &batch.messages {
