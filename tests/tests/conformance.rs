@@ -97,3 +97,24 @@ fn vendored_fixtures_have_not_drifted() {
         drift.join("\n")
     );
 }
+
+/// Every replayed trace obeys the event grammar (runs, turns, messages, tool executions).
+#[test]
+fn every_trace_obeys_the_event_grammar() {
+    let dir = fixtures().join("scenarios");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let trace = pi_testkit::replay::replay_file(&path).unwrap();
+        let events: Vec<pi_types::AgentEvent> = trace
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|record| record["kind"] == "event")
+            .map(|record| serde_json::from_value(record["event"].clone()).unwrap())
+            .collect();
+        let runs = pi_testkit::grammar::check_runs(&events).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(runs >= 1, "{}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 27);
+}

@@ -1,5 +1,7 @@
-//! Test support for pi: the conformance scenario runner, trace normalization and the
-//! provider replay runner.
+//! Test support for pi, reusable by applications: the conformance scenario runner
+//! ([`replay`]), trace normalization ([`normalize`]), the provider replay runner
+//! ([`provider_replay`]), the event-grammar checker ([`grammar`]), `insta` redactions for
+//! event snapshots ([`redactions`]) and the benchmark workloads ([`bench`]).
 //!
 //! ```no_run
 //! let trace = pi_testkit::replay::replay_file(std::path::Path::new("loop-single-tool.json")).unwrap();
@@ -8,9 +10,11 @@
 
 mod agent_replay;
 pub mod bench;
+pub mod grammar;
 pub mod normalize;
 pub mod provider_replay;
 pub mod provider_replay_compare;
+pub mod redactions;
 pub mod replay;
 pub mod scenario;
 pub mod scenario_tool;
