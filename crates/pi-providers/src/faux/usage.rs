@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use std::fmt::Write as _;
 
-use pi_types::json::{stringify, utf16_len, write_stringify};
+use pi_types::json::{stringify, utf16_len, write_stringify_object};
 use pi_types::transcript::system_message_text;
 use pi_types::{
     AssistantContent, AssistantMessage, CacheRetention, Message, StreamOptions, Usage, UserContent, UserMessageContent,
@@ -48,7 +48,7 @@ fn write_assistant_content(out: &mut String, content: &[AssistantContent]) {
             AssistantContent::ToolCall(call) => {
                 out.push_str(&call.name);
                 out.push(':');
-                write_stringify(out, &serde_json::Value::Object(call.arguments.clone()));
+                write_stringify_object(out, &call.arguments);
             }
         }
     }

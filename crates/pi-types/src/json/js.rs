@@ -62,30 +62,38 @@ fn write_value(out: &mut String, value: &Value, indent: usize, level: usize) {
             newline(out, indent, level);
             out.push(']');
         }
-        Value::Object(members) => {
-            if members.is_empty() {
-                out.push_str("{}");
-                return;
-            }
-            out.push('{');
-            let mut first = true;
-            for_each_member_in_js_order(members, |key, member| {
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                newline(out, indent, level + 1);
-                write_string(out, key);
-                out.push(':');
-                if indent > 0 {
-                    out.push(' ');
-                }
-                write_value(out, member, indent, level + 1);
-            });
-            newline(out, indent, level);
-            out.push('}');
-        }
+        Value::Object(members) => write_object(out, members, indent, level),
     }
+}
+
+/// Appends `JSON.stringify(object)` (compact) to `out`, for a JSON object held as a map
+/// (tool-call arguments) without wrapping it in a `Value` first.
+pub fn write_stringify_object(out: &mut String, members: &Map<String, Value>) {
+    write_object(out, members, 0, 0);
+}
+
+fn write_object(out: &mut String, members: &Map<String, Value>, indent: usize, level: usize) {
+    if members.is_empty() {
+        out.push_str("{}");
+        return;
+    }
+    out.push('{');
+    let mut first = true;
+    for_each_member_in_js_order(members, |key, member| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        newline(out, indent, level + 1);
+        write_string(out, key);
+        out.push(':');
+        if indent > 0 {
+            out.push(' ');
+        }
+        write_value(out, member, indent, level + 1);
+    });
+    newline(out, indent, level);
+    out.push('}');
 }
 
 fn newline(out: &mut String, indent: usize, level: usize) {

@@ -13,7 +13,9 @@ pub mod js;
 pub mod parse;
 pub mod streaming;
 
-pub use js::{sort_keys_recursive, stringify, stringify_pretty, utf16_chunks, utf16_len, write_stringify};
+pub use js::{
+    sort_keys_recursive, stringify, stringify_pretty, utf16_chunks, utf16_len, write_stringify, write_stringify_object,
+};
 pub use parse::{
     parse_js, parse_json_with_repair, parse_streaming_json, parse_tool_call_arguments, repair_json, JsonSyntaxError,
     ParsedArguments,
