@@ -325,7 +325,9 @@ async fn drive(
     cancel: CancellationToken,
 ) -> Result<(), AgentError> {
     let sink = RunSink { core: Arc::clone(&core), cancel: cancel.clone() };
-    let run = async {
+    // Boxed: a future built as a local and then moved into `catch_panic` would otherwise
+    // take its (large) size twice in this task's state.
+    let run = Box::pin(async {
         match work {
             RunWork::Prompt(prompts) => pi_loop::run_agent_loop(prompts, context, config, &sink, cancel.clone()).await,
             RunWork::Resume(prompts) => {
@@ -333,7 +335,7 @@ async fn drive(
             }
             RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, &sink, cancel.clone()).await,
         }
-    };
+    });
     let failure = match catch_panic(run).await {
         Ok(Ok(_)) => None,
         Ok(Err(error)) => Some(error.to_string()),
