@@ -574,7 +574,9 @@ impl BlockState {
                         if let Some(args) = open.args.as_mut() {
                             let partial = args.append(&text);
                             if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(content_index) {
-                                block.arguments = partial;
+                                if let Some(partial) = partial {
+                                    block.arguments = partial;
+                                }
                                 out.toolcall_delta(content_index, text).await;
                             }
                         }

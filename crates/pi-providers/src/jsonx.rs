@@ -34,9 +34,12 @@ pub(crate) struct ArgsStream {
 }
 
 impl ArgsStream {
-    /// Append a piece of argument text; the partial arguments.
-    pub(crate) fn append(&mut self, delta: &str) -> JsonObject {
-        self.inner.append(delta).clone()
+    /// Append a piece of argument text; the partial arguments when the parser published a
+    /// new snapshot (`None`: unchanged, keep the block's current arguments).
+    pub(crate) fn append(&mut self, delta: &str) -> Option<JsonObject> {
+        let revision = self.inner.revision();
+        self.inner.append(delta);
+        (self.inner.revision() != revision).then(|| self.inner.arguments().clone())
     }
 
     /// Take the complete text: the missing piece as a delta when it continues the text so far.

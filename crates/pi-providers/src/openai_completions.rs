@@ -724,7 +724,7 @@ impl Chunks {
         }
         let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str).filter(|a| !a.is_empty());
         let partial = match (arguments, self.tools.get_mut(&index)) {
-            (Some(text), Some(state)) => Some(state.args.append(text)),
+            (Some(text), Some(state)) => state.args.append(text),
             _ => None,
         };
         if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(index) {

@@ -730,7 +730,7 @@ impl ResponsesState {
             "function_call" => {
                 let mut args = ArgsStream::default();
                 let text = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty());
-                let arguments = text.map(|t| args.append(t)).unwrap_or_default();
+                let arguments = text.and_then(|t| args.append(t)).unwrap_or_default();
                 let id_part = |k: &str| {
                     item.get(k).map_or_else(
                         || "undefined".to_owned(),
@@ -806,7 +806,9 @@ impl ResponsesState {
                     let delta = delta_text();
                     if let Some(args) = self.args.get_mut(&index) {
                         let partial = args.append(&delta);
-                        if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(index) {
+                        if let (Some(AssistantContent::ToolCall(call)), Some(partial)) =
+                            (out.m().content.get_mut(index), partial)
+                        {
                             call.arguments = partial;
                         }
                         out.toolcall_delta(index, delta).await;
