@@ -34,7 +34,11 @@ fn first_difference(expected: &[Value], actual: &[Value]) -> Option<String> {
 }
 
 fn check_level(prefix: &str) {
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(fixtures().join("scenarios"))
+    check_dir(&fixtures(), prefix);
+}
+
+fn check_dir(fixtures: &Path, prefix: &str) {
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(fixtures.join("scenarios"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
@@ -44,7 +48,7 @@ fn check_level(prefix: &str) {
     let mut failures = Vec::new();
     for path in &scenarios {
         let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
-        let golden = std::fs::read_to_string(fixtures().join("golden").join(format!("{name}.jsonl"))).unwrap();
+        let golden = std::fs::read_to_string(fixtures.join("golden").join(format!("{name}.jsonl"))).unwrap();
         match pi_testkit::replay::replay_file(path) {
             Ok(trace) => {
                 if let Some(diff) = first_difference(&parse_lines(&golden), &parse_lines(&trace)) {
@@ -66,6 +70,12 @@ fn check_level(prefix: &str) {
 #[test]
 fn loop_scenarios_match_goldens() {
     check_level("loop-");
+}
+
+/// Our own loop scenarios, with goldens from the reference runner.
+#[test]
+fn extra_loop_scenarios_match_goldens() {
+    check_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-extra"), "x-loop-");
 }
 
 #[test]
