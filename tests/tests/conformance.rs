@@ -72,10 +72,10 @@ fn loop_scenarios_match_goldens() {
     check_level("loop-");
 }
 
-/// Our own loop scenarios, with goldens from the reference runner.
+/// Our own scenarios, with goldens from the reference runner.
 #[test]
-fn extra_loop_scenarios_match_goldens() {
-    check_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-extra"), "x-loop-");
+fn extra_scenarios_match_goldens() {
+    check_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance-extra"), "x-");
 }
 
 #[test]
