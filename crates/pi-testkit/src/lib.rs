@@ -1,7 +1,7 @@
 //! Test support for pi, reusable by applications: the conformance scenario runner
 //! ([`replay`]), trace normalization ([`normalize`]), the provider replay runner
 //! ([`provider_replay`]), the event-grammar checker ([`grammar`]), `insta` redactions for
-//! event snapshots ([`redactions`]) and the benchmark workloads ([`bench`]).
+//! event snapshots ([`redactions`]) and the benchmark workloads ([`mod@bench`]).
 //!
 //! ```no_run
 //! let trace = pi_testkit::replay::replay_file(std::path::Path::new("loop-single-tool.json")).unwrap();

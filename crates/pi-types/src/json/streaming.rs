@@ -48,7 +48,7 @@
 //!   reference shows the lone surrogate itself, which Rust strings cannot hold), so changes never
 //!   carry half a pair.
 //! * Numbers that overflow to `±Infinity` read as `null` (what `JSON.stringify` writes).
-//! * Containers nested deeper than [`MAX_PARSE_DEPTH`](super::parse::MAX_PARSE_DEPTH) are read
+//! * Containers nested deeper than [`MAX_PARSE_DEPTH`] are read
 //!   but not shown: the container at that depth stays empty in snapshots and changes.
 
 use std::collections::HashSet;
