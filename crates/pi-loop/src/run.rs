@@ -7,8 +7,8 @@ use pi_types::transcript::{
     current_tools, normalize_context, to_tool_declaration, tool_state_changes, ToolStateChanges,
 };
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, Context, Message, StopReason,
-    SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
+    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, ClientIdentity, Context, Message,
+    StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -325,6 +325,8 @@ impl<'r, 's> Run<'r, 's> {
             }
         }
         options.cancel = Some(self.cancel.clone());
+        // Agent loops attribute requests to pi unless the configuration says otherwise.
+        options.identity = Some(ClientIdentity::agent_default().merged_with(options.identity.as_ref()));
         let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
         let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
 

@@ -335,8 +335,13 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
             affinity.push((name.to_owned(), Some(session)));
         }
     }
-    let mut headers =
-        common::merge_headers(&[base, affinity, common::model_headers(model), common::option_headers(options)]);
+    let mut headers = common::merge_headers(&[
+        common::identity_headers(model, options),
+        base,
+        affinity,
+        common::model_headers(model),
+        common::option_headers(options),
+    ]);
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
     if let Some(features) = beta_features(model, &context, options, &compat, &thinking, oauth).filter(|f| !f.is_empty())
     {

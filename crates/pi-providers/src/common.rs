@@ -140,6 +140,11 @@ pub(crate) fn merge_headers(sources: &[Vec<(String, Option<String>)>]) -> Vec<(S
     merged.into_iter().filter_map(|(name, value)| value.map(|v| (name, v))).collect()
 }
 
+/// The identity headers (`User-Agent`, attribution): the lowest-priority source.
+pub(crate) fn identity_headers(model: &Model, options: &StreamOptions) -> Vec<(String, Option<String>)> {
+    crate::identity::identity_headers(model, options.identity.as_ref())
+}
+
 /// Headers of the model (`model.headers`).
 pub(crate) fn model_headers(model: &Model) -> Vec<(String, Option<String>)> {
     model.headers.iter().flatten().map(|(k, v)| (k.clone(), Some(v.clone()))).collect()

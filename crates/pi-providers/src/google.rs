@@ -608,7 +608,12 @@ async fn run(
         ("Content-Type".to_owned(), Some("application/json".to_owned())),
         ("x-goog-api-key".to_owned(), Some(key)),
     ];
-    let headers = common::merge_headers(&[base, common::model_headers(model), common::option_headers(options)]);
+    let headers = common::merge_headers(&[
+        common::identity_headers(model, options),
+        base,
+        common::model_headers(model),
+        common::option_headers(options),
+    ]);
     let request = http::Request {
         url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
         headers,

@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod classify;
 pub mod cost;
 pub mod google;
+pub mod identity;
 pub mod openai_completions;
 pub mod openai_responses;
 pub mod registry;

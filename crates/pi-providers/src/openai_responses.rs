@@ -589,8 +589,13 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
         ("Content-Type".to_owned(), Some("application/json".to_owned())),
         ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
     ];
-    let headers =
-        common::merge_headers(&[base, common::model_headers(model), session_headers, common::option_headers(options)]);
+    let headers = common::merge_headers(&[
+        common::identity_headers(model, options),
+        base,
+        common::model_headers(model),
+        session_headers,
+        common::option_headers(options),
+    ]);
     let request = http::Request {
         url: format!("{}/responses", model.base_url.trim_end_matches('/')),
         headers,

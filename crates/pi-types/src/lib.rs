@@ -42,8 +42,8 @@ pub use message::{
 };
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
-    CacheRetention, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse, StreamOptions,
-    ThinkingBudgets, ToolChoice, Transport,
+    CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
+    StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use stream::{AssistantMessageEventStream, EventSender, StreamFn};
 pub use tool::{

@@ -67,19 +67,78 @@ pub enum ToolChoice {
     None,
 }
 
-/// Who is calling: `User-Agent` and attribution headers.
+/// How the `User-Agent` header reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserAgentMode {
+    /// `pi`.
+    Short,
+    /// `pi/<version> (<os>; <runtime>; <arch>)` (the default).
+    Detailed,
+    /// A value of the caller's own.
+    #[serde(untagged)]
+    Custom {
+        /// The header value.
+        custom: String,
+    },
+}
+
+/// The application a request is attributed to (OpenRouter, NVIDIA NIM and OpenCode headers).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientAttribution {
+    /// Application name.
+    pub name: String,
+    /// Application URL.
+    pub url: String,
+    /// Application categories.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categories: Option<Vec<String>>,
+}
+
+impl ClientAttribution {
+    /// pi's own attribution, which agent loops send by default.
+    pub fn pi() -> Self {
+        Self { name: "pi".into(), url: "https://pi.dev".into(), categories: Some(vec!["cli-agent".into()]) }
+    }
+}
+
+/// Who is calling: `User-Agent` and attribution headers. Absent fields use the defaults: a
+/// detailed `User-Agent` and no attribution.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientIdentity {
-    /// `short`, `detailed` or `{"custom": "..."}`.
+    /// How the `User-Agent` reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_agent: Option<Value>,
-    /// Attribution `{name, url, categories?}`; `null` disables the default.
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
-    pub attribution: Option<Value>,
-    /// Client version string.
+    pub user_agent: Option<UserAgentMode>,
+    /// Attribution; `Some(None)` (JSON `null`) turns a default attribution off.
+    #[serde(default, deserialize_with = "deserialize_attribution", skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Option<ClientAttribution>>,
+    /// Client version in the detailed `User-Agent`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+}
+
+fn deserialize_attribution<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<ClientAttribution>>, D::Error> {
+    Option::<ClientAttribution>::deserialize(deserializer).map(Some)
+}
+
+impl ClientIdentity {
+    /// The identity agent loops use unless told otherwise: pi's attribution.
+    pub fn agent_default() -> Self {
+        Self { attribution: Some(Some(ClientAttribution::pi())), ..Default::default() }
+    }
+
+    /// Merge field by field: fields set in `other` win.
+    pub fn merged_with(&self, other: Option<&ClientIdentity>) -> ClientIdentity {
+        let Some(other) = other else { return self.clone() };
+        ClientIdentity {
+            user_agent: other.user_agent.clone().or_else(|| self.user_agent.clone()),
+            attribution: other.attribution.clone().or_else(|| self.attribution.clone()),
+            version: other.version.clone().or_else(|| self.version.clone()),
+        }
+    }
 }
 
 /// Status and headers of an HTTP response, for [`StreamOptions::on_response`].
