@@ -108,17 +108,7 @@ fn faux_demo() -> FauxProvider {
                 faux_assistant_message(vec![faux_text(text)], StopReason::Stop)
             }
             Some(Message::User(user)) => {
-                let text = match &user.content {
-                    pi_types::UserMessageContent::Text(text) => text.clone(),
-                    pi_types::UserMessageContent::Blocks(blocks) => blocks
-                        .iter()
-                        .filter_map(|b| match b {
-                            UserContent::Text(t) => Some(t.text.as_str()),
-                            UserContent::Image(_) => None,
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                };
+                let text = user.content.text();
                 let args = serde_json::json!({ "text": text }).as_object().cloned().unwrap_or_default();
                 let call = faux_tool_call("call_1", "word_count", args);
                 faux_assistant_message(vec![faux_text("Let me count the words."), call], StopReason::ToolUse)
@@ -230,17 +220,10 @@ fn print_event(event: &AgentEvent, out: &std::sync::Mutex<impl Write>, log: &std
             }
         }
         AgentEvent::ToolExecutionEnd { tool_name, result, is_error, .. } => {
-            let text: Vec<&str> = result
-                .content
-                .iter()
-                .filter_map(|c| match c {
-                    UserContent::Text(t) => Some(t.text.as_str()),
-                    UserContent::Image(_) => None,
-                })
-                .collect();
+            let text = pi_types::content_text(&result.content, " ");
             let status = if *is_error { "failed" } else { "done" };
             if let Ok(mut log) = log.lock() {
-                let _ = writeln!(log, "[tool] {tool_name} {status}: {}", text.join(" "));
+                let _ = writeln!(log, "[tool] {tool_name} {status}: {text}");
             }
         }
         _ => {}

@@ -3,9 +3,7 @@
 use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
-use pi_types::transcript::{
-    current_tools, normalize_context, to_tool_declaration, tool_state_changes, ToolStateChanges,
-};
+use pi_types::transcript::{current_tools, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::{
     catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, ClientIdentity, Context, Message,
     StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
@@ -354,9 +352,15 @@ impl<'r, 's> Run<'r, 's> {
                 }
             }
         }
-        let mut message = match stream.final_message() {
-            Some(message) => (**message).clone(),
-            None => self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref())),
+        // The fallback reads the provider's partial, so build it while the stream lives.
+        let unterminated = match stream.final_message() {
+            Some(_) => None,
+            None => Some(self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref()))),
+        };
+        // Taking the final message out of the stream avoids copying it when nobody shares it.
+        let mut message = match unterminated {
+            Some(message) => message,
+            None => stream.into_final_message().unwrap_or_default(),
         };
         let started = started.is_some();
         message.thinking_level = Some(thinking_level);
@@ -394,21 +398,20 @@ impl<'r, 's> Run<'r, 's> {
 /// before the first non-system pending message when anything changed.
 pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessage>) -> Vec<AgentMessage> {
     let system_index = pending.iter().rposition(|m| matches!(m, AgentMessage::System(_)));
-    let executable: Vec<Tool> = context.tools.iter().map(|t| to_tool_declaration(&t.spec().declaration)).collect();
-    let declared = {
-        let baseline = pending.iter().enumerate().map(|(i, m)| match (m, Some(i) == system_index) {
-            (AgentMessage::System(s), true) => AgentMessage::System(with_tool_changes(s, &ToolStateChanges::default())),
-            _ => m.clone(),
-        });
-        let all: Vec<AgentMessage> = context
-            .messages
-            .iter()
-            .filter(|m| matches!(m, AgentMessage::System(_)))
-            .cloned()
-            .chain(baseline.filter(|m| matches!(m, AgentMessage::System(_))))
-            .collect();
-        current_tools(&all)
-    };
+    let executable: Vec<&Tool> = context.tools.iter().map(|t| &t.spec().declaration).collect();
+    // The pending system message counts as if it declared nothing: its tool fields are intent.
+    let stripped =
+        system_index.and_then(|i| pending[i].as_system()).map(|s| with_tool_changes(s, &ToolStateChanges::default()));
+    let systems: Vec<&SystemMessage> = context
+        .messages
+        .iter()
+        .filter_map(AgentMessage::as_system)
+        .chain(pending.iter().enumerate().filter_map(|(i, m)| match Some(i) == system_index {
+            true => stripped.as_ref(),
+            false => m.as_system(),
+        }))
+        .collect();
+    let declared = current_tools(&systems);
     let changes = tool_state_changes(&declared, &executable);
     if let Some(index) = system_index {
         if let AgentMessage::System(system) = &pending[index] {

@@ -910,14 +910,7 @@ fn image_block(image: &ImageContent) -> Value {
 fn tool_result_content(content: &[UserContent]) -> Value {
     let has_images = content.iter().any(|c| matches!(c, UserContent::Image(_)));
     if !has_images {
-        let text: Vec<&str> = content
-            .iter()
-            .filter_map(|c| match c {
-                UserContent::Text(t) => Some(t.text.as_str()),
-                UserContent::Image(_) => None,
-            })
-            .collect();
-        return json!(text.join("\n"));
+        return json!(pi_types::content_text(content, "\n"));
     }
     let mut blocks: Vec<Value> = content
         .iter()

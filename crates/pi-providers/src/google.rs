@@ -478,15 +478,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                 }
             }
             Message::ToolResult(result) => {
-                let text = result
-                    .content
-                    .iter()
-                    .filter_map(|c| match c {
-                        UserContent::Text(t) => Some(t.text.as_str()),
-                        UserContent::Image(_) => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let text = pi_types::content_text(&result.content, "\n");
                 let images: Vec<Value> = if model.input.contains(&InputModality::Image) {
                     result
                         .content

@@ -1229,15 +1229,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
                 let mut images: Vec<Value> = Vec::new();
                 let mut j = i;
                 while let Some(Message::ToolResult(result)) = transformed.get(j) {
-                    let text = result
-                        .content
-                        .iter()
-                        .filter_map(|c| match c {
-                            UserContent::Text(t) => Some(t.text.as_str()),
-                            UserContent::Image(_) => None,
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
+                    let text = pi_types::content_text(&result.content, "\n");
                     let has_images = result.content.iter().any(|c| matches!(c, UserContent::Image(_)));
                     let content = if !jsonx::js_trim(&text).is_empty() {
                         text

@@ -518,14 +518,7 @@ fn convert_messages(
 }
 
 fn tool_output(model: &Model, content: &[UserContent]) -> Value {
-    let text = content
-        .iter()
-        .filter_map(|c| match c {
-            UserContent::Text(t) => Some(t.text.as_str()),
-            UserContent::Image(_) => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = pi_types::content_text(content, "\n");
     let images: Vec<_> = content
         .iter()
         .filter_map(|c| match c {

@@ -114,6 +114,19 @@ impl AssistantContent {
     }
 }
 
+/// The text blocks of `content` joined with `separator`; images are skipped (the
+/// reference's `contentText`).
+pub fn content_text(content: &[UserContent], separator: &str) -> String {
+    let texts: Vec<&str> = content
+        .iter()
+        .filter_map(|block| match block {
+            UserContent::Text(t) => Some(t.text.as_str()),
+            UserContent::Image(_) => None,
+        })
+        .collect();
+    texts.join(separator)
+}
+
 impl UserContent {
     /// A text block.
     pub fn text(text: impl Into<String>) -> Self {

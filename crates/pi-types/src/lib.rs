@@ -32,7 +32,9 @@ mod usage;
 pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
-pub use content::{AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent};
+pub use content::{
+    content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
+};
 pub use error::{catch_call, catch_failure, catch_panic, BoxError, TypesError};
 pub use event::{AgentEvent, AssistantMessageEvent};
 pub use message::{

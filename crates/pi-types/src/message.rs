@@ -67,6 +67,16 @@ pub enum UserMessageContent {
     Blocks(Vec<UserContent>),
 }
 
+impl UserMessageContent {
+    /// The text: the string, or the text blocks joined with a newline.
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text(text) => text.clone(),
+            Self::Blocks(blocks) => crate::content::content_text(blocks, "\n"),
+        }
+    }
+}
+
 impl Default for UserMessageContent {
     fn default() -> Self {
         Self::Text(String::new())

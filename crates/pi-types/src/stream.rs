@@ -87,6 +87,11 @@ impl AssistantMessageEventStream {
     /// Drain the stream; the final message, or `None` if it ended without a terminal event.
     pub async fn result(mut self) -> Option<AssistantMessage> {
         while self.next().await.is_some() {}
+        self.into_final_message()
+    }
+
+    /// The final message seen so far, without draining (copied only if still shared).
+    pub fn into_final_message(self) -> Option<AssistantMessage> {
         self.final_message.map(|m| Arc::try_unwrap(m).unwrap_or_else(|shared| (*shared).clone()))
     }
 

@@ -6,6 +6,7 @@
 //! messages, the message itself ([`TranscriptEntry`]), so agent transcripts with custom
 //! messages can be passed unfiltered.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -250,7 +251,8 @@ pub fn to_tool_declaration(tool: &Tool) -> Tool {
 }
 
 fn declaration_text(tool: &Tool) -> String {
-    let value = serde_json::to_value(to_tool_declaration(tool)).unwrap_or_default();
+    // `Tool` holds exactly the declaration fields, so it serializes as its declaration.
+    let value = serde_json::to_value(tool).unwrap_or_default();
     crate::json::stringify(&value)
 }
 
@@ -277,7 +279,12 @@ impl ToolStateChanges {
 }
 
 /// Compare two tool states; a changed definition is a removal plus an addition.
-pub fn tool_state_changes(previous: &[Tool], current: &[Tool]) -> ToolStateChanges {
+///
+/// Either side may hold tools or references to them (`&[Tool]`, `&[&Tool]`), so callers
+/// need not copy declarations to compare them.
+pub fn tool_state_changes<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], current: &[C]) -> ToolStateChanges {
+    let previous: Vec<&Tool> = previous.iter().map(Borrow::borrow).collect();
+    let current: Vec<&Tool> = current.iter().map(Borrow::borrow).collect();
     let previous_texts: IndexMap<&str, String> =
         previous.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
     let current_texts: IndexMap<&str, String> =
@@ -285,7 +292,7 @@ pub fn tool_state_changes(previous: &[Tool], current: &[Tool]) -> ToolStateChang
     let tools_added = current
         .iter()
         .filter(|tool| previous_texts.get(tool.name.as_str()) != current_texts.get(tool.name.as_str()))
-        .map(to_tool_declaration)
+        .map(|tool| to_tool_declaration(tool))
         .collect();
     let tools_removed = previous
         .iter()

@@ -24,13 +24,14 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
-use pi_types::json::ToolCallArgumentsStream;
 use pi_types::{
     catch_failure, AssistantContent, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError,
     EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason, StreamFn, StreamOptions, TextContent,
     ThinkingContent, ToolCall, TranscriptContext, Usage,
 };
 use usage::PromptCache;
+
+use crate::jsonx::ArgsStream;
 
 /// Builds a response from the request (the reference's response factory).
 pub type FauxResponseFn =
@@ -416,18 +417,15 @@ impl FauxProvider {
                     let start =
                         AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&partial) };
                     tx.send(start).await;
-                    let text = pi_types::json::stringify(&serde_json::Value::Object(call.arguments.clone()));
-                    let mut arguments = ToolCallArgumentsStream::new();
+                    let mut text = String::new();
+                    pi_types::json::write_stringify_object(&mut text, &call.arguments);
+                    let mut arguments = ArgsStream::default();
                     for chunk in self.chunks(&text) {
                         self.pace(&chunk).await;
                         if cancelled() {
                             return send_aborted(tx, &partial).await;
                         }
-                        let revision = arguments.revision();
-                        arguments.append(&chunk);
-                        // Copy the snapshot only when the parser published a new one.
-                        if arguments.revision() != revision {
-                            let parsed: JsonObject = arguments.arguments().clone();
+                        if let Some(parsed) = arguments.append(&chunk) {
                             set_arguments(&mut partial, index, parsed);
                         }
                         let partial = Arc::clone(&partial);
