@@ -324,16 +324,18 @@ async fn drive(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> Result<(), AgentError> {
-    let sink = RunSink { core: Arc::clone(&core), cancel: cancel.clone() };
+    let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone() });
     // Boxed: a future built as a local and then moved into `catch_panic` would otherwise
     // take its (large) size twice in this task's state.
     let run = Box::pin(async {
         match work {
-            RunWork::Prompt(prompts) => pi_loop::run_agent_loop(prompts, context, config, &sink, cancel.clone()).await,
-            RunWork::Resume(prompts) => {
-                pi_loop::run_agent_loop_resume(prompts, context, config, &sink, cancel.clone()).await
+            RunWork::Prompt(prompts) => {
+                pi_loop::run_agent_loop(prompts, context, config, sink.clone(), cancel.clone()).await
             }
-            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, &sink, cancel.clone()).await,
+            RunWork::Resume(prompts) => {
+                pi_loop::run_agent_loop_resume(prompts, context, config, sink.clone(), cancel.clone()).await
+            }
+            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, sink.clone(), cancel.clone()).await,
         }
     });
     let failure = match catch_panic(run).await {

@@ -17,13 +17,13 @@
 //! let faux = FauxProvider::default();
 //! faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hello!")], StopReason::Stop))]);
 //! let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-//! let sink = FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name()));
+//! let sink = Arc::new(FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name())));
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! let messages = runtime.block_on(run_agent_loop(
 //!     vec![AgentMessage::User(UserMessage::text("Hi"))],
 //!     AgentContext::default(),
 //!     config,
-//!     &sink,
+//!     sink,
 //!     Default::default(),
 //! )).unwrap();
 //! assert_eq!(messages.len(), 2);
