@@ -12,20 +12,31 @@
 
 pub mod faux;
 
+#[cfg(feature = "http")]
 mod common;
+#[cfg(feature = "http")]
 mod http;
+// Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod jsonx;
+#[cfg(feature = "http")]
 mod transform;
 
+#[cfg(feature = "http")]
 pub mod anthropic;
 pub mod catalog;
 pub mod classify;
 pub mod cost;
+#[cfg(feature = "http")]
 pub mod google;
 pub mod identity;
+#[cfg(feature = "http")]
 pub mod openai_completions;
+#[cfg(feature = "http")]
 pub mod openai_responses;
 pub mod registry;
+// The thinking-level helpers the adapters share (crate-private ones are unused without them).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub mod simple;
 pub mod sse;
 

@@ -12,9 +12,11 @@ mod agent_replay;
 pub mod bench;
 pub mod grammar;
 pub mod normalize;
+#[cfg(feature = "provider-replay")]
 pub mod provider_replay;
 pub mod provider_replay_compare;
 pub mod redactions;
 pub mod replay;
 pub mod scenario;
 pub mod scenario_tool;
+pub mod snapshot;
