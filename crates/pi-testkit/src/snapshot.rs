@@ -7,7 +7,9 @@
 //! * **Each event once.** A `message_update` shows its assistant-message event without the
 //!   partial message (on the wire every update carries it twice, as `message` and as
 //!   `assistantMessageEvent.partial`); the message is shown only where it differs from the
-//!   partial. `turn_end` and `agent_end` show the messages they repeat as a reference
+//!   partial. A `message_end` whose message is the one its `message_start` showed (user and
+//!   tool-result messages) says `"[as started above]"`. `turn_end` and `agent_end` show the
+//!   messages they repeat as a reference
 //!   (`"[as ended above]"`, `"[2 messages ended above]"`) when they equal what the
 //!   `message_end` events already showed, and in full when they do not.
 //! * **Redacted.** `timestamp` becomes `"[timestamp]"` and `usage` `"[usage]"`, at any depth;
@@ -45,12 +47,7 @@
 //!         text: Hello
 //!     timestamp: "[timestamp]"
 //! - type: message_end
-//!   message:
-//!     role: user
-//!     content:
-//!       - type: text
-//!         text: Hello
-//!     timestamp: "[timestamp]"
+//!   message: "[as started above]"
 //! - type: message_start
 //!   message:
 //!     role: assistant
@@ -187,11 +184,12 @@ struct CompactView {
     checker: RunsChecker,
     violation: Option<GrammarError>,
     events: Vec<Value>,
-    /// Messages ended in the current run, the current turn's tool results, and the last
-    /// ended assistant message: what `agent_end` and `turn_end` repeat.
+    /// Messages ended in the current run and the current turn's tool results: what
+    /// `agent_end` and `turn_end` repeat.
     run_messages: Vec<AgentMessage>,
     turn_results: Vec<ToolResultMessage>,
-    last_message: Option<AgentMessage>,
+    /// The message of the open `message_start`.
+    started: Option<AgentMessage>,
 }
 
 impl CompactView {
@@ -235,13 +233,21 @@ impl CompactView {
                 }
                 Value::Object(view)
             }
+            AgentEvent::MessageStart { message } => {
+                self.started = Some(message.clone());
+                to_value(event)
+            }
             AgentEvent::MessageEnd { message } => {
+                let unchanged = self.started.take().is_some_and(|started| started == *message);
                 self.run_messages.push(message.clone());
                 if let AgentMessage::ToolResult(result) = message {
                     self.turn_results.push(result.clone());
                 }
-                self.last_message = Some(message.clone());
-                to_value(event)
+                if unchanged {
+                    json!({"type": "message_end", "message": "[as started above]"})
+                } else {
+                    to_value(event)
+                }
             }
             AgentEvent::TurnEnd { message, tool_results } => {
                 let mut view = Map::new();
@@ -386,7 +392,7 @@ mod tests {
             AgentEvent::TurnStart,
             AgentEvent::MessageStart { message: user.clone() },
             AgentEvent::MessageEnd { message: user.clone() },
-            AgentEvent::MessageStart { message: AgentMessage::Assistant((*partial).clone()) },
+            AgentEvent::MessageStart { message: AgentMessage::Assistant((*assistant(vec![])).clone()) },
             update,
             AgentEvent::MessageEnd { message: AgentMessage::Assistant((*partial).clone()) },
             AgentEvent::ToolExecutionStart {
@@ -401,6 +407,8 @@ mod tests {
         for event in &events {
             view.push(event).expect("grammar");
         }
+        assert_eq!(view.events[3]["message"], "[as started above]");
+        assert_eq!(view.events[6]["message"]["role"], "assistant", "an assistant message changes while it streams");
         let update = &view.events[5];
         assert_eq!(update["event"], "toolcall_end");
         assert!(update.get("message").is_none() && update.get("partial").is_none(), "{update}");
