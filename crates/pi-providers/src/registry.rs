@@ -6,6 +6,7 @@
 //! (including the faux provider) are registered the same way.
 //!
 //! ```
+//! # #[cfg(feature = "http")] {
 //! use std::sync::Arc;
 //! use pi_providers::registry::{Auth, Models, Provider};
 //! let models = Models::with_builtins();
@@ -16,6 +17,7 @@
 //!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());
+//! # }
 //! ```
 
 use std::collections::HashMap;
