@@ -257,6 +257,23 @@ impl AssistantMessageBuilder {
         index
     }
 
+    /// Sends a tool call that arrived whole (Gemini sends each call in one piece):
+    /// `toolcall_start` with the block already holding its arguments, one `toolcall_delta`
+    /// with their JSON text, and `toolcall_end`. Returns its content index.
+    pub async fn complete_tool_call(&mut self, call: ToolCall) -> usize {
+        let index = self.message.content.len();
+        let mut delta = String::new();
+        crate::json::write_stringify_object(&mut delta, &call.arguments);
+        Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
+        self.blocks.push(BlockState::Ended);
+        self.send(AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) })
+            .await;
+        let partial = Arc::clone(&self.message);
+        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
+        self.send_end(index).await;
+        index
+    }
+
     /// Appends `delta` to open text block `index` and sends `text_delta`.
     pub async fn text_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
         let delta = delta.into();
@@ -335,6 +352,17 @@ impl AssistantMessageBuilder {
     /// `toolcall_end` with the call.
     pub async fn end_tool_call(&mut self, index: usize) -> Result<(), TypesError> {
         self.open_tool_call(index)?;
+        self.end(index).await;
+        Ok(())
+    }
+
+    /// Ends open tool call `index` with the provider's complete argument text, which replaces
+    /// the text streamed so far (no delta is sent for it); otherwise as
+    /// [`end_tool_call`](Self::end_tool_call).
+    pub async fn end_tool_call_with_arguments(&mut self, index: usize, arguments: &str) -> Result<(), TypesError> {
+        let (text, _) = self.open_tool_call(index)?;
+        text.text.clear();
+        text.text.push_str(arguments);
         self.end(index).await;
         Ok(())
     }
