@@ -51,8 +51,9 @@ impl ScriptedProvider {
         Self { replies: Arc::default(), piece_len: piece_len.max(1) }
     }
 
-    /// Queues a reply: its content, stop reason and error message are streamed; the model
-    /// fields come from the request.
+    /// Queues a reply: its content is streamed, it ends with its stop reason, and its other
+    /// fields (usage, error message, ...) are the message's from `start` on; `api`, `provider`,
+    /// `model` and `timestamp` come from the request.
     pub fn push_reply(&self, reply: AssistantMessage) {
         self.replies.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push_back(reply);
     }
@@ -73,14 +74,28 @@ impl StreamFn for ScriptedProvider {
         let reply = self.replies.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).pop_front();
         let (model, piece_len) = (model.clone(), self.piece_len);
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = AssistantMessageBuilder::for_model(tx, &model);
-            let Some(reply) = reply else { return out.error("No more scripted replies queued").await };
+            let Some(mut reply) = reply else {
+                let out = AssistantMessageBuilder::for_model(tx, &model);
+                return out.error("No more scripted replies queued").await;
+            };
+            // The reply's other fields (usage, error message, ids) are the message's from the start.
+            let content = std::mem::take(&mut reply.content);
+            let stop_reason = reply.stop_reason;
+            let message = AssistantMessage {
+                api: model.api.clone(),
+                provider: model.provider.clone(),
+                model: model.id.clone(),
+                stop_reason: StopReason::Pending,
+                timestamp: pi_types::now_ms(),
+                ..reply
+            };
+            let mut out = AssistantMessageBuilder::new(tx, message);
             let cancelled = || options.cancel.as_ref().is_some_and(|token| token.is_cancelled());
             if cancelled() {
                 return out.aborted("Request was aborted").await;
             }
             out.start().await;
-            for block in &reply.content {
+            for block in &content {
                 let index = match block {
                     AssistantContent::Text(_) => out.start_text().await,
                     AssistantContent::Thinking(_) => out.start_thinking().await,
@@ -99,11 +114,10 @@ impl StreamFn for ScriptedProvider {
                     return out.error(error.to_string()).await;
                 }
             }
-            if reply.stop_reason == StopReason::Pending {
+            if stop_reason == StopReason::Pending {
                 return out.error("Scripted reply has no stop reason").await;
             }
-            out.metadata_mut().error_message = reply.error_message;
-            out.done(reply.stop_reason).await;
+            out.done(stop_reason).await;
         })
     }
 }
