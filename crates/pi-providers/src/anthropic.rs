@@ -9,16 +9,16 @@ use pi_types::transcript::{
     current_tools, initial_system_message, render_system_message_update, resolve_transcript, system_message_text,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageEventStream, CacheRetention, ImageContent, Message, Model, StopReason, StreamFn,
-    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, ToolResultMessage, TranscriptContext,
-    UserContent, UserMessageContent,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, ImageContent, Message,
+    Model, StopReason, StreamFn, StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall,
+    ToolResultMessage, TranscriptContext, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Out, Stop};
+use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx::{self, ArgsStream};
+use crate::jsonx;
 use crate::simple;
 use crate::sse::{LineMode, SseDecoder, SseEvent};
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
@@ -117,11 +117,9 @@ impl StreamFn for AnthropicMessages {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = Out::new(tx, &model, &model.api);
-            match run(&model, context, &options, &mut out).await {
-                Ok(()) => out.done().await,
-                Err(stop) => out.fail(stop.aborted, stop.message).await,
-            }
+            let mut out = common::builder(tx, &model, &model.api);
+            let result = run(&model, context, &options, &mut out).await;
+            common::finish(out, result).await;
         })
     }
 }
@@ -286,7 +284,12 @@ fn beta_features(
     Some(unique)
 }
 
-async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions, out: &mut Out) -> Result<(), Stop> {
+async fn run(
+    model: &Model,
+    context: TranscriptContext,
+    options: &StreamOptions,
+    out: &mut AssistantMessageBuilder,
+) -> Result<(), Stop> {
     let compat = Compat::for_model(model);
     let key = options.api_key.clone().filter(|k| !k.is_empty());
     let header_auth =
@@ -300,7 +303,7 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
     let params = build_params(model, &context, options, &compat, &thinking, oauth);
     if effort_messages(model, &compat, &thinking) {
-        out.m().provider_thinking_level = Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()));
+        out.metadata_mut().provider_thinking_level = Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()));
     }
     let mut params = common::apply_on_payload(options, model, params).await;
     if let Some(map) = params.as_object_mut() {
@@ -416,10 +419,10 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.get().stop_reason {
+    match out.message().stop_reason {
         StopReason::Pending => Err(Stop::error("Anthropic stream ended without a stop reason")),
         StopReason::Aborted | StopReason::Error => Err(Stop::error(
-            out.get()
+            out.message()
                 .error_message
                 .clone()
                 .filter(|m| !m.is_empty())
@@ -429,13 +432,9 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     }
 }
 
-struct OpenBlock {
-    content_index: usize,
-    args: Option<ArgsStream>,
-}
-
 struct BlockState {
-    open: HashMap<i64, OpenBlock>,
+    /// Content index of each open block, by the stream's block index.
+    open: HashMap<i64, usize>,
     saw_start: bool,
     saw_stop: bool,
     tools: Vec<Tool>,
@@ -472,12 +471,12 @@ fn map_stop_reason(reason: &str, details: Option<&Value>) -> Result<(StopReason,
 }
 
 impl BlockState {
-    async fn handle(&mut self, model: &Model, event: &Value, out: &mut Out) -> Result<(), Stop> {
+    async fn handle(&mut self, model: &Model, event: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
         let index = event.get("index").and_then(Value::as_f64).map(|f| f as i64).unwrap_or(-1);
         match event.get("type").and_then(Value::as_str) {
             Some("message_start") => {
                 let message = event.get("message").cloned().unwrap_or(Value::Null);
-                let m = out.m();
+                let mut m = out.metadata_mut();
                 m.response_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
                 let response_model = message.get("model").and_then(Value::as_str);
                 if response_model != Some(model.id.as_str()) {
@@ -498,140 +497,68 @@ impl BlockState {
                 let block = event.get("content_block").cloned().unwrap_or(Value::Null);
                 let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
                 if kind == "fallback" {
-                    if !out.get().content.is_empty() {
+                    if !out.message().content.is_empty() {
                         return Err(Stop::error("Anthropic performed an unsupported mid-output model fallback"));
                     }
                     return Ok(());
                 }
                 let str_of = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
-                let (content, args) = match kind {
-                    "text" => {
-                        (AssistantContent::Text(TextContent { text: str_of("text"), text_signature: None }), None)
-                    }
-                    "thinking" => (
-                        AssistantContent::Thinking(ThinkingContent {
-                            thinking: str_of("thinking"),
-                            thinking_signature: Some(str_of("signature")),
-                            redacted: None,
-                        }),
-                        None,
-                    ),
-                    "redacted_thinking" => (
-                        AssistantContent::Thinking(ThinkingContent {
-                            thinking: "[Reasoning redacted]".into(),
-                            thinking_signature: block.get("data").and_then(Value::as_str).map(str::to_owned),
-                            redacted: Some(true),
-                        }),
-                        None,
-                    ),
+                let content = match kind {
+                    "text" => AssistantContent::Text(TextContent { text: str_of("text"), text_signature: None }),
+                    "thinking" => AssistantContent::Thinking(ThinkingContent {
+                        thinking: str_of("thinking"),
+                        thinking_signature: Some(str_of("signature")),
+                        redacted: None,
+                    }),
+                    "redacted_thinking" => AssistantContent::Thinking(ThinkingContent {
+                        thinking: "[Reasoning redacted]".into(),
+                        thinking_signature: block.get("data").and_then(Value::as_str).map(str::to_owned),
+                        redacted: Some(true),
+                    }),
                     "tool_use" => {
                         let raw_name = str_of("name");
                         let name = if self.oauth { from_claude_code_name(&raw_name, &self.tools) } else { raw_name };
                         let arguments = block.get("input").and_then(Value::as_object).cloned().unwrap_or_default();
-                        (
-                            AssistantContent::ToolCall(ToolCall {
-                                id: str_of("id"),
-                                name,
-                                arguments,
-                                ..Default::default()
-                            }),
-                            Some(ArgsStream::default()),
-                        )
+                        AssistantContent::ToolCall(ToolCall { id: str_of("id"), name, arguments, ..Default::default() })
                     }
                     _ => return Ok(()),
                 };
-                let is_text = matches!(content, AssistantContent::Text(_));
-                let is_tool = matches!(content, AssistantContent::ToolCall(_));
-                let m = out.m();
-                m.content.push(content);
-                let content_index = m.content.len() - 1;
-                self.open.insert(index, OpenBlock { content_index, args });
-                if is_text {
-                    out.text_start(content_index).await;
-                } else if is_tool {
-                    out.toolcall_start(content_index).await;
-                } else {
-                    out.thinking_start(content_index).await;
-                }
+                let content_index = out.start_block(content).await;
+                self.open.insert(index, content_index);
             }
             Some("content_block_delta") => {
-                let Some(open) = self.open.get_mut(&index) else { return Ok(()) };
-                let content_index = open.content_index;
+                let Some(&content_index) = self.open.get(&index) else { return Ok(()) };
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
                 let text_of = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+                // A delta of another kind than its block is ignored (the builder refuses it), as
+                // the reference ignores it.
                 match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        let text = text_of("text");
-                        if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(content_index) {
-                            block.text.push_str(&text);
-                            out.text_delta(content_index, text).await;
-                        }
-                    }
-                    Some("thinking_delta") => {
-                        let text = text_of("thinking");
-                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(content_index) {
-                            block.thinking.push_str(&text);
-                            out.thinking_delta(content_index, text).await;
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        let text = text_of("partial_json");
-                        if let Some(args) = open.args.as_mut() {
-                            let partial = args.append(&text);
-                            if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(content_index) {
-                                if let Some(partial) = partial {
-                                    block.arguments = partial;
-                                }
-                                out.toolcall_delta(content_index, text).await;
-                            }
-                        }
-                    }
-                    Some("signature_delta") => {
-                        let signature = text_of("signature");
-                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(content_index) {
-                            block.thinking_signature.get_or_insert_with(String::new).push_str(&signature);
-                        }
-                    }
-                    _ => {}
-                }
+                    Some("text_delta") => out.text_delta(content_index, text_of("text")).await.ok(),
+                    Some("thinking_delta") => out.thinking_delta(content_index, text_of("thinking")).await.ok(),
+                    Some("input_json_delta") => out.tool_call_delta(content_index, text_of("partial_json")).await.ok(),
+                    Some("signature_delta") => out.thinking_mut(content_index).ok().map(|block| {
+                        block.thinking_signature.get_or_insert_with(String::new).push_str(&text_of("signature"));
+                    }),
+                    _ => None,
+                };
             }
             Some("content_block_stop") => {
-                let Some(open) = self.open.remove(&index) else { return Ok(()) };
-                let content_index = open.content_index;
-                match out.get().content.get(content_index).cloned() {
-                    Some(AssistantContent::Text(text)) => out.text_end(content_index, text.text).await,
-                    Some(AssistantContent::Thinking(thinking)) => {
-                        out.thinking_end(content_index, thinking.thinking).await
-                    }
-                    Some(AssistantContent::ToolCall(_)) => {
-                        if let Some(args) = open.args {
-                            let (arguments, error) = args.finish();
-                            if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(content_index) {
-                                call.arguments = arguments;
-                                if error.is_some() {
-                                    call.arguments_error = error;
-                                }
-                                let call = call.clone();
-                                out.toolcall_end(content_index, call).await;
-                            }
-                        }
-                    }
-                    None => {}
-                }
+                let Some(content_index) = self.open.remove(&index) else { return Ok(()) };
+                out.end_block(content_index).await?;
             }
             Some("message_delta") => {
                 let delta = event.get("delta");
                 if let Some(reason) = delta.and_then(|d| d.get("stop_reason")).filter(|r| http::truthy(r)) {
                     let reason = reason.as_str().map_or_else(|| jsonx::stringify(reason), str::to_owned);
                     let (stop, error) = map_stop_reason(&reason, delta.and_then(|d| d.get("stop_details")))?;
-                    let m = out.m();
+                    let mut m = out.metadata_mut();
                     m.raw_stop_reason = Some(reason);
                     m.stop_reason = stop;
                     if let Some(error) = error {
                         m.error_message = Some(error);
                     }
                 }
-                let m = out.m();
+                let mut m = out.metadata_mut();
                 if let Some(usage) = event.get("usage").filter(|u| http::truthy(u)) {
                     if let Some(v) = present_count(usage.get("input_tokens")) {
                         m.usage.input = v;

@@ -1,99 +1,35 @@
-//! Pieces every adapter shares: the growing output message and its events, request headers,
+//! Pieces every adapter shares: starting and ending the response builder, request headers,
 //! the reference's short hash, strict JSON-schema conversion and the raw-event hook.
 
-use std::sync::Arc;
-
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, ConstrainedSampling, EventSender, Model, StopReason, StreamOptions,
-    Strictness, Tool, ToolCall,
+    AssistantMessage, AssistantMessageBuilder, ConstrainedSampling, EventSender, Model, StopReason, StreamOptions,
+    Strictness, Tool, TypesError,
 };
 use serde_json::{Map, Value};
 
-/// The partial message of one response and the sender of its events.
-pub(crate) struct Out {
-    msg: Arc<AssistantMessage>,
-    tx: EventSender,
+/// A builder for one response of `model` through `api` (stamped now, stop reason `pending`).
+pub(crate) fn builder(tx: EventSender, model: &Model, api: &str) -> AssistantMessageBuilder {
+    let message = AssistantMessage {
+        api: api.to_owned(),
+        provider: model.provider.clone(),
+        model: model.id.clone(),
+        stop_reason: StopReason::Pending,
+        timestamp: pi_types::now_ms(),
+        ..Default::default()
+    };
+    AssistantMessageBuilder::new(tx, message)
 }
 
-impl Out {
-    pub(crate) fn new(tx: EventSender, model: &Model, api: &str) -> Self {
-        let msg = AssistantMessage {
-            api: api.to_owned(),
-            provider: model.provider.clone(),
-            model: model.id.clone(),
-            stop_reason: StopReason::Pending,
-            timestamp: pi_types::now_ms(),
-            ..Default::default()
-        };
-        Self { msg: Arc::new(msg), tx }
-    }
-
-    /// The message for mutation (copy on write if a consumer still holds a snapshot).
-    pub(crate) fn m(&mut self) -> &mut AssistantMessage {
-        Arc::make_mut(&mut self.msg)
-    }
-
-    pub(crate) fn get(&self) -> &AssistantMessage {
-        &self.msg
-    }
-
-    fn snap(&self) -> Arc<AssistantMessage> {
-        Arc::clone(&self.msg)
-    }
-
-    pub(crate) async fn start(&self) {
-        self.tx.send(AssistantMessageEvent::Start { partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn text_start(&self, content_index: usize) {
-        self.tx.send(AssistantMessageEvent::TextStart { content_index, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn text_delta(&self, content_index: usize, delta: String) {
-        self.tx.send(AssistantMessageEvent::TextDelta { content_index, delta, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn text_end(&self, content_index: usize, content: String) {
-        self.tx.send(AssistantMessageEvent::TextEnd { content_index, content, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn thinking_start(&self, content_index: usize) {
-        self.tx.send(AssistantMessageEvent::ThinkingStart { content_index, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn thinking_delta(&self, content_index: usize, delta: String) {
-        self.tx.send(AssistantMessageEvent::ThinkingDelta { content_index, delta, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn thinking_end(&self, content_index: usize, content: String) {
-        self.tx.send(AssistantMessageEvent::ThinkingEnd { content_index, content, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn toolcall_start(&self, content_index: usize) {
-        self.tx.send(AssistantMessageEvent::ToolcallStart { content_index, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn toolcall_delta(&self, content_index: usize, delta: String) {
-        self.tx.send(AssistantMessageEvent::ToolcallDelta { content_index, delta, partial: self.snap() }).await;
-    }
-
-    pub(crate) async fn toolcall_end(&self, content_index: usize, tool_call: ToolCall) {
-        self.tx.send(AssistantMessageEvent::ToolcallEnd { content_index, tool_call, partial: self.snap() }).await;
-    }
-
-    /// End with `done`.
-    pub(crate) async fn done(self) {
-        let reason = self.msg.stop_reason;
-        self.tx.send(AssistantMessageEvent::Done { reason, message: self.msg }).await;
-    }
-
-    /// End with `error` (stop reason `aborted` when cancelled, else `error`).
-    pub(crate) async fn fail(mut self, aborted: bool, message: String) {
-        let reason = if aborted { StopReason::Aborted } else { StopReason::Error };
-        let m = self.m();
-        m.stop_reason = reason;
-        m.error_message = Some(message);
-        self.tx.send(AssistantMessageEvent::Error { reason, error: self.msg }).await;
+/// End the response: `done` with the stop reason the stream set, or `error` for a [`Stop`]
+/// (stop reason `aborted` when cancelled, else `error`).
+pub(crate) async fn finish(out: AssistantMessageBuilder, result: Result<(), Stop>) {
+    match result {
+        Ok(()) => {
+            let reason = out.message().stop_reason;
+            out.done(reason).await;
+        }
+        Err(stop) if stop.aborted => out.aborted(stop.message).await,
+        Err(stop) => out.error(stop.message).await,
     }
 }
 
@@ -111,6 +47,13 @@ impl Stop {
 
     pub(crate) fn aborted(message: impl Into<String>) -> Self {
         Self { message: message.into(), aborted: true }
+    }
+}
+
+/// The builder refused a block operation: the adapter lost track of its blocks.
+impl From<TypesError> for Stop {
+    fn from(error: TypesError) -> Self {
+        Self::error(error.to_string())
     }
 }
 

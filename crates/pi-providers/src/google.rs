@@ -13,14 +13,14 @@ use pi_types::transcript::{
     without_initial_system_message,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn, StreamOptions,
-    TextContent, ThinkingBudgets, ThinkingContent, ThinkingLevel, Tool, ToolCall, ToolChoice, TranscriptContext,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, InputModality, Message, Model, StopReason,
+    StreamFn, StreamOptions, ThinkingBudgets, ThinkingLevel, Tool, ToolCall, ToolChoice, TranscriptContext,
     UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Out, Stop};
+use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
@@ -79,11 +79,9 @@ impl StreamFn for GoogleGenerativeAi {
         let model = model.clone();
         let ids = Arc::clone(&self.ids);
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = Out::new(tx, &model, API);
-            match run(&model, context, &options, &mut out, ids.as_ref()).await {
-                Ok(()) => out.done().await,
-                Err(stop) => out.fail(stop.aborted, stop.message).await,
-            }
+            let mut out = common::builder(tx, &model, API);
+            let result = run(&model, context, &options, &mut out, ids.as_ref()).await;
+            common::finish(out, result).await;
         })
     }
 }
@@ -587,7 +585,7 @@ async fn run(
     model: &Model,
     context: TranscriptContext,
     options: &StreamOptions,
-    out: &mut Out,
+    out: &mut AssistantMessageBuilder,
     ids: &dyn ToolCallIds,
 ) -> Result<(), Stop> {
     let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
@@ -656,14 +654,14 @@ async fn run(
         }
     }
     if let Some(index) = current {
-        end_block(out, index).await;
+        out.end_block(index).await?;
     }
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.get().stop_reason {
+    match out.message().stop_reason {
         StopReason::Pending => Err(Stop::error("Google stream ended without a finish reason")),
-        StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.get().raw_stop_reason {
+        StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.message().raw_stop_reason {
             Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
             _ => "An unknown error occurred".to_owned(),
         })),
@@ -671,24 +669,16 @@ async fn run(
     }
 }
 
-async fn end_block(out: &Out, index: usize) {
-    match out.get().content.get(index).cloned() {
-        Some(AssistantContent::Text(t)) => out.text_end(index, t.text).await,
-        Some(AssistantContent::Thinking(t)) => out.thinking_end(index, t.thinking).await,
-        _ => {}
-    }
-}
-
 async fn handle_chunk(
     model: &Model,
     chunk: &Value,
-    out: &mut Out,
+    out: &mut AssistantMessageBuilder,
     current: &mut Option<usize>,
     ids: &dyn ToolCallIds,
 ) -> Result<(), Stop> {
-    if out.get().response_id.as_deref().is_none_or(str::is_empty) {
+    if out.message().response_id.as_deref().is_none_or(str::is_empty) {
         if let Some(id) = chunk.get("responseId").and_then(Value::as_str) {
-            out.m().response_id = Some(id.to_owned());
+            out.metadata_mut().response_id = Some(id.to_owned());
         }
     }
     let candidate = chunk.get("candidates").and_then(Value::as_array).and_then(|c| c.first());
@@ -698,83 +688,58 @@ async fn handle_chunk(
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
             let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
             let thinking = part.get("thought") == Some(&Value::Bool(true));
-            let current_is_thinking =
-                current.and_then(|i| out.get().content.get(i)).map(|b| matches!(b, AssistantContent::Thinking(_)));
-            if current_is_thinking != Some(thinking) {
-                if let Some(index) = *current {
-                    end_block(out, index).await;
-                }
-                let m = out.m();
-                m.content.push(if thinking {
-                    AssistantContent::Thinking(ThinkingContent::default())
-                } else {
-                    AssistantContent::Text(TextContent::default())
-                });
-                let index = m.content.len() - 1;
-                *current = Some(index);
-                if thinking {
-                    out.thinking_start(index).await;
-                } else {
-                    out.text_start(index).await;
-                }
-            }
-            let index = current.unwrap_or(0);
-            match out.m().content.get_mut(index) {
-                Some(AssistantContent::Thinking(block)) => {
-                    block.thinking.push_str(&text);
-                    if let Some(sig) = signature {
-                        block.thinking_signature = Some(sig.to_owned());
+            let current_block =
+                current.map(|i| (i, matches!(out.message().content.get(i), Some(AssistantContent::Thinking(_)))));
+            let index = match current_block {
+                Some((index, is_thinking)) if is_thinking == thinking => index,
+                _ => {
+                    if let Some(index) = *current {
+                        out.end_block(index).await?;
                     }
+                    let index = if thinking { out.start_thinking().await } else { out.start_text().await };
+                    *current = Some(index);
+                    index
                 }
-                Some(AssistantContent::Text(block)) => {
-                    block.text.push_str(&text);
-                    if let Some(sig) = signature {
-                        block.text_signature = Some(sig.to_owned());
-                    }
-                }
-                _ => {}
-            }
+            };
+            // The part's signature is on the block before the delta's event.
             if thinking {
-                out.thinking_delta(index, text).await;
+                if let Some(sig) = signature {
+                    out.thinking_mut(index)?.thinking_signature = Some(sig.to_owned());
+                }
+                out.thinking_delta(index, text).await?;
             } else {
-                out.text_delta(index, text).await;
+                if let Some(sig) = signature {
+                    out.text_mut(index)?.text_signature = Some(sig.to_owned());
+                }
+                out.text_delta(index, text).await?;
             }
         }
         if let Some(call) = part.get("functionCall").filter(|c| http::truthy(c)) {
             if let Some(index) = current.take() {
-                end_block(out, index).await;
+                out.end_block(index).await?;
             }
             let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
             let provided = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
-            let duplicate = provided.is_some_and(|id| out.get().tool_calls().any(|c| c.id == id));
+            let duplicate = provided.is_some_and(|id| out.message().tool_calls().any(|c| c.id == id));
             let id = match provided {
                 Some(id) if !duplicate => id.to_owned(),
                 _ => ids.next_id(&name),
             };
             let arguments = call.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
-            let tool_call = ToolCall {
-                id,
-                name,
-                arguments: arguments.clone(),
-                thought_signature: signature.map(str::to_owned),
-                ..Default::default()
-            };
-            let m = out.m();
-            m.content.push(AssistantContent::ToolCall(tool_call.clone()));
-            let index = m.content.len() - 1;
-            out.toolcall_start(index).await;
-            out.toolcall_delta(index, jsonx::stringify(&Value::Object(arguments))).await;
-            out.toolcall_end(index, tool_call).await;
+            let tool_call =
+                ToolCall { id, name, arguments, thought_signature: signature.map(str::to_owned), ..Default::default() };
+            out.complete_tool_call(tool_call).await;
         }
     }
     if let Some(reason) =
         candidate.and_then(|c| c.get("finishReason")).and_then(Value::as_str).filter(|r| !r.is_empty())
     {
         let stop = map_stop_reason(reason)?;
-        let m = out.m();
+        let has_tool_call = out.message().tool_calls().next().is_some();
+        let mut m = out.metadata_mut();
         m.raw_stop_reason = Some(reason.to_owned());
         m.stop_reason = stop;
-        if stop == StopReason::Stop && m.content.iter().any(|b| matches!(b, AssistantContent::ToolCall(_))) {
+        if stop == StopReason::Stop && has_tool_call {
             m.stop_reason = StopReason::ToolUse;
         }
     }
@@ -782,7 +747,7 @@ async fn handle_chunk(
         let prompt = count(usage.get("promptTokenCount"));
         let cached = count(usage.get("cachedContentTokenCount"));
         let thoughts = count(usage.get("thoughtsTokenCount"));
-        let m = out.m();
+        let mut m = out.metadata_mut();
         m.usage = pi_types::Usage {
             input: prompt.saturating_sub(cached),
             output: count(usage.get("candidatesTokenCount")) + thoughts,

@@ -10,16 +10,16 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageEventStream, InputModality, Message, Model, StopReason, StreamFn, StreamOptions,
-    TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage, UserContent,
-    UserMessageContent,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, InputModality, Message, Model, StopReason,
+    StreamFn, StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage,
+    UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Out, Stop};
+use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx::{self, ArgsStream};
+use crate::jsonx;
 use crate::simple;
 use crate::sse::{LineMode, SseDecoder, SseEvent};
 use crate::transform::{sanitize_id, take_units, transform_messages};
@@ -206,15 +206,13 @@ impl StreamFn for OpenAICompletions {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = Out::new(tx, &model, &model.api);
+            let mut out = common::builder(tx, &model, &model.api);
             let mut state = StreamState::default();
-            match run(&model, context, &options, &mut out, &mut state).await {
-                Ok(()) => out.done().await,
-                Err(stop) => {
-                    state.apply_reasoning_details(&mut out);
-                    out.fail(stop.aborted, stop.message).await;
-                }
+            let result = run(&model, context, &options, &mut out, &mut state).await;
+            if result.is_err() {
+                state.apply_reasoning_details(&mut out);
             }
+            common::finish(out, result).await;
         })
     }
 }
@@ -261,11 +259,15 @@ struct StreamState {
 }
 
 impl StreamState {
-    fn apply_reasoning_details(&self, out: &mut Out) {
-        let Some(details) = &self.reasoning_details else { return };
-        let text = jsonx::stringify(&Value::Array(details.clone()));
-        for block in &mut out.m().content {
-            if let AssistantContent::Thinking(thinking) = block {
+    /// The reasoning details as the thinking blocks' signature, if any arrived.
+    fn signature(&self) -> Option<String> {
+        self.reasoning_details.as_ref().map(|details| jsonx::stringify(&Value::Array(details.clone())))
+    }
+
+    fn apply_reasoning_details(&self, out: &mut AssistantMessageBuilder) {
+        let Some(text) = self.signature() else { return };
+        for index in 0..out.message().content.len() {
+            if let Ok(thinking) = out.thinking_mut(index) {
                 thinking.thinking_signature = Some(text.clone());
             }
         }
@@ -321,7 +323,7 @@ async fn run(
     model: &Model,
     context: TranscriptContext,
     options: &StreamOptions,
-    out: &mut Out,
+    out: &mut AssistantMessageBuilder,
     state: &mut StreamState,
 ) -> Result<(), Stop> {
     let key = api_key(model, options)?;
@@ -395,34 +397,35 @@ async fn run(
                 return Err(stream_error(error));
             }
             common::on_event(options, model, &data).await;
-            chunks.handle(model, &data, out, state).await;
+            chunks.handle(model, &data, out, state).await?;
             if body.is_cancelled() {
                 break 'read;
             }
         }
     }
 
-    chunks.finish_blocks(out, state).await;
+    chunks.finish_blocks(out, state).await?;
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
     }
-    let stop = out.get().stop_reason;
+    let stop = out.message().stop_reason;
     if !chunks.has_finish_reason && !compat.supports_finish_reason {
-        let has_tool = out.get().tool_calls().next().is_some();
-        out.m().stop_reason = if has_tool { StopReason::ToolUse } else { StopReason::Stop };
+        let has_tool = out.message().tool_calls().next().is_some();
+        out.metadata_mut().stop_reason = if has_tool { StopReason::ToolUse } else { StopReason::Stop };
     } else if stop == StopReason::Aborted {
         return Err(Stop::error("Request was aborted"));
     }
-    if out.get().stop_reason == StopReason::Error {
+    if out.message().stop_reason == StopReason::Error {
         let message = out
-            .get()
+            .message()
             .error_message
             .clone()
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "Provider returned an error stop reason".to_owned());
         return Err(Stop::error(message));
     }
-    if (compat.supports_finish_reason && !chunks.has_finish_reason) || out.get().stop_reason == StopReason::Pending {
+    if (compat.supports_finish_reason && !chunks.has_finish_reason) || out.message().stop_reason == StopReason::Pending
+    {
         return Err(Stop::error("Stream ended without finish_reason"));
     }
     Ok(())
@@ -445,7 +448,6 @@ fn stream_error(error: &Value) -> Stop {
 }
 
 struct ToolState {
-    args: ArgsStream,
     stream_index: Option<i64>,
 }
 
@@ -576,28 +578,29 @@ fn append_reasoning_detail(details: &mut Vec<Value>, detail: &Value) {
 }
 
 impl Chunks {
-    async fn ensure_thinking(&mut self, out: &mut Out, signature: &str) -> usize {
+    async fn ensure_thinking(&mut self, out: &mut AssistantMessageBuilder, signature: &str) -> usize {
         if let Some(index) = self.thinking_block {
             return index;
         }
-        let m = out.m();
-        m.content.push(AssistantContent::Thinking(ThinkingContent {
-            thinking: String::new(),
-            thinking_signature: Some(signature.to_owned()),
-            redacted: None,
-        }));
-        let index = m.content.len() - 1;
+        let block =
+            ThinkingContent { thinking: String::new(), thinking_signature: Some(signature.to_owned()), redacted: None };
+        let index = out.start_block(AssistantContent::Thinking(block)).await;
         self.thinking_block = Some(index);
-        out.thinking_start(index).await;
         index
     }
 
-    async fn handle(&mut self, model: &Model, chunk: &Value, out: &mut Out, state: &mut StreamState) {
+    async fn handle(
+        &mut self,
+        model: &Model,
+        chunk: &Value,
+        out: &mut AssistantMessageBuilder,
+        state: &mut StreamState,
+    ) -> Result<(), Stop> {
         if !chunk.is_object() {
-            return;
+            return Ok(());
         }
         {
-            let m = out.m();
+            let mut m = out.metadata_mut();
             if m.response_id.as_deref().is_none_or(str::is_empty) {
                 if let Some(id) = chunk.get("id").and_then(Value::as_str) {
                     m.response_id = Some(id.to_owned());
@@ -614,15 +617,17 @@ impl Chunks {
         }
         let chunk_usage = chunk.get("usage").filter(|u| http::truthy(u));
         if let Some(usage) = chunk_usage {
-            out.m().usage = parse_chunk_usage(usage, model);
+            out.metadata_mut().usage = parse_chunk_usage(usage, model);
         }
-        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else { return };
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            return Ok(());
+        };
         if !http::truthy(choice) {
-            return;
+            return Ok(());
         }
         if chunk_usage.is_none() {
             if let Some(usage) = choice.get("usage").filter(|u| http::truthy(u)) {
-                out.m().usage = parse_chunk_usage(usage, model);
+                out.metadata_mut().usage = parse_chunk_usage(usage, model);
             }
         }
         if let Some(reason) = choice.get("finish_reason").filter(|r| http::truthy(r)) {
@@ -631,7 +636,7 @@ impl Chunks {
                 other => jsonx::stringify(other),
             };
             let (stop, error) = map_stop_reason(&reason_text);
-            let m = out.m();
+            let mut m = out.metadata_mut();
             m.raw_stop_reason = Some(reason_text);
             m.stop_reason = stop;
             if let Some(error) = error {
@@ -639,7 +644,7 @@ impl Chunks {
             }
             self.has_finish_reason = true;
         }
-        let Some(delta) = choice.get("delta").filter(|d| http::truthy(d)) else { return };
+        let Some(delta) = choice.get("delta").filter(|d| http::truthy(d)) else { return Ok(()) };
 
         let reasoning_field = ["reasoning_content", "reasoning", "reasoning_text"]
             .into_iter()
@@ -649,10 +654,7 @@ impl Chunks {
             let signature =
                 if model.provider == "opencode-go" && field == "reasoning" { "reasoning_content" } else { field };
             let index = self.ensure_thinking(out, signature).await;
-            if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
-                block.thinking.push_str(&text);
-            }
-            out.thinking_delta(index, text).await;
+            out.thinking_delta(index, text).await?;
         }
         if let Some(details) = delta.get("reasoning_details").and_then(Value::as_array) {
             for detail in details {
@@ -667,27 +669,22 @@ impl Chunks {
             let index = match self.text_block {
                 Some(index) => index,
                 None => {
-                    let m = out.m();
-                    m.content.push(AssistantContent::text(""));
-                    let index = m.content.len() - 1;
+                    let index = out.start_text().await;
                     self.text_block = Some(index);
-                    out.text_start(index).await;
                     index
                 }
             };
-            if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
-                block.text.push_str(content);
-            }
-            out.text_delta(index, content.to_owned()).await;
+            out.text_delta(index, content).await?;
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for call in calls {
-                self.tool_call(call, out).await;
+                self.tool_call(call, out).await?;
             }
         }
+        Ok(())
     }
 
-    async fn tool_call(&mut self, call: &Value, out: &mut Out) {
+    async fn tool_call(&mut self, call: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
         let stream_index = call.get("index").and_then(Value::as_f64).map(|f| f as i64);
         let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
         let function = call.get("function");
@@ -701,21 +698,14 @@ impl Chunks {
         let index = match block {
             Some(index) => index,
             None => {
-                let m = out.m();
-                m.content.push(AssistantContent::ToolCall(ToolCall {
-                    id: id.clone().unwrap_or_default(),
-                    name: name.clone(),
-                    ..Default::default()
-                }));
-                let index = m.content.len() - 1;
-                self.tools.insert(index, ToolState { args: ArgsStream::default(), stream_index });
+                let index = out.start_tool_call(id.clone().unwrap_or_default(), name.clone()).await;
+                self.tools.insert(index, ToolState { stream_index });
                 if let Some(i) = stream_index {
                     self.by_index.insert(i, index);
                 }
                 if let Some(id) = &id {
                     self.by_id.insert(id.clone(), index);
                 }
-                out.toolcall_start(index).await;
                 index
             }
         };
@@ -729,11 +719,8 @@ impl Chunks {
             self.by_id.insert(id.clone(), index);
         }
         let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str).filter(|a| !a.is_empty());
-        let partial = match (arguments, self.tools.get_mut(&index)) {
-            (Some(text), Some(state)) => state.args.append(text),
-            _ => None,
-        };
-        if let Some(AssistantContent::ToolCall(block)) = out.m().content.get_mut(index) {
+        {
+            let mut block = out.tool_call_mut(index)?;
             if block.id.is_empty() {
                 if let Some(id) = &id {
                     block.id = id.clone();
@@ -742,49 +729,27 @@ impl Chunks {
             if block.name.is_empty() && !name.is_empty() {
                 block.name = name;
             }
-            if let Some(partial) = partial {
-                block.arguments = partial;
-            }
         }
-        out.toolcall_delta(index, arguments.unwrap_or("").to_owned()).await;
+        match arguments {
+            Some(text) => out.tool_call_delta(index, text).await?,
+            None => out.tool_call_changed(index).await?,
+        }
+        Ok(())
     }
 
-    async fn finish_blocks(&mut self, out: &mut Out, state: &StreamState) {
-        let count = out.get().content.len();
-        for index in 0..count {
-            let block = out.get().content[index].clone();
-            match block {
-                AssistantContent::Text(text) => out.text_end(index, text.text).await,
-                AssistantContent::Thinking(_) => {
-                    if let Some(details) = &state.reasoning_details {
-                        let text = jsonx::stringify(&Value::Array(details.clone()));
-                        if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
-                            block.thinking_signature = Some(text);
-                        }
-                    }
-                    let thinking = match &out.get().content[index] {
-                        AssistantContent::Thinking(t) => t.thinking.clone(),
-                        _ => String::new(),
-                    };
-                    out.thinking_end(index, thinking).await;
-                }
-                AssistantContent::ToolCall(_) => {
-                    let Some(tool_state) = self.tools.remove(&index) else { continue };
-                    let (arguments, error) = tool_state.args.finish();
-                    let call = match out.m().content.get_mut(index) {
-                        Some(AssistantContent::ToolCall(call)) => {
-                            call.arguments = arguments;
-                            if error.is_some() {
-                                call.arguments_error = error;
-                            }
-                            call.clone()
-                        }
-                        _ => continue,
-                    };
-                    out.toolcall_end(index, call).await;
-                }
+    /// End every block in content order (the thinking blocks signed with the reasoning details).
+    async fn finish_blocks(&mut self, out: &mut AssistantMessageBuilder, state: &StreamState) -> Result<(), Stop> {
+        let signature = state.signature();
+        for index in 0..out.message().content.len() {
+            if let (Some(signature), Ok(thinking)) = (&signature, out.thinking_mut(index)) {
+                thinking.thinking_signature = Some(signature.clone());
+            }
+            if out.is_open(index) {
+                out.end_block(index).await?;
             }
         }
+        self.tools.clear();
+        Ok(())
     }
 }
 

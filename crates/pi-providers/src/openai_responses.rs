@@ -10,16 +10,16 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageEventStream, CacheRetention, InputModality, Message, Model, StopReason, StreamFn,
-    StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, UserContent,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, InputModality, Message,
+    Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, Tool, ToolCall, TranscriptContext, UserContent,
     UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Out, Stop};
+use crate::common::{self, Stop};
 use crate::http::{self, ApiError, Body, Dialect, Read};
-use crate::jsonx::{self, ArgsStream};
+use crate::jsonx;
 use crate::openai_completions::{openai_status_error, openai_stream_error};
 use crate::simple;
 use crate::sse::{LineMode, SseDecoder, SseEvent};
@@ -101,11 +101,9 @@ impl StreamFn for OpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = Out::new(tx, &model, &model.api);
-            match run(&model, context, &options, &mut out).await {
-                Ok(()) => out.done().await,
-                Err(stop) => out.fail(stop.aborted, stop.message).await,
-            }
+            let mut out = common::builder(tx, &model, &model.api);
+            let result = run(&model, context, &options, &mut out).await;
+            common::finish(out, result).await;
         })
     }
 }
@@ -551,7 +549,12 @@ fn tool_output(model: &Model, content: &[UserContent]) -> Value {
     Value::Array(output)
 }
 
-async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions, out: &mut Out) -> Result<(), Stop> {
+async fn run(
+    model: &Model,
+    context: TranscriptContext,
+    options: &StreamOptions,
+    out: &mut AssistantMessageBuilder,
+) -> Result<(), Stop> {
     let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
         Some(key) => key,
         None if common::has_header(options, "authorization") || common::has_header(options, "cf-aig-authorization") => {
@@ -563,7 +566,7 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
     let params = build_params(model, &context, options, &compat);
     if let Some(effort) = configuration_update_effort(model, options, &compat) {
-        out.m().provider_thinking_level = Some(effort);
+        out.metadata_mut().provider_thinking_level = Some(effort);
     }
     let params = common::apply_on_payload(options, model, params).await;
     let mut session_headers = Vec::new();
@@ -640,9 +643,9 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     if !state.saw_terminal {
         return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
     }
-    if out.get().stop_reason == StopReason::ToolUse {
+    if out.message().stop_reason == StopReason::ToolUse {
         if let Some(index) = state.unfinished.iter().min() {
-            if let Some(AssistantContent::ToolCall(call)) = out.get().content.get(*index) {
+            if let Some(AssistantContent::ToolCall(call)) = out.message().content.get(*index) {
                 return Err(wrap(&format!(
                     "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
                     call.name, call.id
@@ -653,10 +656,10 @@ async fn run(model: &Model, context: TranscriptContext, options: &StreamOptions,
     if aborted {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.get().stop_reason {
+    match out.message().stop_reason {
         StopReason::Pending => Err(fail("OpenAI Responses stream ended without a stop reason".into())),
         StopReason::Aborted | StopReason::Error => Err(fail(
-            out.get()
+            out.message()
                 .error_message
                 .clone()
                 .filter(|m| !m.is_empty())
@@ -682,7 +685,6 @@ struct Slot {
 struct ResponsesState {
     saw_terminal: bool,
     slots: HashMap<String, Slot>,
-    args: HashMap<usize, ArgsStream>,
     unfinished: HashSet<usize>,
     reasoning_by_id: HashMap<String, usize>,
 }
@@ -703,32 +705,24 @@ impl ResponsesState {
         self.slots.get(&slot_key(event)).filter(|s| s.kind == kind).map(|s| s.content_index)
     }
 
-    async fn create_slot(&mut self, key: String, item: &Value, out: &mut Out) -> Option<usize> {
+    async fn create_slot(&mut self, key: String, item: &Value, out: &mut AssistantMessageBuilder) -> Option<usize> {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
         match kind {
             "reasoning" => {
-                let m = out.m();
-                m.content.push(AssistantContent::Thinking(ThinkingContent::default()));
-                let index = m.content.len() - 1;
+                let index = out.start_thinking().await;
                 self.slots.insert(key, Slot { kind: SlotKind::Thinking, content_index: index });
-                out.thinking_start(index).await;
                 Some(index)
             }
             "message" => {
                 if item.get("phase").and_then(Value::as_str) == Some("final_answer") {
-                    out.m().stop_reason = StopReason::Stop;
+                    out.metadata_mut().stop_reason = StopReason::Stop;
                 }
-                let m = out.m();
-                m.content.push(AssistantContent::Text(TextContent::default()));
-                let index = m.content.len() - 1;
+                let index = out.start_text().await;
                 self.slots.insert(key, Slot { kind: SlotKind::Text, content_index: index });
-                out.text_start(index).await;
                 Some(index)
             }
             "function_call" => {
-                let mut args = ArgsStream::default();
-                let text = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty());
-                let arguments = text.and_then(|t| args.append(t)).unwrap_or_default();
+                let text = item.get("arguments").and_then(Value::as_str).unwrap_or("");
                 let id_part = |k: &str| {
                     item.get(k).map_or_else(
                         || "undefined".to_owned(),
@@ -738,17 +732,12 @@ impl ResponsesState {
                 let call = ToolCall {
                     id: format!("{}|{}", id_part("call_id"), id_part("id")),
                     name: item.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
-                    arguments,
                     namespace: item.get("namespace").and_then(Value::as_str).map(str::to_owned),
                     ..Default::default()
                 };
-                let m = out.m();
-                m.content.push(AssistantContent::ToolCall(call));
-                let index = m.content.len() - 1;
+                let index = out.start_tool_call_with_arguments(call, text).await;
                 self.unfinished.insert(index);
-                self.args.insert(index, args);
                 self.slots.insert(key, Slot { kind: SlotKind::ToolCall, content_index: index });
-                out.toolcall_start(index).await;
                 Some(index)
             }
             _ => None,
@@ -760,13 +749,13 @@ impl ResponsesState {
         model: &Model,
         options: &StreamOptions,
         event: &Value,
-        out: &mut Out,
+        out: &mut AssistantMessageBuilder,
     ) -> Result<(), Stop> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         let delta_text = || event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
         match kind {
             "response.created" => {
-                out.m().response_id =
+                out.metadata_mut().response_id =
                     event.get("response").and_then(|r| r.get("id")).and_then(Value::as_str).map(str::to_owned);
             }
             "response.output_item.added" => {
@@ -775,63 +764,35 @@ impl ResponsesState {
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 if let Some(index) = self.slot(event, SlotKind::Thinking) {
-                    let delta = delta_text();
-                    if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
-                        block.thinking.push_str(&delta);
-                    }
-                    out.thinking_delta(index, delta).await;
+                    out.thinking_delta(index, delta_text()).await?;
                 }
             }
             "response.reasoning_summary_part.done" => {
                 if let Some(index) = self.slot(event, SlotKind::Thinking) {
-                    if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
-                        block.thinking.push_str("\n\n");
-                    }
-                    out.thinking_delta(index, "\n\n".into()).await;
+                    out.thinking_delta(index, "\n\n").await?;
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 if let Some(index) = self.slot(event, SlotKind::Text) {
-                    let delta = delta_text();
-                    if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
-                        block.text.push_str(&delta);
-                    }
-                    out.text_delta(index, delta).await;
+                    out.text_delta(index, delta_text()).await?;
                 }
             }
             "response.function_call_arguments.delta" => {
                 if let Some(index) = self.slot(event, SlotKind::ToolCall) {
-                    let delta = delta_text();
-                    if let Some(args) = self.args.get_mut(&index) {
-                        let partial = args.append(&delta);
-                        if let (Some(AssistantContent::ToolCall(call)), Some(partial)) =
-                            (out.m().content.get_mut(index), partial)
-                        {
-                            call.arguments = partial;
-                        }
-                        out.toolcall_delta(index, delta).await;
-                    }
+                    out.tool_call_delta(index, delta_text()).await?;
                 }
             }
             "response.function_call_arguments.done" => {
                 if let Some(index) = self.slot(event, SlotKind::ToolCall) {
                     let text = event.get("arguments").and_then(Value::as_str).unwrap_or("");
-                    if let Some(args) = self.args.get_mut(&index) {
-                        let (delta, partial) = args.replace(text);
-                        if let Some(AssistantContent::ToolCall(call)) = out.m().content.get_mut(index) {
-                            call.arguments = partial;
-                        }
-                        if let Some(delta) = delta.filter(|d| !d.is_empty()) {
-                            out.toolcall_delta(index, delta).await;
-                        }
-                    }
+                    out.replace_tool_call_arguments(index, text).await?;
                 }
             }
             "response.output_item.done" => {
                 let item = event.get("item").cloned().unwrap_or(Value::Null);
                 let item_type = item.get("type").and_then(Value::as_str).unwrap_or("");
                 if item_type == "message" && item.get("phase").and_then(Value::as_str) == Some("final_answer") {
-                    out.m().stop_reason = StopReason::Stop;
+                    out.metadata_mut().stop_reason = StopReason::Stop;
                 }
                 let key = slot_key(event);
                 let slot = match self.slots.get(&key) {
@@ -858,21 +819,18 @@ impl ResponsesState {
                         let summary = join("summary");
                         let content = join("content");
                         let signature = jsonx::stringify(&item);
-                        let thinking = if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(index) {
-                            if !summary.is_empty() {
-                                block.thinking = summary;
-                            } else if !content.is_empty() {
-                                block.thinking = content;
-                            }
-                            block.thinking_signature = Some(signature);
-                            block.thinking.clone()
-                        } else {
-                            String::new()
-                        };
+                        let block = out.thinking_mut(index)?;
+                        // The final item restates the reasoning.
+                        if !summary.is_empty() {
+                            block.thinking = summary;
+                        } else if !content.is_empty() {
+                            block.thinking = content;
+                        }
+                        block.thinking_signature = Some(signature);
                         if let Some(id) = item.get("id").and_then(Value::as_str) {
                             self.reasoning_by_id.insert(id.to_owned(), index);
                         }
-                        out.thinking_end(index, thinking).await;
+                        out.end_thinking(index).await?;
                         self.slots.remove(&key);
                     }
                     ("message", Some((SlotKind::Text, index))) => {
@@ -901,39 +859,22 @@ impl ResponsesState {
                         if let Some(phase) = item.get("phase").filter(|v| !v.is_null()) {
                             signature.insert("phase".into(), phase.clone());
                         }
-                        if let Some(AssistantContent::Text(block)) = out.m().content.get_mut(index) {
-                            block.text = text.clone();
-                            block.text_signature = Some(jsonx::stringify(&Value::Object(signature)));
-                        }
-                        out.text_end(index, text).await;
+                        let block = out.text_mut(index)?;
+                        block.text = text;
+                        block.text_signature = Some(jsonx::stringify(&Value::Object(signature)));
+                        out.end_text(index).await?;
                         self.slots.remove(&key);
                     }
                     ("function_call", Some((SlotKind::ToolCall, index))) => {
-                        if let Some(args) = self.args.get_mut(&index) {
-                            if let Some(text) = item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty())
-                            {
-                                args.replace(text);
-                            }
-                            let (arguments, error) = args.finish();
-                            let call = match out.m().content.get_mut(index) {
-                                Some(AssistantContent::ToolCall(call)) => {
-                                    call.arguments = arguments;
-                                    if error.is_some() {
-                                        call.arguments_error = error;
-                                    }
-                                    if let Some(ns) = item.get("namespace").and_then(Value::as_str) {
-                                        call.namespace = Some(ns.to_owned());
-                                    }
-                                    Some(call.clone())
-                                }
-                                _ => None,
-                            };
-                            self.unfinished.remove(&index);
-                            if let Some(call) = call {
-                                out.toolcall_end(index, call).await;
-                            }
-                            self.slots.remove(&key);
+                        if let Some(namespace) = item.get("namespace").and_then(Value::as_str) {
+                            out.tool_call_mut(index)?.namespace = Some(namespace.to_owned());
                         }
+                        match item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                            Some(text) => out.end_tool_call_with_arguments(index, text).await?,
+                            None => out.end_tool_call(index).await?,
+                        }
+                        self.unfinished.remove(&index);
+                        self.slots.remove(&key);
                     }
                     _ => {}
                 }
@@ -945,7 +886,7 @@ impl ResponsesState {
             "response.failed" => {
                 self.saw_terminal = true;
                 let response = event.get("response");
-                out.m().raw_stop_reason =
+                out.metadata_mut().raw_stop_reason =
                     response.and_then(|r| r.get("status")).and_then(Value::as_str).map(str::to_owned);
                 let error = response.and_then(|r| r.get("error")).filter(|e| http::truthy(e));
                 let details = response.and_then(|r| r.get("incomplete_details"));
@@ -978,7 +919,7 @@ impl ResponsesState {
         model: &Model,
         options: &StreamOptions,
         response: &Value,
-        out: &mut Out,
+        out: &mut AssistantMessageBuilder,
     ) -> Result<(), Stop> {
         self.saw_terminal = true;
         for item in response.get("output").and_then(Value::as_array).into_iter().flatten() {
@@ -989,7 +930,7 @@ impl ResponsesState {
             let Some(index) = item.get("id").and_then(Value::as_str).and_then(|id| self.reasoning_by_id.get(id)) else {
                 continue;
             };
-            if let Some(AssistantContent::Thinking(block)) = out.m().content.get_mut(*index) {
+            if let Ok(block) = out.thinking_mut(*index) {
                 let Some(stored) = block.thinking_signature.as_deref().and_then(|s| jsonx::parse(s).ok()) else {
                     continue;
                 };
@@ -1001,7 +942,8 @@ impl ResponsesState {
                 block.thinking_signature = Some(jsonx::stringify(&Value::Object(stored)));
             }
         }
-        let m = out.m();
+        let has_tool_call = out.message().tool_calls().next().is_some();
+        let mut m = out.metadata_mut();
         if let Some(id) = response.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             m.response_id = Some(id.to_owned());
         }
@@ -1060,7 +1002,7 @@ impl ResponsesState {
         };
         m.stop_reason = stop;
         m.error_message = error;
-        if m.stop_reason == StopReason::Stop && m.content.iter().any(|b| matches!(b, AssistantContent::ToolCall(_))) {
+        if m.stop_reason == StopReason::Stop && has_tool_call {
             m.stop_reason = StopReason::ToolUse;
         }
         Ok(())

@@ -99,8 +99,11 @@ fn fire(agent: &Agent, trace: &Trace, settles: &PendingSettles, action: &ActionJ
     Ok(())
 }
 
-pub(crate) async fn replay_agent(scenario: &Scenario) -> Result<String, ReplayError> {
-    let setup = Arc::new(Setup::new(scenario)?);
+pub(crate) async fn replay_agent(
+    scenario: &Scenario,
+    provider: Option<&crate::replay::ProviderFactory>,
+) -> Result<String, ReplayError> {
+    let setup = Arc::new(Setup::new(scenario, provider)?);
     let ops = scenario.ops.clone().ok_or_else(|| ScenarioError("agent level: ops required".into()))?;
     // Tool lists are checked up front, as the reference runner does.
     for list in ops.iter().filter(|op| op.op == "setTools").filter_map(|op| op.tools.as_ref()) {

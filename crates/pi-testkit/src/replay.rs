@@ -78,22 +78,42 @@ impl Trace {
     }
 }
 
+/// Builds the provider a replay streams a scenario's scripted responses through, from those
+/// responses (in order; `api`, `provider` and `model` are the faux model's) and the scenario's
+/// `tokenSize`. The default is the faux provider.
+pub type ProviderFactory = dyn Fn(Vec<AssistantMessage>, usize) -> Arc<dyn StreamFn> + Send + Sync;
+
 /// Replay a scenario file; the trace text (JSON lines).
 pub fn replay_file(path: &Path) -> Result<String, ReplayError> {
+    replay(&read_scenario(path)?)
+}
+
+/// Replay a scenario file with the scripted responses streamed by another provider (for
+/// checking that a provider behaves as the faux provider does).
+pub fn replay_file_with(path: &Path, provider: &ProviderFactory) -> Result<String, ReplayError> {
+    run_on_runtime(replay_async(&read_scenario(path)?, Some(provider)))
+}
+
+fn read_scenario(path: &Path) -> Result<Scenario, ReplayError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
-    let scenario = Scenario::parse(&text, stem)?;
-    replay(&scenario)
+    Ok(Scenario::parse(&text, stem)?)
 }
 
 /// Replay a parsed scenario on a fresh current-thread runtime.
 pub fn replay(scenario: &Scenario) -> Result<String, ReplayError> {
+    run_on_runtime(replay_async(scenario, None))
+}
+
+fn run_on_runtime(
+    replay: impl std::future::Future<Output = Result<String, ReplayError>>,
+) -> Result<String, ReplayError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ScenarioError(format!("runtime: {e}")))?;
-    runtime.block_on(replay_async(scenario))
+    runtime.block_on(replay)
 }
 
 pub(crate) fn parse_message(value: &Value) -> Result<AgentMessage, ScenarioError> {
@@ -116,7 +136,7 @@ pub(crate) struct Setup {
 
 struct TracingStream {
     trace: Trace,
-    inner: FauxProvider,
+    inner: Arc<dyn StreamFn>,
     count: Mutex<usize>,
 }
 
@@ -136,7 +156,7 @@ impl StreamFn for TracingStream {
 }
 
 impl Setup {
-    pub(crate) fn new(scenario: &Scenario) -> Result<Self, ScenarioError> {
+    pub(crate) fn new(scenario: &Scenario, provider: Option<&ProviderFactory>) -> Result<Self, ScenarioError> {
         let trace = Trace::default();
         let faux = FauxProvider::new(FauxOptions {
             api: "faux".into(),
@@ -159,12 +179,18 @@ impl Setup {
             object.insert("timestamp".into(), json!(pi_types::now_ms()));
             let message: AssistantMessage =
                 serde_json::from_value(Value::Object(object)).map_err(|e| ScenarioError(format!("response: {e}")))?;
-            responses.push(FauxResponse::Message(message));
+            responses.push(message);
         }
-        faux.set_responses(responses);
         let model = faux.model();
+        let inner: Arc<dyn StreamFn> = match provider {
+            Some(build) => build(responses, scenario.token_size),
+            None => {
+                faux.set_responses(responses.into_iter().map(FauxResponse::Message));
+                Arc::new(faux.clone())
+            }
+        };
         let stream_fn: Arc<dyn StreamFn> =
-            Arc::new(TracingStream { trace: trace.clone(), inner: faux.clone(), count: Mutex::new(0) });
+            Arc::new(TracingStream { trace: trace.clone(), inner, count: Mutex::new(0) });
         let mut library = HashMap::new();
         for spec in scenario.tool_library.iter().chain(&scenario.tools) {
             library.insert(spec.name.clone(), spec.clone());
@@ -339,10 +365,10 @@ impl AgentEventSink for LoopSink {
     }
 }
 
-async fn replay_async(scenario: &Scenario) -> Result<String, ReplayError> {
+async fn replay_async(scenario: &Scenario, provider: Option<&ProviderFactory>) -> Result<String, ReplayError> {
     match scenario.level {
-        Level::Loop => replay_loop(scenario).await,
-        Level::Agent => crate::agent_replay::replay_agent(scenario).await,
+        Level::Loop => replay_loop(scenario, provider).await,
+        Level::Agent => crate::agent_replay::replay_agent(scenario, provider).await,
     }
 }
 
@@ -363,8 +389,8 @@ fn poll_source(entries: &[crate::scenario::PollJson]) -> Result<pi_loop::Message
     }))
 }
 
-async fn replay_loop(scenario: &Scenario) -> Result<String, ReplayError> {
-    let setup = Arc::new(Setup::new(scenario)?);
+async fn replay_loop(scenario: &Scenario, provider: Option<&ProviderFactory>) -> Result<String, ReplayError> {
+    let setup = Arc::new(Setup::new(scenario, provider)?);
     let mut config = LoopConfig::new(setup.model.clone(), Arc::clone(&setup.stream_fn));
     config.options.reasoning = scenario.thinking_level.filter(|l| *l != ThinkingLevel::Off);
     config.tool_execution = scenario.config.tool_execution.unwrap_or_default();

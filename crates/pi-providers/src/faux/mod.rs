@@ -20,18 +20,17 @@
 
 mod usage;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use pi_types::{
-    catch_failure, AssistantContent, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError,
-    EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason, StreamFn, StreamOptions, TextContent,
-    ThinkingContent, ToolCall, TranscriptContext, Usage,
+    catch_failure, AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageEvent,
+    AssistantMessageEventStream, BoxError, EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason,
+    StreamFn, StreamOptions, TranscriptContext, TypesError, Usage,
 };
 use usage::PromptCache;
-
-use crate::jsonx::ArgsStream;
 
 /// Builds a response from the request (the reference's response factory).
 pub type FauxResponseFn =
@@ -354,121 +353,103 @@ impl FauxProvider {
         }
         if !streamed {
             // A failed request never started: one terminal event, no `start`.
-            tx.send(AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(message) }).await;
+            AssistantMessageBuilder::new(tx, message).done(StopReason::Error).await;
             return;
         }
-        self.stream_message(&tx, message, &request.options).await;
+        self.stream_message(tx, message, &request.options).await;
     }
 
-    async fn stream_message(&self, tx: &EventSender, message: AssistantMessage, options: &StreamOptions) {
+    /// Streams a scripted message: its blocks in order, each in chunks, then its ending.
+    async fn stream_message(&self, tx: EventSender, message: AssistantMessage, options: &StreamOptions) {
         let cancelled = || options.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-        let mut partial =
-            Arc::new(AssistantMessage { content: Vec::new(), stop_reason: StopReason::Pending, ..message.clone() });
+        let mut message = message;
+        let content = std::mem::take(&mut message.content);
+        let reason = message.stop_reason;
+        let mut out =
+            AssistantMessageBuilder::new(tx, AssistantMessage { stop_reason: StopReason::Pending, ..message });
         if cancelled() {
-            return send_aborted(tx, &partial).await;
+            return abort(out).await;
         }
-        tx.send(AssistantMessageEvent::Start { partial: Arc::clone(&partial) }).await;
-        for (index, block) in message.content.iter().enumerate() {
+        out.start().await;
+        for block in &content {
+            match self.stream_block(&mut out, block, options).await {
+                Ok(true) => {}
+                Ok(false) => return abort(out).await,
+                Err(error) => return out.error(error.to_string()).await,
+            }
+        }
+        // The scripted signatures arrive with the final message, as in the reference, whose
+        // partial blocks never carry them.
+        for (index, block) in content.into_iter().enumerate() {
             match block {
                 AssistantContent::Text(text) => {
-                    Arc::make_mut(&mut partial).content.push(AssistantContent::Text(TextContent::default()));
-                    tx.send(AssistantMessageEvent::TextStart { content_index: index, partial: Arc::clone(&partial) })
-                        .await;
-                    for chunk in self.chunks(&text.text) {
-                        self.pace(&chunk).await;
-                        if cancelled() {
-                            return send_aborted(tx, &partial).await;
-                        }
-                        if let Some(AssistantContent::Text(t)) = Arc::make_mut(&mut partial).content.get_mut(index) {
-                            t.text.push_str(&chunk);
-                        }
-                        let partial = Arc::clone(&partial);
-                        tx.send(AssistantMessageEvent::TextDelta { content_index: index, delta: chunk, partial }).await;
+                    if let Ok(partial) = out.text_mut(index) {
+                        *partial = text;
                     }
-                    let content = text.text.clone();
-                    let partial = Arc::clone(&partial);
-                    tx.send(AssistantMessageEvent::TextEnd { content_index: index, content, partial }).await;
                 }
                 AssistantContent::Thinking(thinking) => {
-                    Arc::make_mut(&mut partial).content.push(AssistantContent::Thinking(ThinkingContent::default()));
-                    let start =
-                        AssistantMessageEvent::ThinkingStart { content_index: index, partial: Arc::clone(&partial) };
-                    tx.send(start).await;
-                    for chunk in self.chunks(&thinking.thinking) {
-                        self.pace(&chunk).await;
-                        if cancelled() {
-                            return send_aborted(tx, &partial).await;
-                        }
-                        if let Some(AssistantContent::Thinking(t)) = Arc::make_mut(&mut partial).content.get_mut(index)
-                        {
-                            t.thinking.push_str(&chunk);
-                        }
-                        let partial = Arc::clone(&partial);
-                        tx.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta: chunk, partial })
-                            .await;
+                    if let Ok(partial) = out.thinking_mut(index) {
+                        *partial = thinking;
                     }
-                    let content = thinking.thinking.clone();
-                    let partial = Arc::clone(&partial);
-                    tx.send(AssistantMessageEvent::ThinkingEnd { content_index: index, content, partial }).await;
                 }
-                AssistantContent::ToolCall(call) => {
-                    let block = ToolCall { id: call.id.clone(), name: call.name.clone(), ..Default::default() };
-                    Arc::make_mut(&mut partial).content.push(AssistantContent::ToolCall(block));
-                    let start =
-                        AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&partial) };
-                    tx.send(start).await;
-                    let mut text = String::new();
-                    pi_types::json::write_stringify_object(&mut text, &call.arguments);
-                    let mut arguments = ArgsStream::default();
-                    for chunk in self.chunks(&text) {
-                        self.pace(&chunk).await;
-                        if cancelled() {
-                            return send_aborted(tx, &partial).await;
-                        }
-                        if let Some(parsed) = arguments.append(&chunk) {
-                            set_arguments(&mut partial, index, parsed);
-                        }
-                        let partial = Arc::clone(&partial);
-                        tx.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta: chunk, partial })
-                            .await;
-                    }
-                    set_arguments(&mut partial, index, call.arguments.clone());
-                    let tool_call = call.clone();
-                    let partial = Arc::clone(&partial);
-                    tx.send(AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call, partial }).await;
-                }
+                AssistantContent::ToolCall(_) => {}
             }
         }
-        let reason = message.stop_reason;
-        let event = match reason {
-            StopReason::Pending => {
-                let model = Model::new(&message.model, &message.api, &message.provider);
-                let error = self.error_message(&model, "Faux response ended without a stop reason".into());
-                AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(error) }
+        if reason == StopReason::Pending {
+            let model = Model::new(&out.message().model, &out.message().api, &out.message().provider);
+            let error = self.error_message(&model, "Faux response ended without a stop reason".into());
+            let event = AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(error) };
+            return out.into_sender().send(event).await;
+        }
+        // `error` and `aborted` end with the scripted message as the error.
+        out.done(reason).await;
+    }
+}
+
+impl FauxProvider {
+    /// Streams one block in chunks; `Ok(false)` when the request was cancelled on the way.
+    async fn stream_block(
+        &self,
+        out: &mut AssistantMessageBuilder,
+        block: &AssistantContent,
+        options: &StreamOptions,
+    ) -> Result<bool, TypesError> {
+        let (index, text) = match block {
+            AssistantContent::Text(text) => (out.start_text().await, Cow::Borrowed(text.text.as_str())),
+            AssistantContent::Thinking(thinking) => {
+                (out.start_thinking().await, Cow::Borrowed(thinking.thinking.as_str()))
             }
-            StopReason::Error | StopReason::Aborted => {
-                AssistantMessageEvent::Error { reason, error: Arc::new(message) }
+            AssistantContent::ToolCall(call) => {
+                let index = out.start_tool_call(call.id.clone(), call.name.clone()).await;
+                let mut text = String::new();
+                pi_types::json::write_stringify_object(&mut text, &call.arguments);
+                (index, Cow::Owned(text))
             }
-            _ => AssistantMessageEvent::Done { reason, message: Arc::new(message) },
         };
-        tx.send(event).await;
+        for chunk in self.chunks(&text) {
+            self.pace(&chunk).await;
+            if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+                return Ok(false);
+            }
+            match block {
+                AssistantContent::Text(_) => out.text_delta(index, chunk).await?,
+                AssistantContent::Thinking(_) => out.thinking_delta(index, chunk).await?,
+                AssistantContent::ToolCall(_) => out.tool_call_delta(index, chunk).await?,
+            }
+        }
+        match block {
+            // The scripted call is the final one, as the reference's faux ends with it.
+            AssistantContent::ToolCall(call) => out.end_tool_call_with(index, call.clone()).await?,
+            _ => out.end_block(index).await?,
+        }
+        Ok(true)
     }
 }
 
-fn set_arguments(partial: &mut Arc<AssistantMessage>, index: usize, arguments: JsonObject) {
-    if let Some(AssistantContent::ToolCall(call)) = Arc::make_mut(partial).content.get_mut(index) {
-        call.arguments = arguments;
-    }
-}
-
-async fn send_aborted(tx: &EventSender, partial: &AssistantMessage) {
-    let aborted = AssistantMessage {
-        stop_reason: StopReason::Aborted,
-        error_message: Some("Request was aborted".into()),
-        timestamp: pi_types::now_ms(),
-        ..partial.clone()
-    };
-    tx.send(AssistantMessageEvent::Error { reason: StopReason::Aborted, error: Arc::new(aborted) }).await;
+/// Ends a cancelled response: stop reason `aborted`, stamped now, with the content so far.
+async fn abort(mut out: AssistantMessageBuilder) {
+    out.metadata_mut().timestamp = pi_types::now_ms();
+    out.aborted("Request was aborted").await;
 }
 
 impl StreamFn for FauxProvider {
