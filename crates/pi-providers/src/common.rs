@@ -92,7 +92,7 @@ impl Out {
         let reason = if aborted { StopReason::Aborted } else { StopReason::Error };
         let m = self.m();
         m.stop_reason = reason;
-        m.error_message = Some(message);
+        m.error_message = Some(crate::http::bound_error_message(message));
         self.tx.send(AssistantMessageEvent::Error { reason, error: self.msg }).await;
     }
 }
