@@ -634,4 +634,45 @@ mod tests {
         );
         assert_eq!(retry_delay_ms(&error, 0, Some(0)).unwrap(), 120_000.0);
     }
+
+    #[test]
+    fn absurd_delays_saturate_instead_of_panicking() {
+        assert_eq!(delay_duration(1e300), Duration::from_millis(u64::MAX));
+        assert_eq!(delay_duration(f64::INFINITY), Duration::from_millis(u64::MAX));
+        assert_eq!(delay_duration(f64::NAN), Duration::ZERO);
+        assert_eq!(delay_duration(-5.0), Duration::ZERO);
+        assert_eq!(delay_duration(1500.7), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn limits_default_on_and_zero_disables() {
+        assert_eq!(limit(None, DEFAULT_HEADERS_TIMEOUT_MS), Some(Duration::from_secs(300)));
+        assert_eq!(limit(None, DEFAULT_IDLE_TIMEOUT_MS), Some(Duration::from_secs(300)));
+        assert_eq!(limit(Some(0), DEFAULT_HEADERS_TIMEOUT_MS), None);
+        assert_eq!(limit(Some(250), DEFAULT_HEADERS_TIMEOUT_MS), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn error_messages_are_bounded() {
+        let short = "Anthropic API error (500): boom".to_owned();
+        assert_eq!(bound_error_message(short.clone()), short);
+        // The reference's own shape (prefix + 4000-unit body + note) stays as it is.
+        let body = normalize_body(&"b".repeat(9000)).unwrap();
+        let shaped = format!("OpenAI API error (500): {body}");
+        assert_eq!(bound_error_message(shaped.clone()), shaped);
+        // Anything longer is cut to 4000 UTF-16 units with the same note.
+        let long = "\u{1f600}".repeat(3000);
+        let bounded = bound_error_message(long);
+        assert!(bounded.ends_with("... [truncated 2000 chars]"), "{}", &bounded[bounded.len() - 40..]);
+        assert_eq!(utf16_len(&bounded), 4000 + "... [truncated 2000 chars]".len());
+    }
+
+    #[test]
+    fn redirect_error_names_status_and_location() {
+        let mut headers = HeaderMap::new();
+        headers.insert("location", "https://elsewhere.example/v1".parse().unwrap());
+        let message = redirect_message(307, &headers);
+        assert!(message.starts_with("Provider answered with a redirect (307) to https://elsewhere.example/v1;"));
+        assert!(redirect_message(302, &HeaderMap::new()).starts_with("Provider answered with a redirect (302);"));
+    }
 }

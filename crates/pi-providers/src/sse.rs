@@ -393,4 +393,51 @@ mod tests {
         assert_eq!(utf8.push(b"\xe2"), "");
         assert_eq!(utf8.finish(), "\u{fffd}");
     }
+
+    fn gemini_all(chunks: &[&[u8]]) -> (Vec<GeminiItem>, Result<(), String>) {
+        let mut framer = GeminiFramer::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            framer.push(chunk, &mut out);
+        }
+        let end = framer.finish();
+        (out.into_iter().filter(|item| matches!(item, GeminiItem::Data(_))).collect(), end)
+    }
+
+    #[test]
+    fn gemini_framing_splits_anywhere() {
+        let body = "data: {\"a\":1}\r\n\r\ndata: {\"b\":\"\u{e9}\"}\n\n: x\r\rdata:  {\"c\":3}\r\n\n\ndata: {}\r\n\r";
+        let bytes = body.as_bytes();
+        let whole = gemini_all(&[bytes]);
+        assert_eq!(
+            whole.0,
+            vec![
+                GeminiItem::Data("{\"a\":1}".into()),
+                GeminiItem::Data("{\"b\":\"\u{e9}\"}".into()),
+                GeminiItem::Data("{\"c\":3}".into()),
+            ]
+        );
+        assert!(whole.1.is_err(), "an unterminated last event is an incomplete segment");
+        for cut in 1..bytes.len() {
+            assert_eq!(gemini_all(&[&bytes[..cut], &bytes[cut..]]), whole, "cut at {cut}");
+        }
+        let single: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(gemini_all(&single), whole);
+    }
+
+    #[test]
+    fn frame_guard_caps_lines_and_events() {
+        let mut guard = FrameGuard::new(8, 20);
+        assert!(guard.check(b"data: ab\n").is_ok());
+        assert!(guard.check(b"data: a").is_ok());
+        let error = guard.check(b"bc").unwrap_err();
+        assert!(error.starts_with("Server-sent event line longer than 8 bytes"), "{error}");
+
+        let mut guard = FrameGuard::new(8, 20);
+        // Short lines, but one event of more than 20 bytes; `\r\n\r\n` split across chunks ends one.
+        assert!(guard.check(b"a: 1\r\nb: 2\r\n\r").is_ok());
+        assert!(guard.check(b"\nc: 3\nd: 4\ne: 5\n").is_ok());
+        let error = guard.check(b"f: 66\n").unwrap_err();
+        assert!(error.starts_with("Server-sent event larger than 20 bytes"), "{error}");
+    }
 }
