@@ -267,18 +267,27 @@ fn replay_checked(scenario: &Value) -> Result<(String, usize), TestCaseError> {
     let parsed = Scenario::parse(&scenario.to_string(), None)
         .map_err(|e| TestCaseError::fail(format!("generated an invalid scenario: {e}\n{scenario}")))?;
     let trace = replay(&parsed).map_err(|e| TestCaseError::fail(format!("replay failed: {e}\n{scenario}")))?;
-    let runs = check_runs(&events_of(&trace))
-        .map_err(|e| TestCaseError::fail(format!("grammar: {e}\nscenario: {scenario}\ntrace:\n{trace}")))?;
+    let events = events_of(&trace);
+    let failed = trace.lines().last().is_some_and(|line| line.starts_with(r#"{"kind":"error""#));
+    let runs = match check_runs(&events) {
+        Ok(runs) => runs,
+        // A loop whose hook throws rejects without `agent_end` (as the reference's does): its
+        // events must still be a correct prefix of a run.
+        Err(error) if failed && error.index == events.len() => 0,
+        Err(error) => {
+            return Err(TestCaseError::fail(format!("grammar: {error}\nscenario: {scenario}\ntrace:\n{trace}")))
+        }
+    };
     Ok((trace, runs))
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn loop_runs_obey_the_grammar(scenario in loop_scenario()) {
         let (trace, runs) = replay_checked(&scenario)?;
-        prop_assert_eq!(runs, 1);
+        prop_assert!(runs <= 1);
         let last: Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
         // The run returns its messages (or fails with an error line), always as the last line.
         prop_assert!(last["kind"] == "result" || last["kind"] == "error", "{}", last);
@@ -344,4 +353,130 @@ fn corrupted_goldens_are_rejected() {
         }
     }
     assert!(rejected > 100, "{rejected}");
+}
+
+/// What a Rust tool does in [`loop_with_rust_tools_obeys_the_grammar`].
+#[derive(Clone, Copy, Debug)]
+enum Behaviour {
+    Succeed,
+    Fail,
+    Panic,
+    Stall,
+    Update,
+    Terminate,
+}
+
+fn behaviour() -> impl Strategy<Value = Behaviour> {
+    prop::sample::select(vec![
+        Behaviour::Succeed,
+        Behaviour::Fail,
+        Behaviour::Panic,
+        Behaviour::Stall,
+        Behaviour::Update,
+        Behaviour::Terminate,
+    ])
+}
+
+fn rust_tool(name: &str, behaviour: Behaviour) -> std::sync::Arc<dyn pi_types::AgentTool> {
+    use pi_types::{AgentToolResult, FnTool, Tool, ToolSpec};
+    let spec = ToolSpec::new(Tool {
+        name: name.into(),
+        description: "t".into(),
+        parameters: json!({"type": "object", "properties": {}}),
+        constrained_sampling: None,
+    })
+    .unwrap();
+    std::sync::Arc::new(FnTool::new(spec, move |_args, ctx| async move {
+        match behaviour {
+            Behaviour::Succeed => Ok(AgentToolResult::text("ok")),
+            Behaviour::Fail => Err("tool failed".into()),
+            Behaviour::Panic => panic!("tool panicked"),
+            Behaviour::Stall => {
+                // Stalls until the run is cancelled, or a while.
+                tokio::select! {
+                    () = ctx.cancel.cancelled() => Err("cancelled".into()),
+                    () = tokio::time::sleep(std::time::Duration::from_millis(2)) => Ok(AgentToolResult::text("late")),
+                }
+            }
+            Behaviour::Update => {
+                (ctx.on_update)(AgentToolResult::text("progress"));
+                Ok(AgentToolResult::text("updated"))
+            }
+            Behaviour::Terminate => Ok(AgentToolResult { terminate: Some(true), ..AgentToolResult::text("bye") }),
+        }
+    }))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Rust tools that panic or stall, with a cancellation at a random event (or none).
+    #[test]
+    fn loop_with_rust_tools_obeys_the_grammar(
+        behaviours in prop::collection::vec(behaviour(), 3),
+        turns in prop::collection::vec(prop::collection::vec(0usize..4, 0..4), 1..4),
+        cancel_at in prop::option::of(0usize..40),
+        sequential in any::<bool>(),
+    ) {
+        use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
+        use pi_types::{AgentMessage, StopReason, ToolExecutionMode, UserMessage};
+        let names = ["t0", "t1", "t2", "unknown"];
+        let responses: Vec<FauxResponse> = turns
+            .iter()
+            .enumerate()
+            .map(|(turn, calls)| {
+                let mut content = vec![faux_text(format!("turn {turn}"))];
+                for (i, tool) in calls.iter().enumerate() {
+                    content.push(faux_tool_call(format!("c{turn}_{i}"), names[*tool], serde_json::Map::new()));
+                }
+                let stop = if calls.is_empty() { StopReason::Stop } else { StopReason::ToolUse };
+                FauxResponse::Message(faux_assistant_message(content, stop))
+            })
+            .collect();
+        let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
+        faux.set_responses(responses);
+        let tools = behaviours.iter().enumerate().map(|(i, b)| rust_tool(names[i], *b)).collect();
+        let mut config = pi_loop::LoopConfig::new(faux.model(), std::sync::Arc::new(faux.clone()));
+        if sequential {
+            config.tool_execution = ToolExecutionMode::Sequential;
+        }
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, trigger) = (std::sync::Arc::clone(&events), cancel.clone());
+        let sink = pi_loop::FnSink(move |event: &AgentEvent| {
+            let mut seen = seen.lock().unwrap();
+            seen.push(event.clone());
+            if Some(seen.len()) == cancel_at {
+                trigger.cancel();
+            }
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let prompts = vec![AgentMessage::User(UserMessage::text("go"))];
+        let result = runtime.block_on(pi_loop::run_agent_loop(
+            prompts,
+            pi_loop::AgentContext::new(vec![], tools),
+            config,
+            &sink,
+            cancel,
+        ));
+        prop_assert!(result.is_ok(), "{:?}", result.err());
+        let events = events.lock().unwrap();
+        let runs = check_runs(&events).map_err(|e| TestCaseError::fail(format!("{e}: {events:#?}")))?;
+        prop_assert_eq!(runs, 1);
+        // Every tool call of the transcript has exactly one result (none lost, none doubled).
+        let messages = result.unwrap();
+        let calls: Vec<String> = messages
+            .iter()
+            .filter_map(AgentMessage::as_assistant)
+            .filter(|m| m.stop_reason == StopReason::ToolUse)
+            .flat_map(|m| m.tool_calls().map(|c| c.id.clone()).collect::<Vec<_>>())
+            .collect();
+        for id in &calls {
+            let results = messages
+                .iter()
+                .filter(|m| matches!(m, AgentMessage::ToolResult(r) if &r.tool_call_id == id))
+                .count();
+            prop_assert_eq!(results, 1, "results for {}", id);
+        }
+    }
 }
