@@ -430,14 +430,14 @@ mod tests {
         let mut guard = FrameGuard::new(8, 20);
         assert!(guard.check(b"data: ab\n").is_ok());
         assert!(guard.check(b"data: a").is_ok());
-        let error = guard.check(b"bc").unwrap_err();
+        let error = guard.check(b"bc").expect_err("line cap");
         assert!(error.starts_with("Server-sent event line longer than 8 bytes"), "{error}");
 
         let mut guard = FrameGuard::new(8, 20);
         // Short lines, but one event of more than 20 bytes; `\r\n\r\n` split across chunks ends one.
         assert!(guard.check(b"a: 1\r\nb: 2\r\n\r").is_ok());
         assert!(guard.check(b"\nc: 3\nd: 4\ne: 5\n").is_ok());
-        let error = guard.check(b"f: 66\n").unwrap_err();
+        let error = guard.check(b"f: 66\n").expect_err("event cap");
         assert!(error.starts_with("Server-sent event larger than 20 bytes"), "{error}");
     }
 }

@@ -229,7 +229,7 @@ async fn play(mut socket: TcpStream, steps: &[Step], released: &AtomicUsize) {
             }
             Step::Pause(duration) => tokio::time::sleep(*duration).await,
             Step::Reset => {
-                let _ = socket.set_linger(Some(Duration::ZERO));
+                let _ = socket.set_zero_linger();
                 return;
             }
             Step::Hold => {
