@@ -5,8 +5,8 @@ use std::sync::{Arc, Weak};
 use futures::StreamExt;
 use pi_types::transcript::{current_tools, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, ClientIdentity, Context, Message,
-    StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
+    catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent, ClientIdentity,
+    Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -330,32 +330,34 @@ impl<'r> Run<'r> {
 
         // Keep no strong reference to the provider's partial between events: the provider
         // mutates it in place (`Arc::make_mut`) only while nobody else holds it.
-        let mut started: Option<AssistantMessage> = None;
+        let mut started: Option<Streamed> = None;
         let mut latest: Weak<AssistantMessage> = Weak::new();
         while let Some(event) = stream.next().await {
             match event {
                 AssistantMessageEvent::Start { partial } => {
                     latest = Arc::downgrade(&partial);
                     let snapshot = (*partial).clone();
-                    started = Some(snapshot.clone());
+                    started = Some(Streamed(snapshot.clone()));
                     drop(partial);
                     self.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
                 }
                 AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                 event => {
-                    if started.is_some() {
+                    if let Some(streamed) = &mut started {
                         let Some(current) = event.partial().cloned() else { continue };
                         latest = Arc::downgrade(&current);
+                        streamed.observe(&event, &current);
                         self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
                             .await?;
                     }
                 }
             }
         }
-        // The fallback reads the provider's partial, so build it while the stream lives.
+        // The fallback prefers the provider's partial while anyone still holds it, else the
+        // loop's own copy of what was streamed; build it while the stream lives.
         let unterminated = match stream.final_message() {
             Some(_) => None,
-            None => Some(self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref()))),
+            None => Some(self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref().map(|s| &s.0)))),
         };
         // Taking the final message out of the stream avoids copying it when nobody shares it.
         let mut message = match unterminated {
@@ -387,6 +389,58 @@ impl<'r> Run<'r> {
             error_message: Some("Stream ended without a terminal event".into()),
             ..base
         }
+    }
+}
+
+/// The loop's copy of a streaming response, for a stream that ends without a terminal event
+/// (the provider's partial is gone by then).
+///
+/// Kept at the cost of the events, never of the message: text and thinking deltas are
+/// appended, a block is copied when an event other than a delta names it (start, end, tool
+/// call), tool-call argument deltas are skipped (their block is copied at `toolcall_end`).
+struct Streamed(AssistantMessage);
+
+impl Streamed {
+    fn observe(&mut self, event: &AssistantMessageEvent, partial: &AssistantMessage) {
+        let own = &mut self.0;
+        own.content.truncate(partial.content.len());
+        for block in partial.content.iter().skip(own.content.len()) {
+            own.content.push(block.clone());
+        }
+        let refresh = match event {
+            AssistantMessageEvent::TextDelta { content_index, delta, .. } => {
+                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
+                    (Some(AssistantContent::Text(mine)), Some(AssistantContent::Text(theirs))) => {
+                        mine.text.push_str(delta);
+                        (mine.text.len() != theirs.text.len()).then_some(*content_index)
+                    }
+                    _ => Some(*content_index),
+                }
+            }
+            AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => {
+                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
+                    (Some(AssistantContent::Thinking(mine)), Some(AssistantContent::Thinking(theirs))) => {
+                        mine.thinking.push_str(delta);
+                        (mine.thinking.len() != theirs.thinking.len()).then_some(*content_index)
+                    }
+                    _ => Some(*content_index),
+                }
+            }
+            AssistantMessageEvent::ToolcallDelta { .. } => None,
+            AssistantMessageEvent::TextStart { content_index, .. }
+            | AssistantMessageEvent::TextEnd { content_index, .. }
+            | AssistantMessageEvent::ThinkingStart { content_index, .. }
+            | AssistantMessageEvent::ThinkingEnd { content_index, .. }
+            | AssistantMessageEvent::ToolcallStart { content_index, .. }
+            | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
+            _ => None,
+        };
+        if let (Some(mine), Some(theirs)) =
+            (refresh.and_then(|index| own.content.get_mut(index)), refresh.and_then(|index| partial.content.get(index)))
+        {
+            mine.clone_from(theirs);
+        }
+        own.usage.clone_from(&partial.usage);
     }
 }
 

@@ -408,8 +408,12 @@ async fn run(
             }
             common::on_event(options, model, &event).await;
             state.handle(model, &event, out).await?;
+            if state.saw_stop {
+                // `message_stop` ends the protocol: nothing after it is read or waited for.
+                break;
+            }
         }
-        if ended {
+        if ended || state.saw_stop {
             break;
         }
     }
@@ -489,7 +493,12 @@ impl BlockState {
                 m.usage.cache_write = count(usage.get("cache_creation_input_tokens"));
                 m.usage.cache_write_1h =
                     Some(count(usage.get("cache_creation").and_then(|c| c.get("ephemeral_1h_input_tokens"))));
-                m.usage.total_tokens = m.usage.input + m.usage.output + m.usage.cache_read + m.usage.cache_write;
+                m.usage.total_tokens = m
+                    .usage
+                    .input
+                    .saturating_add(m.usage.output)
+                    .saturating_add(m.usage.cache_read)
+                    .saturating_add(m.usage.cache_write);
                 let usage_model = fallback_model(model, response_model);
                 crate::cost::calculate_cost(&usage_model, &mut m.usage);
             }
@@ -583,7 +592,12 @@ impl BlockState {
                         m.usage.reasoning = Some(v);
                     }
                 }
-                m.usage.total_tokens = m.usage.input + m.usage.output + m.usage.cache_read + m.usage.cache_write;
+                m.usage.total_tokens = m
+                    .usage
+                    .input
+                    .saturating_add(m.usage.output)
+                    .saturating_add(m.usage.cache_read)
+                    .saturating_add(m.usage.cache_write);
                 let response_model = m.response_model.clone();
                 let usage_model = fallback_model(model, response_model.as_deref().or(Some(model.id.as_str())));
                 crate::cost::calculate_cost(&usage_model, &mut m.usage);

@@ -72,7 +72,7 @@ pub fn is_context_overflow(message: &AssistantMessage, context_window: Option<u6
     }
     let window = context_window.filter(|w| *w > 0);
     if let Some(window) = window {
-        let input = message.usage.input + message.usage.cache_read;
+        let input = message.usage.input.saturating_add(message.usage.cache_read);
         if message.stop_reason == StopReason::Stop && input > window {
             return true;
         }

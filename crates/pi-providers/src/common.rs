@@ -28,8 +28,8 @@ pub(crate) async fn finish(out: AssistantMessageBuilder, result: Result<(), Stop
             let reason = out.message().stop_reason;
             out.done(reason).await;
         }
-        Err(stop) if stop.aborted => out.aborted(stop.message).await,
-        Err(stop) => out.error(stop.message).await,
+        Err(stop) if stop.aborted => out.aborted(crate::http::bound_error_message(stop.message)).await,
+        Err(stop) => out.error(crate::http::bound_error_message(stop.message)).await,
     }
 }
 

@@ -5,7 +5,7 @@ use pi_types::{Model, Usage, UsageCost};
 /// Fill `usage.cost` from the model's per-million-token prices (tiered by input size) and
 /// return it. One-hour cache writes cost twice the base input price.
 pub fn calculate_cost(model: &Model, usage: &mut Usage) -> UsageCost {
-    let input_tokens = usage.input + usage.cache_read + usage.cache_write;
+    let input_tokens = usage.input.saturating_add(usage.cache_read).saturating_add(usage.cache_write);
     let (mut input, mut output, mut cache_read, mut cache_write) =
         (model.cost.input, model.cost.output, model.cost.cache_read, model.cost.cache_write);
     let mut matched: i128 = -1;

@@ -750,7 +750,7 @@ async fn handle_chunk(
         let mut m = out.metadata_mut();
         m.usage = pi_types::Usage {
             input: prompt.saturating_sub(cached),
-            output: count(usage.get("candidatesTokenCount")) + thoughts,
+            output: count(usage.get("candidatesTokenCount")).saturating_add(thoughts),
             cache_read: cached,
             cache_write: 0,
             reasoning: Some(thoughts),

@@ -1,6 +1,13 @@
 //! The HTTP seam: one shared rustls client, the first-attempt retry policy of pi-ai's
 //! `provider-retry.js`, the time-to-headers timeout, cancellation, and a body reader with an
 //! idle timeout between chunks.
+//!
+//! Every wait has a default limit: [`DEFAULT_HEADERS_TIMEOUT_MS`] until the response headers,
+//! [`DEFAULT_IDLE_TIMEOUT_MS`] between body chunks (stream and error bodies alike). Error bodies
+//! are read up to [`MAX_ERROR_BODY_BYTES`], event-stream lines and events are capped (see
+//! [`crate::sse::FrameGuard`]), and an `errorMessage` is bounded by [`bound_error_message`].
+//! Redirects are never followed, so provider credentials only reach the configured origin, and
+//! environment proxies (`HTTP(S)_PROXY`) are ignored.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -12,16 +19,28 @@ use pi_types::{Model, ProviderResponse, StreamOptions};
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use crate::sse::FrameGuard;
+
 /// Cap on a server-requested retry delay when the caller sets none.
 pub const DEFAULT_MAX_RETRY_DELAY_MS: u64 = 60_000;
 /// Idle timeout between body chunks when the caller sets none (undici's default body timeout).
 pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// Time-to-headers limit when the caller sets none (undici's default headers timeout).
+pub const DEFAULT_HEADERS_TIMEOUT_MS: u64 = 300_000;
 /// Largest error body kept in an error message (UTF-16 units, as the reference counts).
 const MAX_ERROR_BODY_CHARS: usize = 4000;
+/// Bytes of a non-2xx body read at most; the rest is never read. Error bodies are small JSON
+/// documents; a larger one is truncated text anyway once it reaches `errorMessage`.
+pub const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
+/// Longest `errorMessage` kept whole (UTF-16 units). The reference caps the body at 4000 units
+/// and then adds a prefix and its truncation note; the headroom keeps those messages exactly as
+/// the reference writes them, and anything longer (a body the reference would not truncate, a
+/// stream error event, a parse error quoting its data) is cut to 4000 units the same way.
+const MAX_ERROR_MESSAGE_CHARS: usize = MAX_ERROR_BODY_CHARS + 200;
 
 static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
 
-/// The process-wide HTTP client (rustls with the `ring` provider, no system proxy).
+/// The process-wide HTTP client (rustls with the `ring` provider, no system proxy, no redirects).
 pub fn client() -> Result<&'static reqwest::Client, String> {
     CLIENT
         .get_or_init(|| {
@@ -30,6 +49,12 @@ pub fn client() -> Result<&'static reqwest::Client, String> {
             reqwest::Client::builder()
                 .tls_backend_rustls()
                 .tcp_nodelay(true)
+                // Requests carry provider keys in headers reqwest does not strip on a
+                // cross-origin redirect (`x-api-key`, `x-goog-api-key`), and a 302 would turn
+                // the POST into a GET: a redirect becomes an error instead.
+                .redirect(reqwest::redirect::Policy::none())
+                // Requests go where the model's base URL says; `HTTP(S)_PROXY` is ignored.
+                .no_proxy()
                 .build()
                 .map_err(|e| format!("Connection error.: {}", deepest_cause(&e)))
         })
@@ -165,7 +190,7 @@ pub(crate) async fn send(
             () = cancelled(cancel) => {
                 return Err(Failure { message: "Request aborted".to_owned(), aborted: true });
             }
-            () = tokio::time::sleep(Duration::from_secs_f64(delay.max(0.0) / 1000.0)) => {}
+            () = tokio::time::sleep(delay_duration(delay)) => {}
         }
     }
 }
@@ -188,7 +213,7 @@ async fn attempt(
         builder = builder.header(name.as_str(), value.as_str());
     }
     let send = builder.body(request.body.clone()).send();
-    let timeout = options.timeout_ms.map(Duration::from_millis);
+    let timeout = limit(options.timeout_ms, DEFAULT_HEADERS_TIMEOUT_MS);
     let result = tokio::select! {
         biased;
         () = cancelled(options.cancel.as_ref()) => return Ok(None),
@@ -224,13 +249,54 @@ async fn attempt(
     if (200..300).contains(&status) {
         return Ok(Some(response));
     }
+    if (300..400).contains(&status) {
+        return Err(ApiError::other(redirect_message(status, response.headers())));
+    }
     let headers = response.headers().clone();
-    let body = tokio::select! {
-        biased;
-        () = cancelled(options.cancel.as_ref()) => return Ok(None),
-        body = response.bytes() => body.map(|b| b.to_vec()).unwrap_or_default(),
-    };
-    Err(dialect.status_error(status, &headers, &body))
+    let mut body = Body::new(response, options);
+    let mut bytes = Vec::new();
+    // Under the idle limit and the size cap; a body that breaks or stalls keeps what came.
+    while bytes.len() < MAX_ERROR_BODY_BYTES {
+        match body.next_raw().await {
+            Read::Chunk(chunk) => {
+                let room = MAX_ERROR_BODY_BYTES - bytes.len();
+                bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Read::Aborted => return Ok(None),
+            Read::End | Read::Failed(_) => break,
+        }
+    }
+    Err(dialect.status_error(status, &headers, &bytes))
+}
+
+/// A limit in ms: `None` takes the default, `Some(0)` disables it.
+fn limit(value: Option<u64>, default: u64) -> Option<Duration> {
+    Some(Duration::from_millis(value.unwrap_or(default))).filter(|d| !d.is_zero())
+}
+
+/// A retry delay in ms as a sleep: negative and NaN are zero, absurd values saturate.
+fn delay_duration(delay_ms: f64) -> Duration {
+    // `as` saturates at the integer bounds and maps NaN to 0.
+    Duration::from_millis(delay_ms.max(0.0) as u64)
+}
+
+const MAX_LOCATION_CHARS: usize = 200;
+
+/// The error for a 3xx answer: redirects are not followed (see [`client`]).
+fn redirect_message(status: u16, headers: &HeaderMap) -> String {
+    let location = headers
+        .get(reqwest::header::LOCATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).chars().take(MAX_LOCATION_CHARS).collect::<String>());
+    match location {
+        Some(location) => format!(
+            "Provider answered with a redirect ({status}) to {location}; redirects are not followed so that \
+             credentials are only sent to the configured base URL"
+        ),
+        None => format!(
+            "Provider answered with a redirect ({status}); redirects are not followed so that credentials are \
+             only sent to the configured base URL"
+        ),
+    }
 }
 
 fn provider_response(response: &reqwest::Response) -> ProviderResponse {
@@ -377,11 +443,13 @@ pub(crate) enum Read {
     Failed(String),
 }
 
-/// A response body with cancellation and an idle timeout between chunks.
+/// A response body with cancellation, an idle timeout between chunks and, for event streams,
+/// the line and event caps of [`FrameGuard`].
 pub(crate) struct Body {
     inner: BoxStream<'static, reqwest::Result<Bytes>>,
     cancel: Option<CancellationToken>,
     idle: Option<Duration>,
+    guard: FrameGuard,
 }
 
 impl Body {
@@ -389,12 +457,24 @@ impl Body {
         Self {
             inner: response.bytes_stream().boxed(),
             cancel: options.cancel.clone(),
-            idle: Some(Duration::from_millis(options.idle_timeout_ms.unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)))
-                .filter(|d| !d.is_zero()),
+            idle: limit(options.idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS),
+            guard: FrameGuard::default(),
         }
     }
 
+    /// The next chunk of an event stream: a line or event over its cap ends the stream.
     pub(crate) async fn next(&mut self) -> Read {
+        let read = self.next_raw().await;
+        if let Read::Chunk(bytes) = &read {
+            if let Err(message) = self.guard.check(bytes) {
+                return Read::Failed(message);
+            }
+        }
+        read
+    }
+
+    /// The next chunk, without the event-stream caps.
+    async fn next_raw(&mut self) -> Read {
         let cancel = self.cancel.clone();
         let idle = self.idle;
         let next = self.inner.next();
@@ -435,20 +515,35 @@ pub(crate) fn normalize_body(text: &str) -> Option<String> {
     if trimmed.is_empty() {
         return None;
     }
-    let len = utf16_len(trimmed);
-    if len <= MAX_ERROR_BODY_CHARS {
-        return Some(trimmed.to_owned());
+    Some(truncate_units(trimmed, MAX_ERROR_BODY_CHARS))
+}
+
+/// An `errorMessage` as stored: whole up to a little over the reference's 4000-unit body cap,
+/// else cut to 4000 UTF-16 units with the reference's truncation note.
+pub(crate) fn bound_error_message(message: String) -> String {
+    // UTF-16 units never outnumber UTF-8 bytes: short messages skip the count.
+    if message.len() <= MAX_ERROR_MESSAGE_CHARS || utf16_len(&message) <= MAX_ERROR_MESSAGE_CHARS {
+        return message;
+    }
+    truncate_units(&message, MAX_ERROR_BODY_CHARS)
+}
+
+/// pi-ai's `truncateErrorText`: the first `max` UTF-16 units and a note of how many were cut.
+fn truncate_units(text: &str, max: usize) -> String {
+    let len = utf16_len(text);
+    if len <= max {
+        return text.to_owned();
     }
     let mut units = 0;
-    let mut cut = trimmed.len();
-    for (index, c) in trimmed.char_indices() {
-        if units + c.len_utf16() > MAX_ERROR_BODY_CHARS {
+    let mut cut = text.len();
+    for (index, c) in text.char_indices() {
+        if units + c.len_utf16() > max {
             cut = index;
             break;
         }
         units += c.len_utf16();
     }
-    Some(format!("{}... [truncated {} chars]", &trimmed[..cut], len - MAX_ERROR_BODY_CHARS))
+    format!("{}... [truncated {} chars]", &text[..cut], len - max)
 }
 
 /// pi-ai's `formatProviderError(normalizeProviderError(error), prefix)`.
@@ -538,5 +633,46 @@ mod tests {
             "Server requested 120s retry delay (max: 60s). 429 slow down"
         );
         assert_eq!(retry_delay_ms(&error, 0, Some(0)).unwrap(), 120_000.0);
+    }
+
+    #[test]
+    fn absurd_delays_saturate_instead_of_panicking() {
+        assert_eq!(delay_duration(1e300), Duration::from_millis(u64::MAX));
+        assert_eq!(delay_duration(f64::INFINITY), Duration::from_millis(u64::MAX));
+        assert_eq!(delay_duration(f64::NAN), Duration::ZERO);
+        assert_eq!(delay_duration(-5.0), Duration::ZERO);
+        assert_eq!(delay_duration(1500.7), Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn limits_default_on_and_zero_disables() {
+        assert_eq!(limit(None, DEFAULT_HEADERS_TIMEOUT_MS), Some(Duration::from_secs(300)));
+        assert_eq!(limit(None, DEFAULT_IDLE_TIMEOUT_MS), Some(Duration::from_secs(300)));
+        assert_eq!(limit(Some(0), DEFAULT_HEADERS_TIMEOUT_MS), None);
+        assert_eq!(limit(Some(250), DEFAULT_HEADERS_TIMEOUT_MS), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn error_messages_are_bounded() {
+        let short = "Anthropic API error (500): boom".to_owned();
+        assert_eq!(bound_error_message(short.clone()), short);
+        // The reference's own shape (prefix + 4000-unit body + note) stays as it is.
+        let body = normalize_body(&"b".repeat(9000)).unwrap();
+        let shaped = format!("OpenAI API error (500): {body}");
+        assert_eq!(bound_error_message(shaped.clone()), shaped);
+        // Anything longer is cut to 4000 UTF-16 units with the same note.
+        let long = "\u{1f600}".repeat(3000);
+        let bounded = bound_error_message(long);
+        assert!(bounded.ends_with("... [truncated 2000 chars]"), "{}", &bounded[bounded.len() - 40..]);
+        assert_eq!(utf16_len(&bounded), 4000 + "... [truncated 2000 chars]".len());
+    }
+
+    #[test]
+    fn redirect_error_names_status_and_location() {
+        let mut headers = HeaderMap::new();
+        headers.insert("location", "https://elsewhere.example/v1".parse().unwrap());
+        let message = redirect_message(307, &headers);
+        assert!(message.starts_with("Provider answered with a redirect (307) to https://elsewhere.example/v1;"));
+        assert!(redirect_message(302, &HeaderMap::new()).starts_with("Provider answered with a redirect (302);"));
     }
 }

@@ -497,7 +497,7 @@ fn parse_chunk_usage(raw: &Value, model: &Model) -> Usage {
         cache_read,
         cache_write,
         reasoning: Some(reasoning),
-        total_tokens: input + output + cache_read + cache_write,
+        total_tokens: input.saturating_add(output).saturating_add(cache_read).saturating_add(cache_write),
         ..Default::default()
     };
     crate::cost::calculate_cost(model, &mut usage);

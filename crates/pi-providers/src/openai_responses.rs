@@ -633,6 +633,10 @@ async fn run(
             }
             common::on_event(options, model, &data).await;
             state.handle(model, options, &data, out).await.map_err(|s| Stop { message: with_hints(s.message), ..s })?;
+            if state.saw_terminal {
+                // A terminal response event ends the protocol: nothing after it is read or waited for.
+                break 'read;
+            }
             if body.is_cancelled() {
                 break 'read;
             }

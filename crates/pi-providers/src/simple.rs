@@ -29,7 +29,7 @@ fn usage_tokens(usage: &Usage) -> u64 {
     if usage.total_tokens > 0 {
         usage.total_tokens
     } else {
-        usage.input + usage.output + usage.cache_read + usage.cache_write
+        usage.input.saturating_add(usage.output).saturating_add(usage.cache_read).saturating_add(usage.cache_write)
     }
 }
 

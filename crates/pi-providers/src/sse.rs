@@ -9,6 +9,92 @@
 
 use std::borrow::Cow;
 
+/// Longest event-stream line accepted, in bytes.
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+/// Longest event (all its lines, up to the blank line that ends it) accepted, in bytes.
+pub const MAX_EVENT_BYTES: usize = 32 << 20;
+
+/// Caps on one line and one event of an event stream, checked on raw network chunks before
+/// any framing, so a server cannot make a decoder buffer without bound.
+///
+/// An event ends at `\n\n`, `\r\r` or `\r\n\r\n` (the delimiters every framer here
+/// honours); a line ends at `\n` or `\r`. Linear in the input.
+#[derive(Debug)]
+pub struct FrameGuard {
+    max_line: usize,
+    max_event: usize,
+    line: usize,
+    event: usize,
+    /// The current run of consecutive line-break bytes (at most the last four).
+    breaks: [u8; 4],
+    run: usize,
+}
+
+impl Default for FrameGuard {
+    fn default() -> Self {
+        Self::new(MAX_LINE_BYTES, MAX_EVENT_BYTES)
+    }
+}
+
+impl FrameGuard {
+    /// A guard with the given caps in bytes.
+    pub fn new(max_line: usize, max_event: usize) -> Self {
+        Self { max_line, max_event, line: 0, event: 0, breaks: [0; 4], run: 0 }
+    }
+
+    /// Account for one chunk; `Err` with the error text once a cap is exceeded.
+    pub fn check(&mut self, chunk: &[u8]) -> Result<(), String> {
+        let mut from = 0;
+        for index in memchr::memchr2_iter(b'\n', b'\r', chunk) {
+            self.text(index - from)?;
+            self.event = self.event.saturating_add(1);
+            self.line_break(chunk[index]);
+            from = index + 1;
+        }
+        self.text(chunk.len() - from)?;
+        if self.event > self.max_event {
+            return Err(format!(
+                "Server-sent event larger than {} bytes (pi caps events at {} MiB)",
+                self.max_event,
+                self.max_event >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    fn text(&mut self, len: usize) -> Result<(), String> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.run = 0;
+        self.line = self.line.saturating_add(len);
+        self.event = self.event.saturating_add(len);
+        if self.line > self.max_line {
+            return Err(format!(
+                "Server-sent event line longer than {} bytes without a line break (pi caps lines at {} MiB)",
+                self.max_line,
+                self.max_line >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    fn line_break(&mut self, byte: u8) {
+        self.line = 0;
+        if self.run == self.breaks.len() {
+            self.breaks.copy_within(1.., 0);
+            self.run -= 1;
+        }
+        self.breaks[self.run] = byte;
+        self.run += 1;
+        let run = &self.breaks[..self.run];
+        if run.ends_with(b"\n\n") || run.ends_with(b"\r\r") || run.ends_with(b"\r\n\r\n") {
+            self.event = 0;
+            self.run = 0;
+        }
+    }
+}
+
 /// One dispatched server-sent event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SseEvent {
@@ -200,6 +286,8 @@ impl Utf8Stream {
 pub struct GeminiFramer {
     utf8: Utf8Stream,
     buffer: String,
+    /// Search resumes here (no delimiter starts before it).
+    scan: usize,
 }
 
 /// One item of Gemini's framing.
@@ -213,27 +301,38 @@ pub enum GeminiItem {
 
 impl GeminiFramer {
     /// Feed one network chunk.
+    ///
+    /// Linear in the input: the search resumes where the previous one stopped (less the
+    /// length of a delimiter that may straddle chunks), and consumed events are removed from
+    /// the buffer once per chunk.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<GeminiItem>) {
         let text = self.utf8.push(chunk);
         self.buffer.push_str(&text);
         out.push(GeminiItem::Chunk(text));
-        loop {
-            let mut best: Option<(usize, usize)> = None;
-            for delimiter in ["\n\n", "\r\r", "\r\n\r\n"] {
-                if let Some(index) = self.buffer.find(delimiter) {
-                    if best.is_none_or(|(b, _)| index < b) {
-                        best = Some((index, delimiter.len()));
-                    }
-                }
-            }
-            let Some((index, len)) = best else { break };
-            let event: String = self.buffer[..index].to_owned();
-            self.buffer.drain(..index + len);
-            let trimmed = crate::jsonx::js_trim(&event);
+        let bytes = self.buffer.as_bytes();
+        let mut start = 0;
+        let mut search = self.scan;
+        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[search..]) {
+            let index = search + offset;
+            let rest = &bytes[index..];
+            let len = if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
+                2
+            } else if rest.starts_with(b"\r\n\r\n") {
+                4
+            } else {
+                search = index + 1;
+                continue;
+            };
+            let trimmed = crate::jsonx::js_trim(&self.buffer[start..index]);
             if let Some(rest) = trimmed.strip_prefix("data:") {
                 out.push(GeminiItem::Data(crate::jsonx::js_trim(rest).to_owned()));
             }
+            start = index + len;
+            search = start;
         }
+        self.buffer.drain(..start);
+        // A delimiter (at most 4 bytes) not found yet starts within the last 3 bytes.
+        self.scan = self.buffer.len().saturating_sub(3);
     }
 
     /// The end of the body: `Err` when an incomplete segment is left.
@@ -293,5 +392,52 @@ mod tests {
         assert_eq!(utf8.push(b"\xacb"), "\u{20ac}b");
         assert_eq!(utf8.push(b"\xe2"), "");
         assert_eq!(utf8.finish(), "\u{fffd}");
+    }
+
+    fn gemini_all(chunks: &[&[u8]]) -> (Vec<GeminiItem>, Result<(), String>) {
+        let mut framer = GeminiFramer::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            framer.push(chunk, &mut out);
+        }
+        let end = framer.finish();
+        (out.into_iter().filter(|item| matches!(item, GeminiItem::Data(_))).collect(), end)
+    }
+
+    #[test]
+    fn gemini_framing_splits_anywhere() {
+        let body = "data: {\"a\":1}\r\n\r\ndata: {\"b\":\"\u{e9}\"}\n\n: x\r\rdata:  {\"c\":3}\r\n\n\ndata: {}\r\n\r";
+        let bytes = body.as_bytes();
+        let whole = gemini_all(&[bytes]);
+        assert_eq!(
+            whole.0,
+            vec![
+                GeminiItem::Data("{\"a\":1}".into()),
+                GeminiItem::Data("{\"b\":\"\u{e9}\"}".into()),
+                GeminiItem::Data("{\"c\":3}".into()),
+            ]
+        );
+        assert!(whole.1.is_err(), "an unterminated last event is an incomplete segment");
+        for cut in 1..bytes.len() {
+            assert_eq!(gemini_all(&[&bytes[..cut], &bytes[cut..]]), whole, "cut at {cut}");
+        }
+        let single: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(gemini_all(&single), whole);
+    }
+
+    #[test]
+    fn frame_guard_caps_lines_and_events() {
+        let mut guard = FrameGuard::new(8, 20);
+        assert!(guard.check(b"data: ab\n").is_ok());
+        assert!(guard.check(b"data: a").is_ok());
+        let error = guard.check(b"bc").expect_err("line cap");
+        assert!(error.starts_with("Server-sent event line longer than 8 bytes"), "{error}");
+
+        let mut guard = FrameGuard::new(8, 20);
+        // Short lines, but one event of more than 20 bytes; `\r\n\r\n` split across chunks ends one.
+        assert!(guard.check(b"a: 1\r\nb: 2\r\n\r").is_ok());
+        assert!(guard.check(b"\nc: 3\nd: 4\ne: 5\n").is_ok());
+        let error = guard.check(b"f: 66\n").expect_err("event cap");
+        assert!(error.starts_with("Server-sent event larger than 20 bytes"), "{error}");
     }
 }

@@ -120,8 +120,8 @@ impl Checker {
         match event {
             AgentEvent::AgentStart => Err("second agent_start".into()),
             AgentEvent::AgentEnd { .. } => {
-                if self.open_message.is_some() || !self.open_tools.is_empty() {
-                    return Err("agent_end with a message or tool still open".into());
+                if self.in_turn || self.open_message.is_some() || !self.open_tools.is_empty() {
+                    return Err("agent_end with a turn, message or tool still open".into());
                 }
                 self.state = RunState::Ended;
                 Ok(())

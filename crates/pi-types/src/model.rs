@@ -110,7 +110,9 @@ pub struct ModelPromptCache {
 }
 
 /// A chat model: where it is served, what it costs and what it can do.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+///
+/// `Debug` lists the names of [`Model::headers`] but never their values (they often carry keys).
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Model {
     /// Model id sent to the provider.
@@ -153,6 +155,40 @@ pub struct Model {
     pub extra: Map<String, Value>,
 }
 
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header values are secrets as often as not: show which headers are set, not what.
+        let header_names = self.headers.as_ref().map(|headers| RedactedHeaders(headers.keys().collect()));
+        f.debug_struct("Model")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("api", &self.api)
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("reasoning", &self.reasoning)
+            .field("thinking_level_map", &self.thinking_level_map)
+            .field("input", &self.input)
+            .field("cost", &self.cost)
+            .field("context_window", &self.context_window)
+            .field("max_tokens", &self.max_tokens)
+            .field("headers", &header_names)
+            .field("prompt_cache", &self.prompt_cache)
+            .field("sampling_params", &self.sampling_params)
+            .field("compat", &self.compat)
+            .field("extra", &self.extra)
+            .finish()
+    }
+}
+
+/// Header names with every value shown as `<redacted>`.
+struct RedactedHeaders<'a>(Vec<&'a String>);
+
+impl std::fmt::Debug for RedactedHeaders<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.0.iter().map(|name| (name, "<redacted>"))).finish()
+    }
+}
+
 impl Model {
     /// A minimal model for an API and provider, e.g. for tests and scripted providers.
     pub fn new(id: impl Into<String>, api: impl Into<String>, provider: impl Into<String>) -> Self {
@@ -165,5 +201,23 @@ impl Model {
             input: vec![InputModality::Text],
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_shows_header_names_but_never_values() {
+        let mut model = Model::new("m", "openai-completions", "p");
+        let mut headers = IndexMap::new();
+        headers.insert("x-api-key".to_owned(), "sk-secret-value".to_owned());
+        model.headers = Some(headers);
+        let debug = format!("{model:?}");
+        assert!(!debug.contains("sk-secret-value"), "{debug}");
+        assert!(debug.contains("\"x-api-key\": \"<redacted>\""), "{debug}");
+        let pretty = format!("{model:#?}");
+        assert!(!pretty.contains("sk-secret-value"), "{pretty}");
     }
 }

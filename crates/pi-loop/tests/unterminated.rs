@@ -1,0 +1,84 @@
+//! A stream that ends without `done`/`error` keeps everything streamed after `start`.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+
+use pi_loop::{run_agent_loop, AgentContext, FnSink, LoopConfig};
+use pi_types::{
+    AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream,
+    Model, StopReason, StreamOptions, TextContent, ThinkingContent, TranscriptContext, UserMessage,
+};
+use tokio_util::sync::CancellationToken;
+
+fn prompt() -> Vec<AgentMessage> {
+    vec![AgentMessage::User(UserMessage::text("hi"))]
+}
+
+/// A producer that mutates its partial in place, as the adapters do, and then just stops.
+fn unterminated(model: &Model, _ctx: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+    let base = AssistantMessage { api: model.api.clone(), model: model.id.clone(), ..Default::default() };
+    AssistantMessageEventStream::from_producer(move |tx| async move {
+        let mut partial = Arc::new(base);
+        tx.send(AssistantMessageEvent::Start { partial: Arc::clone(&partial) }).await;
+        Arc::make_mut(&mut partial).content.push(AssistantContent::Thinking(ThinkingContent::default()));
+        tx.send(AssistantMessageEvent::ThinkingStart { content_index: 0, partial: Arc::clone(&partial) }).await;
+        for piece in ["mull", "ing"] {
+            if let Some(AssistantContent::Thinking(t)) = Arc::make_mut(&mut partial).content.get_mut(0) {
+                t.thinking.push_str(piece);
+            }
+            let event = AssistantMessageEvent::ThinkingDelta {
+                content_index: 0,
+                delta: piece.into(),
+                partial: Arc::clone(&partial),
+            };
+            tx.send(event).await;
+        }
+        tx.send(AssistantMessageEvent::ThinkingEnd {
+            content_index: 0,
+            content: "mulling".into(),
+            partial: Arc::clone(&partial),
+        })
+        .await;
+        Arc::make_mut(&mut partial).content.push(AssistantContent::Text(TextContent::default()));
+        tx.send(AssistantMessageEvent::TextStart { content_index: 1, partial: Arc::clone(&partial) }).await;
+        for piece in ["hel", "lo"] {
+            if let Some(AssistantContent::Text(t)) = Arc::make_mut(&mut partial).content.get_mut(1) {
+                t.text.push_str(piece);
+            }
+            let event = AssistantMessageEvent::TextDelta {
+                content_index: 1,
+                delta: piece.into(),
+                partial: Arc::clone(&partial),
+            };
+            tx.send(event).await;
+        }
+        // No terminal event: the partial is dropped with the producer.
+    })
+}
+
+#[tokio::test]
+async fn content_streamed_after_start_is_kept() {
+    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(unterminated));
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&ends);
+    let sink = FnSink(move |event: &AgentEvent| {
+        if let AgentEvent::MessageEnd { message } = event {
+            seen.lock().unwrap().push(message.clone());
+        }
+    });
+    let messages =
+        run_agent_loop(prompt(), AgentContext::default(), config, Arc::new(sink), CancellationToken::new()).await.unwrap();
+    let last = messages.last().unwrap().as_assistant().unwrap();
+    assert_eq!(last.stop_reason, StopReason::Error);
+    assert_eq!(last.error_message.as_deref(), Some("Stream ended without a terminal event"));
+    assert_eq!(
+        last.content,
+        vec![
+            AssistantContent::Thinking(ThinkingContent { thinking: "mulling".into(), ..Default::default() }),
+            AssistantContent::Text(TextContent { text: "hello".into(), ..Default::default() }),
+        ]
+    );
+    // The transcript and the `message_end` event carry the same message.
+    let ends = ends.lock().unwrap();
+    assert_eq!(ends.last().and_then(AgentMessage::as_assistant), Some(last));
+}

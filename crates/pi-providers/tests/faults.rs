@@ -1,0 +1,604 @@
+//! Fault suite: each of the four adapters against loopback servers that misbehave on raw
+//! sockets (every byte and every pause chosen by the test).
+//!
+//! For every fault and adapter: exactly one terminal event and it comes last, a sensible
+//! error text, no panic, no wait beyond the configured limit (every run is guarded by
+//! [`GUARD`], far above the small limits set here), the client lets go of the connection
+//! (no task left holding it) and no credential is sent where it should not go. The healthy
+//! responses are the vendored `text_basic` recordings of each API.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use pi_providers::anthropic::AnthropicMessages;
+use pi_providers::google::GoogleGenerativeAi;
+use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::openai_responses::OpenAIResponses;
+use pi_types::transcript::normalize_context;
+use pi_types::{
+    AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
+};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// Longest any single run may take before the test calls it a hang.
+const GUARD: Duration = Duration::from_secs(20);
+/// The small limits the tests configure.
+const LIMIT_MS: u64 = 400;
+const SECRET: &str = "sk-fault-suite-secret";
+const TEXT: &str = "Server-sent events let a server push a stream of text events over one HTTP response.";
+
+const APIS: [&str; 4] = ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai"];
+
+fn fixture(api: &str) -> Value {
+    let text = match api {
+        "openai-completions" => {
+            include_str!("../../../tests/fixtures/providers/cases/openai-completions/text_basic.json")
+        }
+        "anthropic-messages" => {
+            include_str!("../../../tests/fixtures/providers/cases/anthropic-messages/text_basic.json")
+        }
+        "openai-responses" => include_str!("../../../tests/fixtures/providers/cases/openai-responses/text_basic.json"),
+        _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
+    };
+    serde_json::from_str(text).unwrap()
+}
+
+fn adapter(api: &str) -> Box<dyn StreamFn> {
+    match api {
+        "openai-completions" => Box::new(OpenAICompletions),
+        "anthropic-messages" => Box::new(AnthropicMessages),
+        "openai-responses" => Box::new(OpenAIResponses),
+        _ => Box::new(GoogleGenerativeAi::default()),
+    }
+}
+
+fn model(api: &str, url: &str) -> Model {
+    let mut json = fixture(api)["model"].clone();
+    let base = json["baseUrl"].as_str().unwrap().replace("{{BASE_URL}}", url);
+    json["baseUrl"] = Value::String(base);
+    serde_json::from_value(json).unwrap()
+}
+
+/// The recorded healthy body of an API.
+fn body(api: &str) -> String {
+    fixture(api)["response"]["body"].as_str().unwrap().to_owned()
+}
+
+/// The events of a healthy body, each with its delimiter.
+fn events(api: &str) -> Vec<String> {
+    let delimiter = if api == "google-generative-ai" { "\r\n\r\n" } else { "\n\n" };
+    body(api).split_inclusive(delimiter).map(str::to_owned).collect()
+}
+
+/// The event that ends the protocol (the last one; `[DONE]` for completions).
+fn terminal(api: &str) -> String {
+    events(api).last().cloned().unwrap()
+}
+
+/// The first event carrying a text delta.
+fn text_delta(api: &str) -> String {
+    let marker = match api {
+        "openai-completions" => "\"content\":",
+        "anthropic-messages" => "text_delta",
+        "openai-responses" => "response.output_text.delta",
+        _ => "\"text\"",
+    };
+    events(api).into_iter().find(|e| e.contains(marker)).unwrap()
+}
+
+fn options() -> StreamOptions {
+    StreamOptions {
+        api_key: Some(SECRET.into()),
+        max_retries: Some(0),
+        timeout_ms: Some(LIMIT_MS),
+        idle_timeout_ms: Some(LIMIT_MS),
+        ..Default::default()
+    }
+}
+
+fn context() -> pi_types::TranscriptContext {
+    normalize_context(Context {
+        system_prompt: Some("Be brief.".into()),
+        messages: vec![Message::User(UserMessage::text("Hi"))],
+        tools: None,
+    })
+}
+
+/// What a server does on one connection, in order.
+#[derive(Clone)]
+enum Step {
+    /// One write.
+    Bytes(Vec<u8>),
+    /// One write per byte.
+    Trickle(Vec<u8>),
+    /// A pause.
+    Pause(Duration),
+    /// Close with a TCP reset.
+    Reset,
+    /// Keep the connection open until the client closes it.
+    Hold,
+}
+
+fn sse_head() -> Vec<u8> {
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n".to_vec()
+}
+
+fn head(status: u16, content_type: &str, extra: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status} X\r\ncontent-type: {content_type}\r\nconnection: close\r\n{extra}\r\n").into_bytes()
+}
+
+fn with_length(status: u16, content_type: &str, extra: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = head(status, content_type, &format!("{extra}content-length: {}\r\n", body.len()));
+    out.extend_from_slice(body);
+    out
+}
+
+/// A scripted loopback server.
+struct Server {
+    url: String,
+    /// Requests received.
+    requests: Arc<AtomicUsize>,
+    /// Raw request heads, lower-cased.
+    heads: Arc<Mutex<Vec<String>>>,
+    /// Connections in `Hold` that the client closed.
+    released: Arc<AtomicUsize>,
+}
+
+impl Server {
+    async fn start(steps: Vec<Step>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = Self { url, requests: Arc::default(), heads: Arc::default(), released: Arc::default() };
+        let (requests, heads, released) =
+            (Arc::clone(&server.requests), Arc::clone(&server.heads), Arc::clone(&server.released));
+        tokio::spawn(async move {
+            loop {
+                let Ok((socket, _)) = listener.accept().await else { return };
+                let (steps, requests, heads, released) =
+                    (steps.clone(), Arc::clone(&requests), Arc::clone(&heads), Arc::clone(&released));
+                tokio::spawn(async move {
+                    let mut socket = socket;
+                    let _ = socket.set_nodelay(true);
+                    let Some(head) = read_request(&mut socket).await else { return };
+                    requests.fetch_add(1, Ordering::SeqCst);
+                    heads.lock().unwrap().push(head);
+                    play(socket, &steps, &released).await;
+                });
+            }
+        });
+        server
+    }
+
+    /// Wait (bounded) until `n` held connections were closed by the client.
+    async fn released(&self, n: usize) -> bool {
+        for _ in 0..500 {
+            if self.released.load(Ordering::SeqCst) >= n {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+}
+
+async fn read_request(socket: &mut TcpStream) -> Option<String> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            while buffer.len() < end + 4 + length {
+                let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+                buffer.extend_from_slice(&chunk[..n]);
+            }
+            return Some(head);
+        }
+        let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buffer.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn play(mut socket: TcpStream, steps: &[Step], released: &AtomicUsize) {
+    for step in steps {
+        match step {
+            Step::Bytes(bytes) => {
+                if socket.write_all(bytes).await.is_err() {
+                    return;
+                }
+            }
+            Step::Trickle(bytes) => {
+                for byte in bytes {
+                    if socket.write_all(std::slice::from_ref(byte)).await.is_err() {
+                        return;
+                    }
+                    let _ = socket.flush().await;
+                    tokio::task::yield_now().await;
+                }
+            }
+            Step::Pause(duration) => tokio::time::sleep(*duration).await,
+            Step::Reset => {
+                let _ = socket.set_zero_linger();
+                return;
+            }
+            Step::Hold => {
+                let mut sink = [0u8; 1024];
+                while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+                released.fetch_add(1, Ordering::SeqCst);
+                return;
+            }
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// The events of one run and its final message; panics on a hang beyond [`GUARD`].
+async fn run(api: &str, url: &str, options: StreamOptions) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
+    run_guarded(api, url, options, GUARD).await
+}
+
+async fn run_guarded(
+    api: &str,
+    url: &str,
+    options: StreamOptions,
+    guard: Duration,
+) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
+    let adapter = adapter(api);
+    let model = model(api, url);
+    let collect = async {
+        let mut stream = adapter.stream(&model, context(), options);
+        let mut events = Vec::new();
+        while let Some(event) = stream.next().await {
+            events.push(event);
+        }
+        let message = stream.final_message().map(|m| (**m).clone());
+        (events, message)
+    };
+    let (events, message) = tokio::time::timeout(guard, collect).await.unwrap_or_else(|_| panic!("{api}: hang"));
+    let terminals = events.iter().filter(|e| e.final_message().is_some()).count();
+    assert_eq!(terminals, 1, "{api}: exactly one terminal event");
+    assert!(events.last().and_then(AssistantMessageEvent::final_message).is_some(), "{api}: terminal event last");
+    (events, message.expect("final message"))
+}
+
+/// Run a fault against every adapter; returns each API's final message.
+async fn each(
+    steps: impl Fn(&str) -> Vec<Step>,
+    options: impl Fn() -> StreamOptions,
+) -> Vec<(String, AssistantMessage)> {
+    let mut out = Vec::new();
+    for api in APIS {
+        let server = Server::start(steps(api)).await;
+        let (_, message) = run(api, &server.url, options()).await;
+        out.push((api.to_owned(), message));
+    }
+    out
+}
+
+fn error_text(api: &str, message: &AssistantMessage) -> String {
+    assert_eq!(message.stop_reason, StopReason::Error, "{api}: {message:?}");
+    let text = message.error_message.clone().unwrap_or_default();
+    assert!(!text.is_empty(), "{api}: empty error");
+    assert!(!text.contains(SECRET), "{api}: key in the error");
+    text
+}
+
+#[tokio::test]
+async fn healthy_recordings_complete() {
+    for (api, message) in each(|api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes())], options).await
+    {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        assert_eq!(message.text(), TEXT, "{api}");
+    }
+}
+
+#[tokio::test]
+async fn reset_mid_stream() {
+    let steps = |api: &str| {
+        let body = body(api);
+        vec![
+            Step::Bytes(sse_head()),
+            Step::Bytes(body.as_bytes()[..body.len() / 2].to_vec()),
+            Step::Pause(Duration::from_millis(20)),
+            Step::Reset,
+        ]
+    };
+    for (api, message) in each(steps, options).await {
+        let text = error_text(&api, &message);
+        assert!(text.starts_with("terminated: ") || text.contains("ended"), "{api}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn stall_before_headers_ends_at_the_limit() {
+    for api in APIS {
+        let server = Server::start(vec![Step::Hold]).await;
+        let (_, message) = run(api, &server.url, options()).await;
+        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
+        assert!(server.released(1).await, "{api}: connection still held");
+    }
+}
+
+/// Without any option set, waiting for headers still ends (at 300 s, on a paused clock).
+#[tokio::test(start_paused = true)]
+async fn stall_before_headers_has_a_default_limit() {
+    for api in APIS {
+        let server = Server::start(vec![Step::Hold]).await;
+        let started = tokio::time::Instant::now();
+        let options = StreamOptions { api_key: Some(SECRET.into()), max_retries: Some(0), ..Default::default() };
+        let (_, message) = run_guarded(api, &server.url, options, Duration::from_secs(400)).await;
+        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
+        assert!(started.elapsed() >= Duration::from_secs(300), "{api}: {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn stall_after_headers_ends_at_the_idle_limit() {
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(events(api)[0].clone().into_bytes()), Step::Hold];
+    for api in APIS {
+        let server = Server::start(steps(api)).await;
+        let (_, message) = run(api, &server.url, options()).await;
+        let text = error_text(api, &message);
+        assert_eq!(text, format!("Stream idle timeout: no data received for {LIMIT_MS} ms"), "{api}");
+        assert!(server.released(1).await, "{api}: connection still held");
+    }
+}
+
+#[tokio::test]
+async fn stalled_error_body_ends_at_the_idle_limit() {
+    let steps = |_: &str| {
+        vec![
+            Step::Bytes(head(500, "application/json", "content-length: 1000\r\n")),
+            Step::Bytes(b"{\"error\": {\"message\": \"upstream".to_vec()),
+            Step::Hold,
+        ]
+    };
+    for api in APIS {
+        let server = Server::start(steps(api)).await;
+        let (_, message) = run(api, &server.url, options()).await;
+        let text = error_text(api, &message);
+        if api == "google-generative-ai" {
+            // @google/genai parses the (cut) body as JSON and reports the parse error.
+            assert!(text.contains("JSON"), "{api}: {text}");
+        } else {
+            assert!(text.contains("500"), "{api}: {text}");
+        }
+        assert!(server.released(1).await, "{api}: connection still held");
+    }
+}
+
+#[tokio::test]
+async fn trickle_one_byte_per_write() {
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Trickle(body(api).into_bytes())];
+    for (api, message) in each(steps, options).await {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        assert_eq!(message.text(), TEXT, "{api}");
+    }
+}
+
+#[tokio::test]
+async fn invalid_and_split_utf8() {
+    // A two-byte, an invalid and a three-byte sequence, every byte its own write.
+    let steps = |api: &str| {
+        // Every copy of the text (deltas and final items) carries the same bytes.
+        let body = body(api).into_bytes();
+        let mut bytes = Vec::new();
+        let mut rest = &body[..];
+        while let Some(at) = rest.windows(6).position(|w| w == b"Server") {
+            bytes.extend_from_slice(&rest[..at]);
+            bytes.extend_from_slice(b"S\xc3\xa9rver\xff \xe2\x82\xac");
+            rest = &rest[at + 6..];
+        }
+        bytes.extend_from_slice(rest);
+        vec![Step::Bytes(sse_head()), Step::Trickle(bytes)]
+    };
+    for (api, message) in each(steps, options).await {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        assert!(message.text().starts_with("S\u{e9}rver\u{fffd} \u{20ac}-sent events"), "{api}: {}", message.text());
+    }
+}
+
+#[tokio::test]
+async fn html_200_is_an_error() {
+    let steps = |_: &str| {
+        vec![Step::Bytes(with_length(200, "text/html", "", b"<html><body><h1>502 Bad Gateway</h1></body></html>"))]
+    };
+    for (api, message) in each(steps, options).await {
+        error_text(&api, &message);
+    }
+}
+
+#[tokio::test]
+async fn json_error_with_200_is_an_error() {
+    let steps = |_: &str| {
+        vec![Step::Bytes(with_length(
+            200,
+            "application/json",
+            "",
+            br#"{"error":{"message":"Overloaded","code":529,"status":"UNAVAILABLE"}}"#,
+        ))]
+    };
+    for (api, message) in each(steps, options).await {
+        error_text(&api, &message);
+    }
+}
+
+#[tokio::test]
+async fn terminal_event_twice() {
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &terminal(api)).into_bytes())];
+    for (api, message) in each(steps, options).await {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        if api != "google-generative-ai" {
+            // Gemini's last chunk is no terminal event but text with a finish reason: it counts twice.
+            assert_eq!(message.text(), TEXT, "{api}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn events_after_the_terminal_are_ignored() {
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &text_delta(api)).into_bytes())];
+    for (api, message) in each(steps, options).await {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        if api != "google-generative-ai" {
+            // Gemini has no terminal event: a chunk after `finishReason` is still part of the answer.
+            assert_eq!(message.text(), TEXT, "{api}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn terminal_then_open_connection_completes_at_once() {
+    // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
+    for api in ["openai-completions", "anthropic-messages", "openai-responses"] {
+        let server =
+            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
+        let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
+        let (_, message) = run(api, &server.url, options).await;
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        assert_eq!(message.text(), TEXT, "{api}");
+        assert!(server.released(1).await, "{api}: connection still held");
+    }
+    // Gemini's protocol ends only at EOF: the idle limit bounds the wait.
+    let api = "google-generative-ai";
+    let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
+    let (_, message) = run(api, &server.url, options()).await;
+    assert!(error_text(api, &message).starts_with("Stream idle timeout"), "{api}");
+    assert_eq!(message.text(), TEXT, "{api}: content kept");
+    assert!(server.released(1).await, "{api}: connection still held");
+}
+
+#[tokio::test]
+async fn absurd_retry_after_with_the_default_cap() {
+    let steps = |_: &str| {
+        vec![Step::Bytes(with_length(
+            429,
+            "application/json",
+            "retry-after-ms: 1e300\r\nretry-after: 1e300\r\n",
+            br#"{"error":{"message":"slow down"}}"#,
+        ))]
+    };
+    for (api, message) in each(steps, || StreamOptions { max_retries: Some(1), ..options() }).await {
+        let text = error_text(&api, &message);
+        if api != "google-generative-ai" {
+            assert!(text.starts_with("Server requested "), "{api}: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
+    let steps = |_: &str| {
+        vec![Step::Bytes(with_length(
+            429,
+            "application/json",
+            "retry-after-ms: 1e300\r\nretry-after: 1e300\r\n",
+            br#"{"error":{"message":"slow down"}}"#,
+        ))]
+    };
+    for api in APIS {
+        let server = Server::start(steps(api)).await;
+        let cancel = CancellationToken::new();
+        let options = StreamOptions {
+            max_retries: Some(3),
+            max_retry_delay_ms: Some(0),
+            cancel: Some(cancel.clone()),
+            ..options()
+        };
+        let trigger = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            cancel.cancel();
+        });
+        let (_, message) = run(api, &server.url, options).await;
+        trigger.await.unwrap();
+        assert_eq!(message.stop_reason, StopReason::Aborted, "{api}: {:?}", message.error_message);
+    }
+}
+
+#[tokio::test]
+async fn redirects_to_another_origin_are_not_followed() {
+    for status in [301u16, 302, 307, 308] {
+        for api in APIS {
+            let other = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes())]).await;
+            let location = format!("location: {}/steal\r\n", other.url);
+            let server = Server::start(vec![Step::Bytes(with_length(status, "text/plain", &location, b""))]).await;
+            let (_, message) = run(api, &server.url, options()).await;
+            let text = error_text(api, &message);
+            assert!(text.contains(&format!("redirect ({status})")), "{api}: {text}");
+            // The key went to the configured origin (so the test can see it) and nowhere else.
+            assert!(server.heads.lock().unwrap().iter().any(|h| h.contains(SECRET)), "{api}");
+            assert_eq!(other.requests.load(Ordering::SeqCst), 0, "{api}: {status} followed");
+        }
+    }
+}
+
+#[tokio::test]
+async fn huge_line_is_cut_with_a_clear_error() {
+    let steps = |_: &str| {
+        let mut steps = vec![Step::Bytes(sse_head()), Step::Bytes(b"data: ".to_vec())];
+        let block = vec![b'a'; 1 << 20];
+        steps.extend(std::iter::repeat_n(Step::Bytes(block), 17));
+        steps.push(Step::Hold);
+        steps
+    };
+    for api in APIS {
+        let server = Server::start(steps(api)).await;
+        // 17 MiB through a debug build on a loaded machine: a generous guard, still no hang.
+        let (_, message) = run_guarded(api, &server.url, options(), Duration::from_secs(180)).await;
+        let text = error_text(api, &message);
+        assert!(text.contains("line longer than 16777216 bytes"), "{api}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn huge_error_body_gives_a_bounded_message() {
+    let steps = |_: &str| {
+        let body = vec![b'x'; 5 << 20];
+        vec![Step::Bytes(with_length(500, "text/plain", "", &body))]
+    };
+    for (api, message) in each(steps, options).await {
+        let text = error_text(&api, &message);
+        assert!(text.encode_utf16().count() <= 4200, "{api}: {} units", text.encode_utf16().count());
+        assert!(text.contains("... [truncated "), "{api}: {}", &text[text.len().saturating_sub(80)..]);
+    }
+}
+
+#[tokio::test]
+async fn huge_usage_numbers_saturate() {
+    let steps = |api: &str| {
+        let body = body(api);
+        let body = match api {
+            "openai-completions" => body
+                .replace("\"prompt_tokens\":31", "\"prompt_tokens\":1e300")
+                .replace("\"completion_tokens\":18", "\"completion_tokens\":1e300"),
+            "anthropic-messages" => body
+                .replace("\"input_tokens\":27", "\"input_tokens\":1e300")
+                .replace("\"output_tokens\":1,", "\"output_tokens\":1e300,")
+                .replace("\"output_tokens\":21", "\"output_tokens\":1e300"),
+            "openai-responses" => body
+                .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
+                .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
+            _ => body.replace(
+                "\"candidatesTokenCount\": 19",
+                "\"candidatesTokenCount\": 1e300,\"thoughtsTokenCount\": 1e300",
+            ),
+        };
+        assert!(body.contains("1e300"), "{api}");
+        vec![Step::Bytes(sse_head()), Step::Bytes(body.into_bytes())]
+    };
+    for (api, message) in each(steps, options).await {
+        assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
+        assert_eq!(message.usage.output, u64::MAX, "{api}");
+    }
+}
