@@ -258,8 +258,13 @@ impl Session {
         self.run = Some(self.agent.prompt(prompt));
     }
 
-    /// Wait for the active run to end and report it.
+    /// Wait for the aborted run to end and report it. Messages queued for it are dropped:
+    /// an abort stops everything the user asked for so far.
     async fn settle(&mut self) {
+        if self.agent.has_queued_messages() {
+            self.agent.clear_all_queues();
+            self.say("(queued messages dropped)");
+        }
         if let Some(run) = self.run.take() {
             let result = run.await;
             self.finished(result);

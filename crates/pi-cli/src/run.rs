@@ -17,8 +17,8 @@ pub const DEFAULT_SYSTEM_PROMPT: &str = "You are pi, a helpful assistant in a te
                                          tools when they help; call independent tools in parallel.";
 
 /// The line printed when the offline demo runs.
-pub const DEMO_NOTICE: &str = "(offline demo on the faux provider: no model configured; set ANTHROPIC_API_KEY, \
-                               OPENAI_API_KEY or GEMINI_API_KEY, or pass --provider / --base-url)";
+pub const DEMO_NOTICE: &str =
+    "(offline demo on the faux provider: set an API key such as OPENAI_API_KEY, or pass --provider or --base-url)";
 
 /// A renderer shared with the agent's listener.
 pub type SharedRenderer = Arc<Mutex<Renderer>>;

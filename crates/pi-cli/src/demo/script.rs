@@ -139,15 +139,23 @@ pub fn places(prompt: &str) -> Vec<String> {
 
 /// The tool calls the demo makes for a prompt.
 pub fn plan(prompt: &str) -> Vec<PlannedCall> {
+    plan_in_context(prompt, "")
+}
+
+/// Like [`plan`], for a prompt in a conversation: a follow-up that only names places
+/// ("and Paris?") asks what the earlier messages asked (weather, time).
+pub fn plan_in_context(prompt: &str, earlier: &str) -> Vec<PlannedCall> {
     let places = places(prompt);
+    let asks_nothing = !matches(&WEATHER_WORDS, prompt) && !matches(&TIME_WORDS, prompt);
+    let context = if asks_nothing && !places.is_empty() { earlier } else { "" };
     let mut calls = Vec::new();
-    if matches(&WEATHER_WORDS, prompt) {
+    if matches(&WEATHER_WORDS, prompt) || matches(&WEATHER_WORDS, context) {
         calls.extend(places.iter().map(|p| PlannedCall { tool: WEATHER, args: json!({ "location": p }) }));
     }
     calls.extend(
         expressions(prompt).into_iter().map(|e| PlannedCall { tool: CALCULATE, args: json!({ "expression": e }) }),
     );
-    if matches(&TIME_WORDS, prompt) {
+    if matches(&TIME_WORDS, prompt) || matches(&TIME_WORDS, context) {
         if places.is_empty() {
             calls.push(PlannedCall { tool: TIME, args: json!({}) });
         }
@@ -183,8 +191,8 @@ fn join_names(names: &[String]) -> String {
     }
 }
 
-fn first_turn(prompt: &str, request_number: usize) -> AssistantMessage {
-    let calls = plan(prompt);
+fn first_turn(prompt: &str, earlier: &str, request_number: usize) -> AssistantMessage {
+    let calls = plan_in_context(prompt, earlier);
     if calls.is_empty() {
         let text = "I'm the offline demo, so all I can do is run the demo tools: the weather in a city, \
                     arithmetic such as 12 * (3 + 4), and the current time somewhere. Try \"What's the weather \
@@ -266,8 +274,17 @@ pub fn respond(messages: &[Message], request_number: usize) -> AssistantMessage 
             _ => None,
         })
         .collect();
+    let fresh_start = messages.len() - fresh.len();
+    let earlier: Vec<String> = messages[..fresh_start]
+        .iter()
+        .filter_map(|m| match m {
+            Message::User(user) => Some(user.content.text()),
+            _ => None,
+        })
+        .collect();
+    let earlier = earlier.last().cloned().unwrap_or_default();
     if !prompt.is_empty() {
-        let planned = first_turn(&prompt.join("\n"), request_number);
+        let planned = first_turn(&prompt.join("\n"), &earlier, request_number);
         if planned.stop_reason == StopReason::ToolUse {
             return planned;
         }
@@ -285,7 +302,7 @@ pub fn respond(messages: &[Message], request_number: usize) -> AssistantMessage 
         })
         .collect();
     if results.is_empty() {
-        return first_turn(&prompt.join("\n"), request_number);
+        return first_turn(&prompt.join("\n"), &earlier, request_number);
     }
     answer(&results)
 }
@@ -387,6 +404,15 @@ mod tests {
                 (TIME.to_owned(), json!({"location": "Tokyo"})),
             ]
         );
+    }
+
+    #[test]
+    fn a_follow_up_naming_places_asks_what_the_last_prompt_asked() {
+        let weather = plan_in_context("and Paris?", "What's the weather in Oslo?");
+        assert_eq!(weather, [PlannedCall { tool: WEATHER, args: json!({"location": "Paris"}) }]);
+        let time = plan_in_context("And in Sydney?", "What time is it in Tokyo?");
+        assert_eq!(time, [PlannedCall { tool: TIME, args: json!({"location": "Sydney"}) }]);
+        assert!(plan_in_context("Paris is nice", "Tell me a joke").is_empty());
     }
 
     #[test]
