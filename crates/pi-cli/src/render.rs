@@ -109,7 +109,6 @@ impl Renderer {
         self.write_raw(&text);
         // Deltas must appear as they arrive.
         let _ = self.out.flush();
-        self.at_line_start = text.ends_with('\n') || (text.is_empty() && self.at_line_start);
     }
 
     /// Write a whole line, first ending a line left open by inline text.

@@ -59,6 +59,19 @@ fn one_shot_demo_uses_the_calculator_and_the_clock() {
     assert!(!stdout.contains('→') && stdout.contains("[stop · 1 turn · "), "{stdout}");
 }
 
+#[test]
+fn colours_follow_clicolor_force_and_no_color() {
+    let forced = pi().env("CLICOLOR_FORCE", "1").arg(README_QUESTION).output().unwrap();
+    let stdout = text(&forced.stdout);
+    // Thinking is dimmed, tool calls coloured.
+    assert!(stdout.contains("\u{1b}[2mTo answer I need to"), "{stdout:?}");
+    assert!(stdout.contains("\u{1b}[36m→ get_weather("), "{stdout:?}");
+    let plain = pi().env("CLICOLOR_FORCE", "1").env("NO_COLOR", "1").arg(README_QUESTION).output().unwrap();
+    assert!(!text(&plain.stdout).contains('\u{1b}'));
+    let json = pi().env("CLICOLOR_FORCE", "1").args(["--json", README_QUESTION]).output().unwrap();
+    assert!(!text(&json.stdout).contains("\\u001b"), "JSON is never coloured");
+}
+
 const README_EVENTS: &str = r#"[agent_start]
 [turn_start]
 [message_start] role=user
@@ -376,7 +389,8 @@ fn chat_sends_a_line_typed_during_a_run_as_steering() {
 
 #[test]
 fn chat_abort_stops_the_run_and_the_session_goes_on() {
-    let input = "What's the weather in Shanghai?\n/abort\n/reset\n/model\n/tools\nWhat is 6*7?\n/followup\n/nope\n";
+    let input = "What's the weather in Shanghai?\n/abort\n/reset\n/model\n/tools\n/model openai/gpt-4.1-mini\n\
+                 /model faux/faux-1\nWhat is 6*7?\n/followup\n/nope\n";
     let output = chat(&["--events"], input);
     assert!(output.status.success(), "{output:?}");
     let stdout = text(&output.stdout);
@@ -387,6 +401,10 @@ fn chat_abort_stops_the_run_and_the_session_goes_on() {
     );
     assert!(stdout.contains("[tool_execution_end] calculate isError=false: 6*7 = 42\n"), "{stdout}");
     assert!(stdout.contains("usage: /followup TEXT\n"), "{stdout}");
+    assert!(
+        stdout.contains("error: missing API key for provider `openai`: set OPENAI_API_KEY\n(model: faux/faux-1)\n"),
+        "{stdout}"
+    );
     assert!(stdout.contains("unknown command /nope (/help lists them)\n"), "{stdout}");
     assert_eq!(stdout.matches("[agent_start]").count(), 2, "{stdout}");
     // After /reset the second run starts from an empty conversation.
