@@ -68,17 +68,34 @@ impl Write for PrinterWriter {
     }
 }
 
+/// Where the prompt history of terminal sessions is kept: `$PI_HISTORY`, else
+/// `~/.pi_history`; `PI_HISTORY=` (empty) keeps none.
+fn history_file() -> Option<std::path::PathBuf> {
+    match std::env::var_os("PI_HISTORY") {
+        Some(path) if path.is_empty() => None,
+        Some(path) => Some(path.into()),
+        None => std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".pi_history")),
+    }
+}
+
 /// Start the thread reading the terminal with rustyline; returns the output writer.
 fn spawn_editor(tx: mpsc::UnboundedSender<Input>) -> Result<Box<dyn Write + Send>, CliError> {
     let mut editor =
         rustyline::DefaultEditor::new().map_err(|e| CliError::Io(format!("cannot open the terminal: {e}")))?;
     let printer =
         editor.create_external_printer().map_err(|e| CliError::Io(format!("cannot print to the terminal: {e}")))?;
+    let history = history_file();
+    if let Some(path) = &history {
+        // A missing or unreadable history file only means an empty history.
+        let _ = editor.load_history(path);
+    }
     std::thread::spawn(move || loop {
         match editor.readline(PROMPT) {
             Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = editor.add_history_entry(line.as_str());
+                if !line.trim().is_empty() && editor.add_history_entry(line.as_str()).unwrap_or(false) {
+                    if let Some(path) = &history {
+                        let _ = editor.append_history(path);
+                    }
                 }
                 if tx.send(Input::Line(line)).is_err() {
                     return;
@@ -281,8 +298,7 @@ impl Session {
             Ok(()) => {}
             Err(CliError::Aborted) => self.say("(aborted)"),
             Err(error) => {
-                let text = format!("error: {}", error.one_line());
-                lock(&self.renderer).line(&text);
+                self.say(&format!("error: {}", error.one_line()));
             }
         }
         // Steering typed too late for the run, and follow-ups, start the next run.

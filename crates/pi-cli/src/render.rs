@@ -122,8 +122,12 @@ impl Renderer {
         let _ = self.out.flush();
     }
 
-    /// Write a dimmed notice line.
+    /// Write a dimmed notice line (in JSON mode on stderr, keeping stdout pure events).
     pub fn notice(&mut self, text: &str) {
+        if self.mode == OutputMode::Json {
+            eprintln!("{text}");
+            return;
+        }
         let text = self.styled(DIM, text);
         self.line(&text);
     }

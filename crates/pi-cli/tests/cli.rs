@@ -422,6 +422,19 @@ fn chat_followup_runs_after_the_answer() {
     assert!(stdout.contains("← calculate: 3*3 = 9\n"), "{stdout}");
 }
 
+#[test]
+fn chat_json_keeps_stdout_to_events() {
+    let output = chat(&["--json"], "What is 2+2?\nand 3*3?\n/tools\n");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    for line in stdout.lines() {
+        serde_json::from_str::<pi_types::AgentEvent>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert!(stdout.starts_with(r#"{"type":"agent_start"}"#), "{stdout}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("(steering: read after the current turn)\ntools:\n"), "{stderr}");
+}
+
 #[cfg(unix)]
 #[test]
 fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
