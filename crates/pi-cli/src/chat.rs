@@ -9,6 +9,7 @@
 //! line, above the prompt) so typing and streaming do not garble each other.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use pi_agent::{Agent, RunHandle};
@@ -46,9 +47,11 @@ commands:
 const PROMPT: &str = "› ";
 
 /// Writes whole lines through rustyline's external printer (it owns the terminal while
-/// the prompt is shown); a partial line waits for its newline.
+/// the prompt is shown); a partial line waits for its newline. Once the editor has stopped
+/// reading (end of input) lines go straight to stdout.
 struct PrinterWriter {
     printer: Box<dyn rustyline::ExternalPrinter + Send>,
+    editor_done: Arc<AtomicBool>,
     pending: Vec<u8>,
 }
 
@@ -57,14 +60,52 @@ impl Write for PrinterWriter {
         self.pending.extend_from_slice(bytes);
         while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let text = String::from_utf8_lossy(&line).into_owned();
-            self.printer.print(text).map_err(std::io::Error::other)?;
+            if self.editor_done.load(Ordering::Acquire) {
+                let mut stdout = std::io::stdout();
+                stdout.write_all(&line)?;
+                stdout.flush()?;
+            } else {
+                let text = String::from_utf8_lossy(&line).into_owned();
+                self.printer.print(text).map_err(std::io::Error::other)?;
+            }
         }
         Ok(bytes.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// The terminal settings from before the line editor switched to raw mode, put back when
+/// the session ends: the session may end (second Ctrl-C, `/exit`) while the editor's thread
+/// is still inside `readline`, and the process exits without it restoring them.
+struct TerminalRestore {
+    #[cfg(unix)]
+    saved: Option<nix::sys::termios::Termios>,
+    editor_done: Arc<AtomicBool>,
+}
+
+impl TerminalRestore {
+    fn save(editor_done: Arc<AtomicBool>) -> Self {
+        Self {
+            #[cfg(unix)]
+            saved: nix::sys::termios::tcgetattr(std::io::stdin()).ok(),
+            editor_done,
+        }
+    }
+}
+
+impl Drop for TerminalRestore {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(saved) = &self.saved {
+            let _ = nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSADRAIN, saved);
+        }
+        if !self.editor_done.load(Ordering::Acquire) {
+            // Leave the line the prompt was drawn on.
+            println!();
+        }
     }
 }
 
@@ -78,8 +119,11 @@ fn history_file() -> Option<std::path::PathBuf> {
     }
 }
 
-/// Start the thread reading the terminal with rustyline; returns the output writer.
-fn spawn_editor(tx: mpsc::UnboundedSender<Input>) -> Result<Box<dyn Write + Send>, CliError> {
+/// Start the thread reading the terminal with rustyline; returns the output writer and the
+/// guard that restores the terminal.
+fn spawn_editor(tx: mpsc::UnboundedSender<Input>) -> Result<(Box<dyn Write + Send>, TerminalRestore), CliError> {
+    let editor_done = Arc::new(AtomicBool::new(false));
+    let restore = TerminalRestore::save(Arc::clone(&editor_done));
     let mut editor =
         rustyline::DefaultEditor::new().map_err(|e| CliError::Io(format!("cannot open the terminal: {e}")))?;
     let printer =
@@ -89,6 +133,7 @@ fn spawn_editor(tx: mpsc::UnboundedSender<Input>) -> Result<Box<dyn Write + Send
         // A missing or unreadable history file only means an empty history.
         let _ = editor.load_history(path);
     }
+    let done = Arc::clone(&editor_done);
     std::thread::spawn(move || loop {
         match editor.readline(PROMPT) {
             Ok(line) => {
@@ -107,12 +152,14 @@ fn spawn_editor(tx: mpsc::UnboundedSender<Input>) -> Result<Box<dyn Write + Send
                 }
             }
             Err(_) => {
+                done.store(true, Ordering::Release);
                 let _ = tx.send(Input::Eof);
                 return;
             }
         }
     });
-    Ok(Box::new(PrinterWriter { printer: Box::new(printer), pending: Vec::new() }))
+    let writer = PrinterWriter { printer: Box::new(printer), editor_done, pending: Vec::new() };
+    Ok((Box::new(writer), restore))
 }
 
 /// Start the thread reading plain lines from `input` (a pipe or file).
@@ -355,12 +402,13 @@ impl Session {
 pub async fn chat(backend: Backend, args: &ModelArgs, mode: OutputMode) -> Result<(), CliError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let interactive = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let out: Box<dyn Write + Send> = if interactive {
-        spawn_editor(tx)?
+    let (out, _restore): (Box<dyn Write + Send>, _) = if interactive {
+        let (out, restore) = spawn_editor(tx)?;
+        (out, Some(restore))
     } else {
         forward_interrupts(tx.clone())?;
         spawn_line_reader(std::io::BufReader::new(std::io::stdin()), tx);
-        Box::new(std::io::stdout())
+        (Box::new(std::io::stdout()), None)
     };
     let session = Session::new(backend, args, mode, out, stdout_colors())?;
     session.run(rx).await
