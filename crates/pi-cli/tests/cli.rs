@@ -64,7 +64,7 @@ fn colours_follow_clicolor_force_and_no_color() {
     let forced = pi().env("CLICOLOR_FORCE", "1").arg(README_QUESTION).output().unwrap();
     let stdout = text(&forced.stdout);
     // Thinking is dimmed, tool calls coloured.
-    assert!(stdout.contains("\u{1b}[2mTo answer I need to"), "{stdout:?}");
+    assert!(stdout.contains("\u{1b}[2mTo answer"), "{stdout:?}");
     assert!(stdout.contains("\u{1b}[36m→ get_weather("), "{stdout:?}");
     let plain = pi().env("CLICOLOR_FORCE", "1").env("NO_COLOR", "1").arg(README_QUESTION).output().unwrap();
     assert!(!text(&plain.stdout).contains('\u{1b}'));
@@ -445,6 +445,13 @@ fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Safety net, not a timing assertion: a session that never exits fails the test
+    // (its stdout closes) instead of hanging it.
+    let pid = child.id().to_string();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+    });
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"What's the weather in Shanghai and Beijing?\n").unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
