@@ -448,9 +448,13 @@ fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
     // Safety net, not a timing assertion: a session that never exits fails the test
     // (its stdout closes) instead of hanging it.
     let pid = child.id().to_string();
+    let reaped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog_reaped = std::sync::Arc::clone(&reaped);
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(120));
-        let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        if !watchdog_reaped.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
     });
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"What's the weather in Shanghai and Beijing?\n").unwrap();
@@ -474,6 +478,7 @@ fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
     wait_for("(aborted)", &mut seen);
     interrupt(child.id());
     let status = child.wait().unwrap();
+    reaped.store(true, std::sync::atomic::Ordering::SeqCst);
     assert!(status.success(), "{status:?}: {seen}");
     assert!(seen.contains("stopReason=aborted"), "{seen}");
     drop(stdin);
