@@ -77,7 +77,7 @@ pub struct ModelArgs {
 /// How to print a run.
 #[derive(Clone, Copy, Debug, Default, Args)]
 pub struct OutputArgs {
-    /// Print one line per agent event ([agent_start], [turn_start], ...), deltas inline.
+    /// Print one line per agent event (agent_start, turn_start, message_update, ...), deltas inline.
     #[arg(long, global = true, conflicts_with = "json")]
     pub events: bool,
     /// Print every agent event as one JSON line.
