@@ -21,12 +21,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use pi_providers::sse::{LineMode, SseDecoder, SseEvent};
 use pi_types::{
-    AssistantMessageEvent, AssistantMessageEventStream, EventSender, Model, StreamFn, StreamOptions, TranscriptContext,
+    AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::rebuild::Rebuilder;
+use crate::rebuild::Step;
 use crate::wire::{ProxyEvent, ProxyRequestOptions};
 
 /// Time to response headers when the options set none (undici's `headersTimeout`).
@@ -102,25 +102,26 @@ impl StreamFn for ProxyStreamFn {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let body = request_body(model, &context, &options);
         drop(context);
+        let model = model.clone();
         let request = Request {
             endpoint: Arc::clone(&self.endpoint),
             token: Arc::clone(&self.token),
-            rebuilder: Rebuilder::new(model),
             cancel: options.cancel.clone(),
             timeout: Duration::from_millis(options.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
             idle: Some(Duration::from_millis(options.idle_timeout_ms.unwrap_or(pi_providers::DEFAULT_IDLE_TIMEOUT_MS)))
                 .filter(|d| !d.is_zero()),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = AssistantMessageBuilder::for_model(tx, &model);
             let ending = match body {
-                Ok(body) => request.run(body, &tx).await,
-                Err(message) => {
-                    let mut rebuilder = request.rebuilder;
-                    Some(rebuilder.fail(false, message))
-                }
+                Ok(body) => request.run(body, &mut out).await,
+                Err(message) => Ending::Failed(message),
             };
-            if let Some(event) = ending {
-                tx.send(event).await;
+            match ending {
+                Ending::Finish(reason) => out.done(reason).await,
+                // The reference's rule: `aborted` whenever the caller cancelled, whatever failed.
+                Ending::Failed(message) if request.is_cancelled() => out.aborted(message).await,
+                Ending::Failed(message) => out.error(message).await,
             }
         })
     }
@@ -129,10 +130,17 @@ impl StreamFn for ProxyStreamFn {
 struct Request {
     endpoint: Arc<str>,
     token: Arc<str>,
-    rebuilder: Rebuilder,
     cancel: Option<CancellationToken>,
     timeout: Duration,
     idle: Option<Duration>,
+}
+
+/// How a request ended.
+enum Ending {
+    /// A terminal event arrived: end with this stop reason.
+    Finish(StopReason),
+    /// The request failed with this message.
+    Failed(String),
 }
 
 async fn cancelled(cancel: Option<&CancellationToken>) {
@@ -151,35 +159,20 @@ fn deepest_cause(error: &(dyn std::error::Error + 'static)) -> String {
     current.to_string()
 }
 
-/// What reading one line of the body produced.
-enum Line {
-    /// Nothing to emit (not a `data:` line, blank, or an event the reference drops).
-    Skip,
-    /// An event to emit.
-    Event(AssistantMessageEvent),
-    /// The line could not be applied.
-    Failed(String),
-}
-
 impl Request {
     fn is_cancelled(&self) -> bool {
         self.cancel.as_ref().is_some_and(CancellationToken::is_cancelled)
     }
 
-    /// End with an error event built from the message so far.
-    fn fail(&mut self, message: impl Into<String>) -> Option<AssistantMessageEvent> {
-        let aborted = self.is_cancelled();
-        Some(self.rebuilder.fail(aborted, message.into()))
-    }
-
-    /// Send the request and stream its events; the returned event (if any) ends the stream.
-    async fn run(mut self, body: Vec<u8>, tx: &EventSender) -> Option<AssistantMessageEvent> {
+    /// Send the request and stream its events into `out`.
+    async fn run(&self, body: Vec<u8>, out: &mut AssistantMessageBuilder) -> Ending {
+        let failed = |message: String| Ending::Failed(message);
         if self.is_cancelled() {
-            return self.fail(ABORTED_BEFORE_HEADERS);
+            return failed(ABORTED_BEFORE_HEADERS.into());
         }
         let client = match pi_providers::http_client() {
             Ok(client) => client,
-            Err(message) => return self.fail(message),
+            Err(message) => return failed(message),
         };
         let send = client
             .post(&*self.endpoint)
@@ -189,17 +182,15 @@ impl Request {
             .send();
         let response = tokio::select! {
             biased;
-            () = cancelled(self.cancel.as_ref()) => return self.fail(ABORTED_BEFORE_HEADERS),
+            () = cancelled(self.cancel.as_ref()) => return failed(ABORTED_BEFORE_HEADERS.into()),
             result = tokio::time::timeout(self.timeout, send) => match result {
-                Err(_) => return self.fail("fetch failed: Headers Timeout Error"),
-                Ok(Err(error)) => return self.fail(format!("fetch failed: {}", deepest_cause(&error))),
+                Err(_) => return failed("fetch failed: Headers Timeout Error".into()),
+                Ok(Err(error)) => return failed(format!("fetch failed: {}", deepest_cause(&error))),
                 Ok(Ok(response)) => response,
             },
         };
-        let status = response.status();
-        if !status.is_success() {
-            let message = self.error_text(response).await;
-            return self.fail(message);
+        if !response.status().is_success() {
+            return failed(self.error_text(response).await);
         }
         let mut chunks = response.bytes_stream();
         let mut decoder = SseDecoder::new(LineMode::Standard);
@@ -207,7 +198,7 @@ impl Request {
         loop {
             let next = tokio::select! {
                 biased;
-                () = cancelled(self.cancel.as_ref()) => return self.fail(ABORTED_BY_USER),
+                () = cancelled(self.cancel.as_ref()) => return failed(ABORTED_BY_USER.into()),
                 next = async {
                     match self.idle {
                         Some(limit) => tokio::time::timeout(limit, chunks.next()).await.map_err(|_| limit),
@@ -215,77 +206,50 @@ impl Request {
                     }
                 } => next,
             };
-            match next {
+            let end = match next {
                 Err(limit) => {
-                    let message = format!("Stream idle timeout: no data received for {} ms", limit.as_millis());
-                    return self.fail(message);
+                    return failed(format!("Stream idle timeout: no data received for {} ms", limit.as_millis()))
                 }
-                Ok(Some(Err(error))) => return self.fail(format!("terminated: {}", deepest_cause(&error))),
-                Ok(Some(Ok(bytes))) => decoder.push(&bytes, &mut events),
+                Ok(Some(Err(error))) => return failed(format!("terminated: {}", deepest_cause(&error))),
+                Ok(Some(Ok(bytes))) => {
+                    decoder.push(&bytes, &mut events);
+                    false
+                }
                 Ok(None) => {
                     decoder.finish(&mut events);
-                    if let Some(ending) = self.apply_events(&mut events, tx).await {
-                        return ending;
-                    }
-                    return self.fail(CLOSED_EARLY);
+                    true
                 }
-            }
-            if let Some(ending) = self.apply_events(&mut events, tx).await {
+            };
+            if let Some(ending) = self.apply_events(&mut events, out).await {
                 return ending;
+            }
+            if end {
+                return failed(CLOSED_EARLY.into());
             }
         }
     }
 
-    /// Apply decoded SSE events line by line. `Some(ending)` when the stream is over: `None`
-    /// inside after a terminal event was sent, an error event otherwise.
-    async fn apply_events(
-        &mut self,
-        events: &mut Vec<SseEvent>,
-        tx: &EventSender,
-    ) -> Option<Option<AssistantMessageEvent>> {
+    /// Apply decoded SSE events line by line; `Some` when the stream is over.
+    async fn apply_events(&self, events: &mut Vec<SseEvent>, out: &mut AssistantMessageBuilder) -> Option<Ending> {
         for event in events.drain(..) {
             for line in &event.raw {
-                match self.apply_line(line) {
-                    Line::Skip => {}
-                    Line::Failed(message) => return Some(self.fail(message)),
-                    Line::Event(event) => {
-                        let terminal = event.is_terminal();
-                        tx.send(event).await;
-                        if terminal {
-                            return Some(None);
-                        }
-                        // The consumer may have cancelled while it handled the event.
-                        if self.is_cancelled() {
-                            return Some(self.fail(ABORTED_BY_USER));
-                        }
-                    }
+                let event = match decode_line(line) {
+                    Ok(Some(event)) => event,
+                    Ok(None) => continue,
+                    Err(message) => return Some(Ending::Failed(message)),
+                };
+                match crate::rebuild::apply(out, event).await {
+                    Ok(Step::Continue) => {}
+                    Ok(Step::Finish(reason)) => return Some(Ending::Finish(reason)),
+                    Err(message) => return Some(Ending::Failed(message)),
+                }
+                // The consumer may have cancelled while it handled the event.
+                if self.is_cancelled() {
+                    return Some(Ending::Failed(ABORTED_BY_USER.into()));
                 }
             }
         }
         None
-    }
-
-    /// The reference's `processLine`: `data: ` lines only, trimmed, blank skipped.
-    fn apply_line(&mut self, line: &str) -> Line {
-        let Some(data) = line.strip_prefix("data: ") else { return Line::Skip };
-        let data = pi_types::json::js::js_trim(data);
-        if data.is_empty() {
-            return Line::Skip;
-        }
-        let value = match pi_types::json::parse_js(data) {
-            Ok(value) => value,
-            Err(error) => return Line::Failed(error.message().to_owned()),
-        };
-        let event = match decode_event(value) {
-            Ok(Some(event)) => event,
-            Ok(None) => return Line::Skip,
-            Err(message) => return Line::Failed(message),
-        };
-        match self.rebuilder.apply(event) {
-            Ok(Some(event)) => Line::Event(event),
-            Ok(None) => Line::Skip,
-            Err(message) => Line::Failed(message),
-        }
     }
 
     /// The message of a non-2xx answer: `Proxy error: {error}` when the JSON body's `error` is
@@ -321,6 +285,18 @@ impl Request {
             Err(_) => fallback,
         }
     }
+}
+
+/// The reference's `processLine`: `data: ` lines only, trimmed, blank skipped; `None` for a
+/// line without an event.
+fn decode_line(line: &str) -> Result<Option<ProxyEvent>, String> {
+    let Some(data) = line.strip_prefix("data: ") else { return Ok(None) };
+    let data = pi_types::json::js::js_trim(data);
+    if data.is_empty() {
+        return Ok(None);
+    }
+    let value = pi_types::json::parse_js(data).map_err(|error| error.message().to_owned())?;
+    decode_event(value)
 }
 
 /// A parsed line as a proxy event: `None` for a type the reference ignores.

@@ -1,195 +1,165 @@
 //! Rebuilding the partial message from stripped proxy events (the reference's
-//! `processProxyEvent`).
+//! `processProxyEvent`) with [`AssistantMessageBuilder`], the reducer every adapter uses.
 //!
-//! The message lives in an `Arc`; every event carries a pointer copy and the next change goes
-//! through [`Arc::make_mut`], so a consumer that drops events makes the whole response cost
-//! time linear in its length (see `pi_types` event docs). Tool-call argument text is parsed
-//! incrementally with the same [`ToolCallArgumentsStream`] the adapters use; the block's
-//! arguments are replaced only when the parser publishes a new snapshot.
+//! Each proxy event becomes one builder call, which updates the message and sends the full
+//! event. The builder numbers blocks itself; a `*_start` must name the next index (the
+//! reference would overwrite a block or leave a hole in the array, neither of which a message
+//! can hold, so such a stream fails). Events that do not fit the message fail with the
+//! reference's texts (`Received text_delta for non-text content`, ...); a `toolcall_end` for a
+//! block that is not a tool call is dropped, as the reference drops it.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
-use pi_types::json::ToolCallArgumentsStream;
-use pi_types::{
-    AssistantContent, AssistantMessage, AssistantMessageEvent, Model, StopReason, TextContent, ThinkingContent,
-    ToolCall,
-};
+use pi_types::{AssistantMessageBuilder, StopReason};
 
 use crate::wire::ProxyEvent;
 
-/// The partial message of one proxied response.
-#[derive(Debug)]
-pub(crate) struct Rebuilder {
-    partial: Arc<AssistantMessage>,
-    arguments: HashMap<usize, ToolCallArgumentsStream>,
+/// What applying one event left to do.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Keep reading.
+    Continue,
+    /// A terminal event: end the response with this stop reason (usage and error text set).
+    Finish(StopReason),
 }
 
-impl Rebuilder {
-    /// An empty pending message for `model`, stamped now.
-    pub(crate) fn new(model: &Model) -> Self {
-        let partial = AssistantMessage {
-            api: model.api.clone(),
-            provider: model.provider.clone(),
-            model: model.id.clone(),
-            stop_reason: StopReason::Pending,
-            timestamp: pi_types::now_ms(),
-            ..Default::default()
-        };
-        Self { partial: Arc::new(partial), arguments: HashMap::new() }
-    }
-
-    fn snap(&self) -> Arc<AssistantMessage> {
-        Arc::clone(&self.partial)
-    }
-
-    fn message(&mut self) -> &mut AssistantMessage {
-        Arc::make_mut(&mut self.partial)
-    }
-
-    /// Put a new block at `index` (replacing one that is there, appending at the end).
-    fn set_block(&mut self, index: usize, block: AssistantContent) -> Result<(), String> {
-        let content = &mut self.message().content;
-        match index.cmp(&content.len()) {
-            std::cmp::Ordering::Less => content[index] = block,
-            std::cmp::Ordering::Equal => content.push(block),
-            // JavaScript would leave holes in the array; a message cannot have them.
-            std::cmp::Ordering::Greater => {
-                return Err(format!("Received content index {index} beyond the message's {} blocks", content.len()))
-            }
-        }
+fn next_index(out: &AssistantMessageBuilder, event: &str, index: usize) -> Result<(), String> {
+    let count = out.message().content.len();
+    if index == count {
         Ok(())
+    } else {
+        Err(format!("Received {event} for content index {index}, but the message has {count} blocks"))
     }
+}
 
-    /// Apply one event: the full event to emit, `None` for events the reference drops, or the
-    /// reference's error text for an event that does not fit the message.
-    pub(crate) fn apply(&mut self, event: ProxyEvent) -> Result<Option<AssistantMessageEvent>, String> {
-        use AssistantMessageEvent as E;
-        Ok(Some(match event {
-            ProxyEvent::Start => E::Start { partial: self.snap() },
-            ProxyEvent::TextStart { content_index } => {
-                self.set_block(content_index, AssistantContent::Text(TextContent::default()))?;
-                E::TextStart { content_index, partial: self.snap() }
+/// Apply one event to the message being built.
+pub(crate) async fn apply(out: &mut AssistantMessageBuilder, event: ProxyEvent) -> Result<Step, String> {
+    match event {
+        ProxyEvent::Start => out.start().await,
+        ProxyEvent::TextStart { content_index } => {
+            next_index(out, "text_start", content_index)?;
+            out.start_text().await;
+        }
+        ProxyEvent::TextDelta { content_index, delta } => out
+            .text_delta(content_index, delta)
+            .await
+            .map_err(|_| "Received text_delta for non-text content".to_owned())?,
+        ProxyEvent::TextEnd { content_index, content_signature } => {
+            let not_text = |_| "Received text_end for non-text content".to_owned();
+            out.text_mut(content_index).map_err(not_text)?.text_signature = content_signature;
+            out.end_text(content_index).await.map_err(not_text)?;
+        }
+        ProxyEvent::ThinkingStart { content_index } => {
+            next_index(out, "thinking_start", content_index)?;
+            out.start_thinking().await;
+        }
+        ProxyEvent::ThinkingDelta { content_index, delta } => out
+            .thinking_delta(content_index, delta)
+            .await
+            .map_err(|_| "Received thinking_delta for non-thinking content".to_owned())?,
+        ProxyEvent::ThinkingEnd { content_index, content_signature } => {
+            let not_thinking = |_| "Received thinking_end for non-thinking content".to_owned();
+            out.thinking_mut(content_index).map_err(not_thinking)?.thinking_signature = content_signature;
+            out.end_thinking(content_index).await.map_err(not_thinking)?;
+        }
+        ProxyEvent::ToolcallStart { content_index, id, tool_name } => {
+            next_index(out, "toolcall_start", content_index)?;
+            out.start_tool_call(id, tool_name).await;
+        }
+        ProxyEvent::ToolcallDelta { content_index, delta } => out
+            .tool_call_delta(content_index, delta)
+            .await
+            .map_err(|_| "Received toolcall_delta for non-toolCall content".to_owned())?,
+        ProxyEvent::ToolcallEnd { content_index, tool_call } => {
+            // The reference ignores an end for a block that is not a tool call.
+            let _ = out.end_tool_call_with(content_index, tool_call).await;
+        }
+        ProxyEvent::Done { reason, usage, provider_thinking_level } => {
+            let mut message = out.metadata_mut();
+            message.usage = usage;
+            if provider_thinking_level.is_some() {
+                message.provider_thinking_level = provider_thinking_level;
             }
-            ProxyEvent::TextDelta { content_index, delta } => {
-                match self.message().content.get_mut(content_index) {
-                    Some(AssistantContent::Text(text)) => text.text.push_str(&delta),
-                    _ => return Err("Received text_delta for non-text content".into()),
-                }
-                E::TextDelta { content_index, delta, partial: self.snap() }
+            return Ok(Step::Finish(reason));
+        }
+        ProxyEvent::Error { reason, error_message, usage, provider_thinking_level } => {
+            let mut message = out.metadata_mut();
+            message.stop_reason = reason;
+            message.error_message = error_message;
+            message.usage = usage;
+            if provider_thinking_level.is_some() {
+                message.provider_thinking_level = provider_thinking_level;
             }
-            ProxyEvent::TextEnd { content_index, content_signature } => {
-                let content = match self.message().content.get_mut(content_index) {
-                    Some(AssistantContent::Text(text)) => {
-                        text.text_signature = content_signature;
-                        text.text.clone()
-                    }
-                    _ => return Err("Received text_end for non-text content".into()),
-                };
-                E::TextEnd { content_index, content, partial: self.snap() }
-            }
-            ProxyEvent::ThinkingStart { content_index } => {
-                self.set_block(content_index, AssistantContent::Thinking(ThinkingContent::default()))?;
-                E::ThinkingStart { content_index, partial: self.snap() }
-            }
-            ProxyEvent::ThinkingDelta { content_index, delta } => {
-                match self.message().content.get_mut(content_index) {
-                    Some(AssistantContent::Thinking(thinking)) => thinking.thinking.push_str(&delta),
-                    _ => return Err("Received thinking_delta for non-thinking content".into()),
-                }
-                E::ThinkingDelta { content_index, delta, partial: self.snap() }
-            }
-            ProxyEvent::ThinkingEnd { content_index, content_signature } => {
-                let content = match self.message().content.get_mut(content_index) {
-                    Some(AssistantContent::Thinking(thinking)) => {
-                        thinking.thinking_signature = content_signature;
-                        thinking.thinking.clone()
-                    }
-                    _ => return Err("Received thinking_end for non-thinking content".into()),
-                };
-                E::ThinkingEnd { content_index, content, partial: self.snap() }
-            }
-            ProxyEvent::ToolcallStart { content_index, id, tool_name } => {
-                let call = ToolCall { id, name: tool_name, ..Default::default() };
-                self.set_block(content_index, AssistantContent::ToolCall(call))?;
-                self.arguments.insert(content_index, ToolCallArgumentsStream::new());
-                E::ToolcallStart { content_index, partial: self.snap() }
-            }
-            ProxyEvent::ToolcallDelta { content_index, delta } => {
-                let is_call = matches!(self.partial.content.get(content_index), Some(AssistantContent::ToolCall(_)));
-                let Some(stream) = self.arguments.get_mut(&content_index).filter(|_| is_call) else {
-                    return Err("Received toolcall_delta for non-toolCall content".into());
-                };
-                let revision = stream.revision();
-                stream.append(&delta);
-                let arguments = (stream.revision() != revision).then(|| stream.arguments().clone());
-                if let Some(arguments) = arguments {
-                    if let Some(AssistantContent::ToolCall(call)) = self.message().content.get_mut(content_index) {
-                        call.arguments = arguments;
-                    }
-                }
-                E::ToolcallDelta { content_index, delta, partial: self.snap() }
-            }
-            ProxyEvent::ToolcallEnd { content_index, tool_call } => {
-                if !matches!(self.partial.content.get(content_index), Some(AssistantContent::ToolCall(_))) {
-                    return Ok(None);
-                }
-                self.arguments.remove(&content_index);
-                if let Some(block) = self.message().content.get_mut(content_index) {
-                    *block = AssistantContent::ToolCall(tool_call.clone());
-                }
-                E::ToolcallEnd { content_index, tool_call, partial: self.snap() }
-            }
-            ProxyEvent::Done { reason, usage, provider_thinking_level } => {
-                let message = self.message();
-                message.stop_reason = reason;
-                message.usage = usage;
-                if provider_thinking_level.is_some() {
-                    message.provider_thinking_level = provider_thinking_level;
-                }
-                E::Done { reason, message: self.snap() }
-            }
-            ProxyEvent::Error { reason, error_message, usage, provider_thinking_level } => {
-                let message = self.message();
-                message.stop_reason = reason;
-                message.error_message = error_message;
-                message.usage = usage;
-                if provider_thinking_level.is_some() {
-                    message.provider_thinking_level = provider_thinking_level;
-                }
-                E::Error { reason, error: self.snap() }
-            }
-        }))
+            return Ok(Step::Finish(reason));
+        }
     }
-
-    /// The terminal event of a failed request: the message so far with `reason` and `message`.
-    pub(crate) fn fail(&mut self, aborted: bool, error_message: String) -> AssistantMessageEvent {
-        let reason = if aborted { StopReason::Aborted } else { StopReason::Error };
-        let message = self.message();
-        message.stop_reason = reason;
-        message.error_message = Some(error_message);
-        AssistantMessageEvent::Error { reason, error: self.snap() }
-    }
+    Ok(Step::Continue)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
+    use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, Model};
+
+    /// Apply events; the emitted events and the first failure.
+    fn run(events: Vec<ProxyEvent>) -> (Vec<AssistantMessageEvent>, Option<String>) {
+        let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let slot = std::sync::Arc::clone(&failure);
+        let stream = AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = AssistantMessageBuilder::for_model(tx, &Model::new("m", "faux", "faux"));
+            for event in events {
+                match apply(&mut out, event).await {
+                    Ok(Step::Continue) => {}
+                    Ok(Step::Finish(reason)) => return out.done(reason).await,
+                    Err(message) => {
+                        *slot.lock().unwrap() = Some(message.clone());
+                        return out.error(message).await;
+                    }
+                }
+            }
+        });
+        let events = futures::executor::block_on(stream.collect::<Vec<_>>());
+        let failure = failure.lock().unwrap().take();
+        (events, failure)
+    }
 
     #[test]
     fn rebuilds_tool_arguments_and_rejects_mismatched_deltas() {
-        let mut rebuilder = Rebuilder::new(&Model::new("m", "faux", "faux"));
-        rebuilder.apply(ProxyEvent::Start).unwrap();
-        rebuilder.apply(ProxyEvent::ToolcallStart { content_index: 0, id: "c".into(), tool_name: "f".into() }).unwrap();
-        let event =
-            rebuilder.apply(ProxyEvent::ToolcallDelta { content_index: 0, delta: "{\"a\": [1, 2".into() }).unwrap();
-        let partial = event.unwrap().partial().cloned().unwrap();
+        let (events, failure) = run(vec![
+            ProxyEvent::Start,
+            ProxyEvent::ToolcallStart { content_index: 0, id: "c".into(), tool_name: "f".into() },
+            ProxyEvent::ToolcallDelta { content_index: 0, delta: "{\"a\": [1, 2".into() },
+            ProxyEvent::TextDelta { content_index: 0, delta: "x".into() },
+        ]);
+        let partial = events[2].partial().unwrap();
         let call = partial.content[0].as_tool_call().unwrap();
         assert_eq!(serde_json::Value::Object(call.arguments.clone()), serde_json::json!({"a": [1, 2]}));
-        let error = rebuilder.apply(ProxyEvent::TextDelta { content_index: 0, delta: "x".into() }).unwrap_err();
-        assert_eq!(error, "Received text_delta for non-text content");
-        let error = rebuilder.apply(ProxyEvent::TextStart { content_index: 5 }).unwrap_err();
-        assert_eq!(error, "Received content index 5 beyond the message's 1 blocks");
+        assert_eq!(failure.as_deref(), Some("Received text_delta for non-text content"));
+        assert_eq!(events.last().unwrap().type_name(), "error");
+
+        let (_, failure) = run(vec![ProxyEvent::Start, ProxyEvent::TextStart { content_index: 5 }]);
+        assert_eq!(failure.as_deref(), Some("Received text_start for content index 5, but the message has 0 blocks"));
+    }
+
+    #[test]
+    fn signatures_and_terminal_fields() {
+        let (events, failure) = run(vec![
+            ProxyEvent::Start,
+            ProxyEvent::TextStart { content_index: 0 },
+            ProxyEvent::TextDelta { content_index: 0, delta: "hi".into() },
+            ProxyEvent::TextEnd { content_index: 0, content_signature: Some("sig".into()) },
+            ProxyEvent::Done {
+                reason: StopReason::Stop,
+                usage: pi_types::Usage { output: 7, ..Default::default() },
+                provider_thinking_level: Some("high".into()),
+            },
+        ]);
+        assert_eq!(failure, None);
+        let message = events.last().unwrap().final_message().unwrap();
+        assert_eq!(message.stop_reason, StopReason::Stop);
+        assert_eq!(message.usage.output, 7);
+        assert_eq!(message.provider_thinking_level.as_deref(), Some("high"));
+        let pi_types::AssistantContent::Text(text) = &message.content[0] else { panic!("text") };
+        assert_eq!(text.text_signature.as_deref(), Some("sig"));
     }
 }
