@@ -21,6 +21,24 @@ pub enum TypesError {
         /// What is wrong.
         reason: String,
     },
+    /// A content index that names no block of the message being built.
+    #[error("no content block {index}: the message has {count}")]
+    NoSuchBlock {
+        /// The index.
+        index: usize,
+        /// How many blocks the message has.
+        count: usize,
+    },
+    /// A content index that names a block of another kind, or one that already ended.
+    #[error("content block {index} is {found}, expected {expected}")]
+    WrongBlock {
+        /// The index.
+        index: usize,
+        /// What the call needed, e.g. `an open text block`.
+        expected: String,
+        /// What the block is, e.g. `an ended toolCall block`.
+        found: String,
+    },
     /// JSON that does not match the wire types.
     #[error("invalid JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -17,6 +17,7 @@
 //! ```
 
 mod agent_message;
+pub mod builder;
 mod content;
 pub mod error;
 mod event;
@@ -32,6 +33,7 @@ mod usage;
 pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
+pub use builder::{AssistantMessageBuilder, MetadataMut, ToolCallMut};
 pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
 };

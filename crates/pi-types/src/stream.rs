@@ -21,16 +21,35 @@ use crate::transcript::TranscriptContext;
 
 /// The events of one assistant response plus its final message.
 ///
-/// Contract: yields at most one terminal event (`done`/`error`) and nothing after it. The
-/// final message of a response this stream saw start gets `duration_ms`, measured from the
-/// stream's creation with a monotonic clock (unless it already has one or its timestamp
-/// predates the stream).
+/// Contract: yields at most one terminal event (`done`/`error`) and nothing after it.
+///
+/// # Timing
+/// The final message gets `duration_ms`, measured with a monotonic clock from the stream's
+/// creation, when the response started in this stream: the stream yielded a `start` event, or
+/// the message's `timestamp` does not predate the stream. A message that already has a
+/// `duration_ms`, or a response that started elsewhere and is only forwarded here (no `start`,
+/// an older timestamp, such as a deferred result fetched later), stays as it is. The rule does
+/// not depend on when a producer stamps its timestamp: one stamped just before the stream was
+/// created (the millisecond may tick in between) is timed as soon as the response starts.
 pub struct AssistantMessageEventStream {
     inner: BoxStream<'static, AssistantMessageEvent>,
-    created: Instant,
-    created_at_ms: u64,
+    clock: StreamClock,
+    saw_start: bool,
     final_message: Option<Arc<AssistantMessage>>,
     ended: bool,
+}
+
+/// When a stream was created: a monotonic instant and the wall-clock milliseconds.
+#[derive(Clone, Copy, Debug)]
+struct StreamClock {
+    created: Instant,
+    created_at_ms: u64,
+}
+
+impl StreamClock {
+    fn now() -> Self {
+        Self { created: Instant::now(), created_at_ms: crate::now_ms() }
+    }
 }
 
 impl std::fmt::Debug for AssistantMessageEventStream {
@@ -42,13 +61,11 @@ impl std::fmt::Debug for AssistantMessageEventStream {
 impl AssistantMessageEventStream {
     /// Wrap any stream of events.
     pub fn new(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static) -> Self {
-        Self {
-            inner: events.boxed(),
-            created: Instant::now(),
-            created_at_ms: crate::now_ms(),
-            final_message: None,
-            ended: false,
-        }
+        Self::with_clock(events, StreamClock::now())
+    }
+
+    fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
+        Self { inner: events.boxed(), clock, saw_start: false, final_message: None, ended: false }
     }
 
     /// A stream driven by an async producer that hands events over one at a time.
@@ -68,9 +85,11 @@ impl AssistantMessageEventStream {
         F: FnOnce(EventSender) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        // The stream exists from here: whatever the producer stamps comes after.
+        let clock = StreamClock::now();
         let slot = Arc::new(Mutex::new(None));
         let future = producer(EventSender { slot: Arc::clone(&slot) });
-        Self::new(ProducerStream { slot, future: Some(Box::pin(future)) })
+        Self::with_clock(ProducerStream { slot, future: Some(Box::pin(future)) }, clock)
     }
 
     /// A stream of ready events (tests, replays).
@@ -96,10 +115,11 @@ impl AssistantMessageEventStream {
     }
 
     fn time(&self, message: &mut Arc<AssistantMessage>) {
-        if message.duration_ms.is_some() || message.timestamp < self.created_at_ms {
+        let started_here = self.saw_start || message.timestamp >= self.clock.created_at_ms;
+        if message.duration_ms.is_some() || !started_here {
             return;
         }
-        let elapsed = self.created.elapsed().as_secs_f64() * 1000.0;
+        let elapsed = self.clock.created.elapsed().as_secs_f64() * 1000.0;
         Arc::make_mut(message).duration_ms = Some(elapsed.round() as u64);
     }
 }
@@ -119,6 +139,7 @@ impl Stream for AssistantMessageEventStream {
             }
             Poll::Ready(Some(mut event)) => {
                 match &mut event {
+                    AssistantMessageEvent::Start { .. } => self.saw_start = true,
                     AssistantMessageEvent::Done { message, .. }
                     | AssistantMessageEvent::Error { error: message, .. } => {
                         self.time(message);
@@ -213,5 +234,53 @@ where
 {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         self(model, context, options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(timestamp: u64) -> AssistantMessageEvent {
+        let message = AssistantMessage { stop_reason: crate::StopReason::Stop, timestamp, ..Default::default() };
+        AssistantMessageEvent::Done { reason: crate::StopReason::Stop, message: Arc::new(message) }
+    }
+
+    fn started(timestamp: u64) -> AssistantMessageEvent {
+        AssistantMessageEvent::Start { partial: Arc::new(AssistantMessage { timestamp, ..Default::default() }) }
+    }
+
+    fn duration_of(clock: StreamClock, events: Vec<AssistantMessageEvent>) -> Option<u64> {
+        let stream = AssistantMessageEventStream::with_clock(futures::stream::iter(events), clock);
+        futures::executor::block_on(stream.result()).and_then(|m| m.duration_ms)
+    }
+
+    #[test]
+    fn a_response_that_started_here_is_timed_whenever_it_was_stamped() {
+        let clock = StreamClock { created: Instant::now(), created_at_ms: 1_000 };
+        // Stamped one millisecond before the stream was created (the clock ticked in between).
+        assert!(duration_of(clock, vec![started(999), ended(999)]).is_some());
+        assert!(duration_of(clock, vec![started(1_000), ended(1_000)]).is_some());
+        // Ending without `start` (a request that failed early) stamped after creation.
+        assert!(duration_of(clock, vec![ended(1_001)]).is_some());
+    }
+
+    #[test]
+    fn a_forwarded_response_stays_untimed() {
+        let clock = StreamClock { created: Instant::now(), created_at_ms: 1_000 };
+        assert_eq!(duration_of(clock, vec![ended(400)]), None);
+        let timed = AssistantMessage { duration_ms: Some(7), timestamp: 1_000, ..Default::default() };
+        let event = AssistantMessageEvent::Done { reason: crate::StopReason::Stop, message: Arc::new(timed) };
+        assert_eq!(duration_of(clock, vec![started(1_000), event]), Some(7));
+    }
+
+    #[test]
+    fn from_producer_starts_the_clock_before_the_producer_runs() {
+        let stream = AssistantMessageEventStream::from_producer(|tx| {
+            let stamped = crate::now_ms();
+            async move { tx.send(ended(stamped)).await }
+        });
+        let message = futures::executor::block_on(stream.result());
+        assert!(message.and_then(|m| m.duration_ms).is_some());
     }
 }

@@ -281,6 +281,35 @@ impl StreamingJsonParser {
         self.revision
     }
 
+    /// Publishes like [`snapshot`](Self::snapshot), but an object snapshot lives in `arguments`,
+    /// which the caller owns (a tool-call block of a partial message), instead of in the parser.
+    ///
+    /// The parser borrows the map for the replay and hands it back, so the edits of each piece
+    /// are applied to the caller's map in place: publishing costs the new text, never a copy of
+    /// the whole value. `arguments` must hold what the previous call left in it. A new snapshot
+    /// that is not an object empties it (tool arguments show as `{}` until an object appears);
+    /// without a new snapshot it is left as it is. Returns whether a new snapshot was published.
+    pub(crate) fn publish_object_into(&mut self, arguments: &mut Map<String, Value>) -> bool {
+        let revision = self.revision;
+        let lent = match &mut self.published {
+            Some(Value::Object(members)) => {
+                std::mem::swap(members, arguments);
+                true
+            }
+            _ => false,
+        };
+        self.snapshot();
+        let changed = self.revision != revision;
+        match &mut self.published {
+            Some(Value::Object(members)) if lent => std::mem::swap(members, arguments),
+            // The first object snapshot: the caller takes it, the parser keeps an empty stand-in.
+            Some(Value::Object(members)) => *arguments = std::mem::take(members),
+            _ if changed => arguments.clear(),
+            _ => {}
+        }
+        changed
+    }
+
     // ----- reading -----
 
     fn read_string(&mut self, text: &str, start: usize) -> usize {

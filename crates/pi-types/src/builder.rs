@@ -1,0 +1,584 @@
+//! The partial-message builder: the one reducer from provider deltas to
+//! [`AssistantMessageEvent`]s, used by the built-in adapters, the faux provider, the proxy client
+//! and custom providers.
+//!
+//! # Protocol
+//! A response is `start`, then content blocks, then exactly one terminal event:
+//!
+//! * `start` — [`AssistantMessageBuilder::start`];
+//! * per block, `*_start`, any number of `*_delta`, `*_end`. Blocks are numbered by their place in
+//!   `content`; the builder assigns the index when a block starts and the caller passes it back.
+//!   Several blocks may be open at once (Chat Completions streams text and tool calls
+//!   interleaved);
+//! * `done` ([`done`](AssistantMessageBuilder::done)) or `error`
+//!   ([`error`](AssistantMessageBuilder::error), [`aborted`](AssistantMessageBuilder::aborted)).
+//!   An error may come at any point, also before `start`; open blocks stay as they are.
+//!
+//! The builder keeps the rules the reference's adapters each keep by hand: every event carries
+//! the partial message as it is right after the event; a delta is appended to its block before
+//! the event is sent; `text_end.content`, `thinking_end.content` and `toolcall_end.toolCall` are
+//! taken from the block; tool-call argument text is kept raw, parsed incrementally into partial
+//! arguments while it streams (the reference's `ToolCallArgumentsStream`) and parsed once, fully,
+//! when the call ends (malformed text sets `argumentsError`).
+//!
+//! # Cost
+//! The partial message is an `Arc` shared with the events (see [`AssistantMessageEvent`]): the builder
+//! mutates it in place when no consumer kept the previous event, so a response costs time linear
+//! in its length. Partial tool-call arguments are edited in place too: each piece of argument
+//! text costs its own length, however large the arguments grow (no copy of the argument map per
+//! published snapshot).
+//!
+//! # Example: a streaming provider
+//! ```
+//! use pi_types::{
+//!     AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions,
+//!     TranscriptContext,
+//! };
+//!
+//! /// Answers every request with a text and a tool call, streamed in pieces.
+//! struct Scripted;
+//!
+//! impl StreamFn for Scripted {
+//!     fn stream(&self, model: &Model, _context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+//!         let model = model.clone();
+//!         AssistantMessageEventStream::from_producer(move |tx| async move {
+//!             let mut out = AssistantMessageBuilder::for_model(tx, &model);
+//!             if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+//!                 return out.aborted("Request was aborted").await;
+//!             }
+//!             out.start().await;
+//!             let text = out.start_text().await;
+//!             for piece in ["Checking ", "the weather."] {
+//!                 out.text_delta(text, piece).await.ok();
+//!             }
+//!             out.end_text(text).await.ok();
+//!             let call = out.start_tool_call("call_1", "weather").await;
+//!             for piece in [r#"{"city":"Os"#, r#"lo"}"#] {
+//!                 out.tool_call_delta(call, piece).await.ok();
+//!             }
+//!             out.end_tool_call(call).await.ok();
+//!             out.metadata_mut().usage.output = 12;
+//!             out.done(StopReason::ToolUse).await;
+//!         })
+//!     }
+//! }
+//!
+//! let model = Model::new("scripted-1", "scripted", "scripted");
+//! let stream = Scripted.stream(&model, TranscriptContext::default(), StreamOptions::default());
+//! let message = futures::executor::block_on(stream.result()).unwrap();
+//! assert_eq!(message.text(), "Checking the weather.");
+//! let call = message.tool_calls().next().unwrap();
+//! assert_eq!(call.arguments["city"], "Oslo");
+//! assert_eq!(message.stop_reason, StopReason::ToolUse);
+//! ```
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use crate::content::{AssistantContent, JsonObject, TextContent, ThinkingContent, ToolCall};
+use crate::error::TypesError;
+use crate::event::AssistantMessageEvent;
+use crate::json::{parse_tool_call_arguments, StreamingJsonParser};
+use crate::message::{AssistantMessage, StopReason};
+use crate::model::Model;
+use crate::stream::EventSender;
+
+/// Builds one streamed assistant message and sends its events; see the [module docs](self).
+///
+/// Methods that take a content index return [`TypesError::WrongBlock`] or
+/// [`TypesError::NoSuchBlock`] when the index does not name a block of the right kind in the
+/// right state, and then change nothing and send nothing.
+#[derive(Debug)]
+pub struct AssistantMessageBuilder {
+    message: Arc<AssistantMessage>,
+    /// The state of each block, parallel to `message.content`.
+    blocks: Vec<BlockState>,
+    tx: EventSender,
+}
+
+#[derive(Debug)]
+enum BlockState {
+    Open,
+    OpenToolCall(Box<ArgumentText>),
+    Ended,
+}
+
+/// The raw argument text of a streaming tool call and its incremental parser.
+///
+/// The parser's object snapshot lives in the tool-call block itself (see
+/// `StreamingJsonParser::publish_object_into`), so publishing edits the block in place.
+#[derive(Debug, Default)]
+struct ArgumentText {
+    text: String,
+    parser: StreamingJsonParser,
+}
+
+impl ArgumentText {
+    fn append(&mut self, delta: &str, arguments: &mut JsonObject) {
+        self.text.push_str(delta);
+        self.parser.append(delta);
+        self.parser.publish_object_into(arguments);
+    }
+
+    /// Takes the complete text; the missing piece when it continues the text so far.
+    fn replace(&mut self, text: &str, arguments: &mut JsonObject) -> Option<String> {
+        if let Some(delta) = text.strip_prefix(self.text.as_str()) {
+            let delta = delta.to_owned();
+            if delta.is_empty() {
+                self.parser.publish_object_into(arguments);
+            } else {
+                self.append(&delta, arguments);
+            }
+            return Some(delta);
+        }
+        // Start over: the partial arguments become those of the new text alone.
+        self.text.clear();
+        self.parser = StreamingJsonParser::new();
+        arguments.clear();
+        self.append(text, arguments);
+        None
+    }
+}
+
+/// Kinds of content block, for error messages.
+const TEXT: &str = "text";
+const THINKING: &str = "thinking";
+const TOOL_CALL: &str = "toolCall";
+
+fn kind_of(block: &AssistantContent) -> &'static str {
+    match block {
+        AssistantContent::Text(_) => TEXT,
+        AssistantContent::Thinking(_) => THINKING,
+        AssistantContent::ToolCall(_) => TOOL_CALL,
+    }
+}
+
+impl AssistantMessageBuilder {
+    /// A builder for `message` (its `api`, `provider`, `model`, `timestamp`, ...), sending
+    /// events to `tx`. Blocks already in `message.content` count as ended.
+    pub fn new(tx: EventSender, message: AssistantMessage) -> Self {
+        let blocks = message.content.iter().map(|_| BlockState::Ended).collect();
+        Self { message: Arc::new(message), blocks, tx }
+    }
+
+    /// A builder for an empty message of `model` (its API, provider and id), stop reason
+    /// `pending`, stamped with the current time.
+    pub fn for_model(tx: EventSender, model: &Model) -> Self {
+        let message = AssistantMessage {
+            api: model.api.clone(),
+            provider: model.provider.clone(),
+            model: model.id.clone(),
+            stop_reason: StopReason::Pending,
+            timestamp: crate::now_ms(),
+            ..Default::default()
+        };
+        Self::new(tx, message)
+    }
+
+    /// The message so far.
+    pub fn message(&self) -> &AssistantMessage {
+        &self.message
+    }
+
+    /// The message fields that have no events of their own (`usage`, `response_id`,
+    /// `stop_reason`, `error_message`, ...), for editing.
+    ///
+    /// Content changes only through the block methods, which send the matching events: while
+    /// the guard lives, its `content` is empty, and whatever is put there is discarded when it
+    /// drops.
+    pub fn metadata_mut(&mut self) -> MetadataMut<'_> {
+        let message = Arc::make_mut(&mut self.message);
+        let content = std::mem::take(&mut message.content);
+        MetadataMut { message, content }
+    }
+
+    /// Whether block `index` has started and not ended.
+    pub fn is_open(&self, index: usize) -> bool {
+        matches!(self.blocks.get(index), Some(BlockState::Open | BlockState::OpenToolCall(_)))
+    }
+
+    /// Sends `start`.
+    pub async fn start(&mut self) {
+        self.send(AssistantMessageEvent::Start { partial: Arc::clone(&self.message) }).await;
+    }
+
+    /// Starts a block with the given initial content (for providers whose block starts with
+    /// text, a signature or, for tool calls, arguments) and sends its `*_start` event; returns
+    /// its content index.
+    pub async fn start_block(&mut self, block: AssistantContent) -> usize {
+        let index = self.message.content.len();
+        let state = match &block {
+            AssistantContent::ToolCall(_) => BlockState::OpenToolCall(Box::default()),
+            _ => BlockState::Open,
+        };
+        let kind = kind_of(&block);
+        Arc::make_mut(&mut self.message).content.push(block);
+        self.blocks.push(state);
+        let partial = Arc::clone(&self.message);
+        let event = match kind {
+            TEXT => AssistantMessageEvent::TextStart { content_index: index, partial },
+            THINKING => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
+            _ => AssistantMessageEvent::ToolcallStart { content_index: index, partial },
+        };
+        self.send(event).await;
+        index
+    }
+
+    /// Starts an empty text block; returns its content index.
+    pub async fn start_text(&mut self) -> usize {
+        self.start_block(AssistantContent::Text(TextContent::default())).await
+    }
+
+    /// Starts an empty thinking block; returns its content index.
+    pub async fn start_thinking(&mut self) -> usize {
+        self.start_block(AssistantContent::Thinking(ThinkingContent::default())).await
+    }
+
+    /// Starts a tool call with no arguments yet; returns its content index.
+    pub async fn start_tool_call(&mut self, id: impl Into<String>, name: impl Into<String>) -> usize {
+        let call = ToolCall { id: id.into(), name: name.into(), ..Default::default() };
+        self.start_block(AssistantContent::ToolCall(call)).await
+    }
+
+    /// Starts a tool call whose argument text begins with `arguments` (a provider that sends
+    /// the first piece with the call itself): the piece is parsed into the partial arguments the
+    /// start event shows; no delta is sent for it.
+    pub async fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> usize {
+        let index = self.message.content.len();
+        let mut call = call;
+        let mut text = ArgumentText::default();
+        if !arguments.is_empty() {
+            text.append(arguments, &mut call.arguments);
+        }
+        Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
+        self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
+        self.send(AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) })
+            .await;
+        index
+    }
+
+    /// Appends `delta` to open text block `index` and sends `text_delta`.
+    pub async fn text_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+        let delta = delta.into();
+        self.open_block(index, TEXT)?;
+        if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
+            block.text.push_str(&delta);
+        }
+        self.send(AssistantMessageEvent::TextDelta { content_index: index, delta, partial: Arc::clone(&self.message) })
+            .await;
+        Ok(())
+    }
+
+    /// Appends `delta` to open thinking block `index` and sends `thinking_delta`.
+    pub async fn thinking_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+        let delta = delta.into();
+        self.open_block(index, THINKING)?;
+        if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
+            block.thinking.push_str(&delta);
+        }
+        let partial = Arc::clone(&self.message);
+        self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }).await;
+        Ok(())
+    }
+
+    /// Appends argument text to open tool call `index`, publishes the partial arguments when the
+    /// parser has a new snapshot, and sends `toolcall_delta`.
+    pub async fn tool_call_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+        let delta = delta.into();
+        let (text, call) = self.open_tool_call(index)?;
+        text.append(&delta, &mut call.arguments);
+        let partial = Arc::clone(&self.message);
+        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
+        Ok(())
+    }
+
+    /// Sends a `toolcall_delta` with an empty delta without feeding the argument parser: for a
+    /// chunk that changed the call (its id or name, see [`tool_call_mut`](Self::tool_call_mut))
+    /// but carried no argument text.
+    pub async fn tool_call_changed(&mut self, index: usize) -> Result<(), TypesError> {
+        self.open_tool_call(index)?;
+        let partial = Arc::clone(&self.message);
+        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta: String::new(), partial }).await;
+        Ok(())
+    }
+
+    /// Takes the provider's complete argument text for open tool call `index`. When it
+    /// continues the text so far, the missing piece is appended and, if not empty, sent as a
+    /// `toolcall_delta`; otherwise the text starts over (partial arguments of `text` alone, no
+    /// event).
+    pub async fn replace_tool_call_arguments(&mut self, index: usize, text: &str) -> Result<(), TypesError> {
+        let (arguments, call) = self.open_tool_call(index)?;
+        let delta = arguments.replace(text, &mut call.arguments);
+        if let Some(delta) = delta.filter(|d| !d.is_empty()) {
+            let partial = Arc::clone(&self.message);
+            self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
+        }
+        Ok(())
+    }
+
+    /// Ends open text block `index`: sends `text_end` with the block's text.
+    pub async fn end_text(&mut self, index: usize) -> Result<(), TypesError> {
+        self.open_block(index, TEXT)?;
+        self.end(index).await;
+        Ok(())
+    }
+
+    /// Ends open thinking block `index`: sends `thinking_end` with the block's text.
+    pub async fn end_thinking(&mut self, index: usize) -> Result<(), TypesError> {
+        self.open_block(index, THINKING)?;
+        self.end(index).await;
+        Ok(())
+    }
+
+    /// Ends open tool call `index`: its arguments become one full parse of the complete
+    /// argument text (malformed text leaves them empty and sets `arguments_error`); sends
+    /// `toolcall_end` with the call.
+    pub async fn end_tool_call(&mut self, index: usize) -> Result<(), TypesError> {
+        self.open_tool_call(index)?;
+        self.end(index).await;
+        Ok(())
+    }
+
+    /// Ends open tool call `index` with the provider's own final form of the call (a provider
+    /// or proxy that sends the complete call at the end): the block becomes `call`; sends
+    /// `toolcall_end` with it.
+    pub async fn end_tool_call_with(&mut self, index: usize, call: ToolCall) -> Result<(), TypesError> {
+        self.open_tool_call(index)?;
+        if let Some(block) = Arc::make_mut(&mut self.message).content.get_mut(index) {
+            *block = AssistantContent::ToolCall(call);
+        }
+        if let Some(state) = self.blocks.get_mut(index) {
+            *state = BlockState::Ended;
+        }
+        self.send_end(index).await;
+        Ok(())
+    }
+
+    /// Ends open block `index`, whatever its kind (as [`end_text`](Self::end_text),
+    /// [`end_thinking`](Self::end_thinking) or [`end_tool_call`](Self::end_tool_call)).
+    pub async fn end_block(&mut self, index: usize) -> Result<(), TypesError> {
+        if !self.is_open(index) {
+            return Err(self.wrong_block(index, "an open block".to_owned()));
+        }
+        self.end(index).await;
+        Ok(())
+    }
+
+    /// Ends every open block, in content order.
+    pub async fn end_open_blocks(&mut self) {
+        for index in 0..self.blocks.len() {
+            if self.is_open(index) {
+                self.end(index).await;
+            }
+        }
+    }
+
+    /// The text block `index` (open or ended), for fields without events such as its
+    /// signature, or to restate its text when a provider's final item does (the next event
+    /// shows it). Append streamed text with [`text_delta`](Self::text_delta).
+    pub fn text_mut(&mut self, index: usize) -> Result<&mut TextContent, TypesError> {
+        if !matches!(self.message.content.get(index), Some(AssistantContent::Text(_))) {
+            return Err(self.not_kind(index, TEXT));
+        }
+        match Arc::make_mut(&mut self.message).content.get_mut(index) {
+            Some(AssistantContent::Text(block)) => Ok(block),
+            _ => Err(TypesError::NoSuchBlock { index, count: 0 }),
+        }
+    }
+
+    /// The thinking block `index` (open or ended), for its signature or `redacted` flag, or to
+    /// restate its text. Append streamed reasoning with [`thinking_delta`](Self::thinking_delta).
+    pub fn thinking_mut(&mut self, index: usize) -> Result<&mut ThinkingContent, TypesError> {
+        if !matches!(self.message.content.get(index), Some(AssistantContent::Thinking(_))) {
+            return Err(self.not_kind(index, THINKING));
+        }
+        match Arc::make_mut(&mut self.message).content.get_mut(index) {
+            Some(AssistantContent::Thinking(block)) => Ok(block),
+            _ => Err(TypesError::NoSuchBlock { index, count: 0 }),
+        }
+    }
+
+    /// The tool call `index` (open or ended), for its id, name, signature or namespace.
+    ///
+    /// Its arguments belong to the argument stream: while the guard lives they read as empty,
+    /// and changes to them are discarded when it drops.
+    pub fn tool_call_mut(&mut self, index: usize) -> Result<ToolCallMut<'_>, TypesError> {
+        if !matches!(self.message.content.get(index), Some(AssistantContent::ToolCall(_))) {
+            return Err(self.not_kind(index, TOOL_CALL));
+        }
+        match Arc::make_mut(&mut self.message).content.get_mut(index) {
+            Some(AssistantContent::ToolCall(call)) => {
+                let arguments = std::mem::take(&mut call.arguments);
+                Ok(ToolCallMut { call, arguments })
+            }
+            _ => Err(TypesError::NoSuchBlock { index, count: 0 }),
+        }
+    }
+
+    /// Ends the response with `done` and stop reason `reason` (`stop`, `length`, `toolUse`
+    /// or `deferred`). For `error` or `aborted` the event is `error`, with the message's
+    /// `error_message` as set.
+    pub async fn done(mut self, reason: StopReason) {
+        Arc::make_mut(&mut self.message).stop_reason = reason;
+        let event = match reason {
+            StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: self.message },
+            _ => AssistantMessageEvent::Done { reason, message: self.message },
+        };
+        self.tx.send(event).await;
+    }
+
+    /// Ends the response with `error`: stop reason `error` and `error_message`.
+    pub async fn error(self, message: impl Into<String>) {
+        self.fail(StopReason::Error, message.into()).await;
+    }
+
+    /// Ends the response with `error` for a cancelled request: stop reason `aborted` and
+    /// `error_message`.
+    pub async fn aborted(self, message: impl Into<String>) {
+        self.fail(StopReason::Aborted, message.into()).await;
+    }
+
+    /// Gives up the builder without ending the response, for a producer that ends it with a
+    /// terminal event of its own.
+    pub fn into_sender(self) -> EventSender {
+        self.tx
+    }
+
+    async fn fail(mut self, reason: StopReason, text: String) {
+        let message = Arc::make_mut(&mut self.message);
+        message.stop_reason = reason;
+        message.error_message = Some(text);
+        self.tx.send(AssistantMessageEvent::Error { reason, error: self.message }).await;
+    }
+
+    async fn send(&self, event: AssistantMessageEvent) {
+        self.tx.send(event).await;
+    }
+
+    /// Ends open block `index` (checked by the caller) and sends its end event.
+    async fn end(&mut self, index: usize) {
+        let Some(state) = self.blocks.get_mut(index) else { return };
+        if let BlockState::OpenToolCall(text) = std::mem::replace(state, BlockState::Ended) {
+            let parsed = parse_tool_call_arguments(Some(&text.text));
+            if let Some(AssistantContent::ToolCall(call)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
+                call.arguments = parsed.arguments;
+                if parsed.arguments_error.is_some() {
+                    call.arguments_error = parsed.arguments_error;
+                }
+            }
+        }
+        self.send_end(index).await;
+    }
+
+    async fn send_end(&self, index: usize) {
+        let partial = Arc::clone(&self.message);
+        let event = match partial.content.get(index) {
+            Some(AssistantContent::Text(block)) => {
+                AssistantMessageEvent::TextEnd { content_index: index, content: block.text.clone(), partial }
+            }
+            Some(AssistantContent::Thinking(block)) => {
+                AssistantMessageEvent::ThinkingEnd { content_index: index, content: block.thinking.clone(), partial }
+            }
+            Some(AssistantContent::ToolCall(call)) => {
+                AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call: call.clone(), partial }
+            }
+            None => return,
+        };
+        self.send(event).await;
+    }
+
+    /// Checks that `index` is an open block of `kind`.
+    fn open_block(&self, index: usize, kind: &'static str) -> Result<(), TypesError> {
+        let is_kind = self.message.content.get(index).is_some_and(|block| kind_of(block) == kind);
+        if is_kind && self.is_open(index) {
+            Ok(())
+        } else {
+            Err(self.not_open(index, kind))
+        }
+    }
+
+    /// The argument text and the block of open tool call `index`.
+    fn open_tool_call(&mut self, index: usize) -> Result<(&mut ArgumentText, &mut ToolCall), TypesError> {
+        if !matches!(self.blocks.get(index), Some(BlockState::OpenToolCall(_))) {
+            return Err(self.not_open(index, TOOL_CALL));
+        }
+        let count = self.message.content.len();
+        let message = Arc::make_mut(&mut self.message);
+        match (self.blocks.get_mut(index), message.content.get_mut(index)) {
+            (Some(BlockState::OpenToolCall(text)), Some(AssistantContent::ToolCall(call))) => Ok((text, call)),
+            _ => Err(TypesError::NoSuchBlock { index, count }),
+        }
+    }
+
+    fn not_open(&self, index: usize, expected: &'static str) -> TypesError {
+        self.wrong_block(index, format!("an open {expected} block"))
+    }
+
+    fn not_kind(&self, index: usize, expected: &'static str) -> TypesError {
+        self.wrong_block(index, format!("a {expected} block"))
+    }
+
+    fn wrong_block(&self, index: usize, expected: String) -> TypesError {
+        match self.message.content.get(index) {
+            None => TypesError::NoSuchBlock { index, count: self.message.content.len() },
+            Some(block) => {
+                let state = if self.is_open(index) { "an open" } else { "an ended" };
+                TypesError::WrongBlock { index, expected, found: format!("{state} {} block", kind_of(block)) }
+            }
+        }
+    }
+}
+
+/// The message fields without events, from [`AssistantMessageBuilder::metadata_mut`]; its
+/// `content` reads as empty and edits to it are discarded.
+#[derive(Debug)]
+pub struct MetadataMut<'a> {
+    message: &'a mut AssistantMessage,
+    content: Vec<AssistantContent>,
+}
+
+impl Deref for MetadataMut<'_> {
+    type Target = AssistantMessage;
+    fn deref(&self) -> &AssistantMessage {
+        self.message
+    }
+}
+
+impl DerefMut for MetadataMut<'_> {
+    fn deref_mut(&mut self) -> &mut AssistantMessage {
+        self.message
+    }
+}
+
+impl Drop for MetadataMut<'_> {
+    fn drop(&mut self) {
+        self.message.content = std::mem::take(&mut self.content);
+    }
+}
+
+/// A tool-call block without its arguments, from [`AssistantMessageBuilder::tool_call_mut`];
+/// its `arguments` read as empty and edits to them are discarded.
+#[derive(Debug)]
+pub struct ToolCallMut<'a> {
+    call: &'a mut ToolCall,
+    arguments: JsonObject,
+}
+
+impl Deref for ToolCallMut<'_> {
+    type Target = ToolCall;
+    fn deref(&self) -> &ToolCall {
+        self.call
+    }
+}
+
+impl DerefMut for ToolCallMut<'_> {
+    fn deref_mut(&mut self) -> &mut ToolCall {
+        self.call
+    }
+}
+
+impl Drop for ToolCallMut<'_> {
+    fn drop(&mut self) {
+        self.call.arguments = std::mem::take(&mut self.arguments);
+    }
+}
