@@ -47,10 +47,39 @@ pub enum Command {
     /// Interactive session: history, steering while the agent works, /followup, /abort,
     /// /reset, /model, /tools (/help lists them).
     Chat,
+    /// The pi proxy: a server that keeps the provider keys.
+    Proxy {
+        /// What to do.
+        #[command(subcommand)]
+        command: ProxyCommand,
+    },
+}
+
+/// `pi proxy` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProxyCommand {
+    /// Serve POST /api/stream: bearer tokens from PI_PROXY_TOKENS / PI_PROXY_TOKEN (or the
+    /// config file), provider keys from the usual variables; runs until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// `pi proxy serve` options.
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    pub listen: String,
+    /// JSON configuration file (tokens, providers, custom providers, limits); default
+    /// $PI_PROXY_CONFIG if set.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Also serve the offline demo model faux/faux-1 (for trying a deployment without keys).
+    #[arg(long)]
+    pub with_demo: bool,
 }
 
 /// Which provider and model to use.
-#[derive(Clone, Debug, Default, Args)]
+#[derive(Clone, Default, Args)]
 pub struct ModelArgs {
     /// Provider id from the registry (anthropic, openai, google, groq, ...), or `faux` for the
     /// offline demo.
@@ -72,6 +101,27 @@ pub struct ModelArgs {
     /// System prompt.
     #[arg(long, global = true, value_name = "TEXT")]
     pub system: Option<String>,
+    /// Stream through a pi proxy at URL (it holds the provider keys; name the model).
+    #[arg(long, global = true, value_name = "URL")]
+    pub proxy: Option<String>,
+    /// Bearer token for --proxy (default: $PI_PROXY_TOKEN).
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ModelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelArgs")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api", &self.api)
+            .field("thinking", &self.thinking)
+            .field("system", &self.system.as_ref().map(String::len))
+            .field("proxy", &self.proxy)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// How to print a run.
@@ -182,6 +232,13 @@ mod tests {
         assert!(matches!(chat.command, Some(Command::Chat)));
         assert_eq!(chat.model.thinking, Some(ThinkingLevel::High));
         assert_eq!(chat.output.mode(), OutputMode::Events);
+    }
+
+    #[test]
+    fn the_proxy_token_is_not_in_debug_output() {
+        let cli = run(&["--proxy", "http://127.0.0.1:1", "--token", "secret-token-123", "hi"]);
+        let text = format!("{cli:?}");
+        assert!(!text.contains("secret-token-123") && text.contains("<redacted>"), "{text}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //!   tool call with its arguments and result, and a summary line (stop reason, turns, token
 //!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
 //! * `pi chat` is an interactive session with steering, follow-ups and aborts ([`chat`]).
+//! * `pi proxy serve` runs the pi-proxy server ([`proxy`]); `--proxy URL --token T` makes
+//!   the other commands stream through one.
 //! * Without a configured provider both run the offline demo ([`demo`]): a faux provider
 //!   whose script really calls the tools the prompt asks for.
 //!
@@ -26,13 +28,14 @@ pub mod args;
 pub mod chat;
 pub mod demo;
 mod error;
+pub mod proxy;
 pub mod render;
 pub mod run;
 pub mod setup;
 
 pub use error::CliError;
 
-use args::{Cli, Command};
+use args::{Cli, Command, ProxyCommand};
 
 /// Run a parsed command line.
 pub async fn execute(cli: Cli) -> Result<(), CliError> {
@@ -44,6 +47,12 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
             }
             let backend = setup::resolve(&cli.model)?;
             chat::chat(backend, &cli.model, mode).await
+        }
+        Some(Command::Proxy { command: ProxyCommand::Serve(serve) }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi proxy serve` takes no prompt".into()));
+            }
+            proxy::serve(&serve).await
         }
         None => {
             let Some(prompt) = cli.prompt_text() else {

@@ -46,14 +46,12 @@ pub fn attach(agent: &Agent, renderer: &SharedRenderer) -> pi_agent::Subscriptio
 }
 
 /// How the last run ended, as the CLI reports it.
-pub fn outcome(agent: &Agent, backend_model: &pi_types::Model) -> Result<(), CliError> {
+pub fn outcome(agent: &Agent, backend: &Backend) -> Result<(), CliError> {
     let messages = agent.messages();
     match messages.last() {
         Some(AgentMessage::Assistant(last)) if last.stop_reason == StopReason::Error => {
             let message = last.error_message.as_deref().unwrap_or("the request failed");
-            let model = agent.model();
-            let model = if model.id.is_empty() { backend_model } else { &model };
-            Err(CliError::Run(crate::setup::describe_failure(model, message)))
+            Err(CliError::Run(backend.describe_failure(&agent.model(), message)))
         }
         Some(AgentMessage::Assistant(last)) if last.stop_reason == StopReason::Aborted => Err(CliError::Aborted),
         _ => Ok(()),
@@ -83,7 +81,7 @@ pub async fn one_shot(
     let agent = build_agent(backend, args)?;
     let spinner = mode == OutputMode::Pretty && std::io::stderr().is_terminal();
     let renderer = Arc::new(Mutex::new(Renderer::new(mode, out, stdout_colors()).with_spinner(spinner)));
-    if backend.is_demo() {
+    if backend.is_demo() && backend.proxy.is_none() {
         match mode {
             OutputMode::Pretty => lock(&renderer).notice(DEMO_NOTICE),
             // Keep stdout pure events; the notice goes to stderr.
@@ -93,5 +91,5 @@ pub async fn one_shot(
     let _printer = attach(&agent, &renderer);
     let run = agent.prompt(prompt);
     await_run(&agent, run).await?;
-    outcome(&agent, &backend.model)
+    outcome(&agent, backend)
 }

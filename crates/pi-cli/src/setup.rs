@@ -10,12 +10,15 @@
 //! * Nothing: the first of anthropic, openai, google, ... with a key, else the offline demo.
 //!
 //! A named provider, model, URL or adapter never falls back to the demo: a missing key or
-//! an unknown id is an error naming what to set.
+//! an unknown id is an error naming what to set. With `--proxy URL` requests stream through
+//! that pi proxy (token from `--token` or `PI_PROXY_TOKEN`): the model must be named, and no
+//! local key is needed because the proxy holds them.
 
 use std::sync::Arc;
 
 use pi_providers::registry::{env_api_key_vars, Auth};
 use pi_providers::{catalog, env_api_key, Models, Provider};
+use pi_proxy::ProxyStreamFn;
 use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
 
 use crate::args::ModelArgs;
@@ -54,11 +57,16 @@ pub struct Backend {
     pub models: Arc<Models>,
     /// The model of the first run.
     pub model: Model,
+    /// The proxy requests go through instead of the registry, with its URL.
+    pub proxy: Option<(String, ProxyStreamFn)>,
 }
 
 impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Backend").field("model", &format!("{}/{}", self.model.provider, self.model.id)).finish()
+        f.debug_struct("Backend")
+            .field("model", &format!("{}/{}", self.model.provider, self.model.id))
+            .field("proxy", &self.proxy.as_ref().map(|(url, _)| url))
+            .finish()
     }
 }
 
@@ -68,9 +76,30 @@ impl Backend {
         self.model.provider == DEMO_PROVIDER
     }
 
-    /// The stream function for an agent: the registry with the CLI's request defaults.
+    /// The stream function for an agent: the proxy, or the registry with the CLI's request
+    /// defaults.
     pub fn stream_fn(&self) -> Arc<dyn StreamFn> {
-        Arc::new(WithDefaults { models: Arc::clone(&self.models) })
+        match &self.proxy {
+            Some((_, proxy)) => Arc::new(proxy.clone()),
+            None => Arc::new(WithDefaults { models: Arc::clone(&self.models) }),
+        }
+    }
+
+    /// A provider's failure text as the CLI prints it: "Connection error.: cause" (or the
+    /// proxy client's "fetch failed: cause") becomes "cannot reach URL: cause".
+    pub fn describe_failure(&self, model: &Model, message: &str) -> String {
+        let (cause, target) = match &self.proxy {
+            Some((url, _)) => (message.strip_prefix("fetch failed"), format!("the proxy at {url}")),
+            None => {
+                let target = if model.base_url.is_empty() { model.provider.clone() } else { model.base_url.clone() };
+                (message.strip_prefix("Connection error."), target)
+            }
+        };
+        match cause.map(|rest| rest.trim_start_matches(':').trim()) {
+            Some("") => format!("cannot reach {target}"),
+            Some(cause) => format!("cannot reach {target}: {cause}"),
+            None => message.to_owned(),
+        }
     }
 
     /// Resolve `provider/model`, `model` or `provider` the way the command line does, for
@@ -92,7 +121,9 @@ impl Backend {
         }
         let args = ModelArgs { provider, model, ..ModelArgs::default() };
         let (provider, model) = registry_model(&args)?;
-        require_key(&provider)?;
+        if self.proxy.is_none() {
+            require_key(&provider)?;
+        }
         Ok(model)
     }
 }
@@ -124,11 +155,21 @@ fn known_providers() -> String {
     ids.join(", ")
 }
 
+/// The offline demo as a registry provider (`faux/faux-1`).
+pub fn demo_provider() -> Provider {
+    let demo = DemoProvider::new();
+    Provider::new(DEMO_PROVIDER).with_model(demo.model()).with_api("faux", Arc::new(demo))
+}
+
 fn registry() -> Models {
     let models = Models::with_builtins();
-    let demo = DemoProvider::new();
-    models.set_provider(Provider::new(DEMO_PROVIDER).with_model(demo.model()).with_api("faux", Arc::new(demo)));
+    models.set_provider(demo_provider());
     models
+}
+
+/// Whether `url` is an absolute http(s) URL with a host.
+fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
 }
 
 fn require_key(provider: &str) -> Result<(), CliError> {
@@ -195,11 +236,11 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
     Ok((provider, model))
 }
 
-/// A model on a server the user named with `--base-url`.
-fn server_model(args: &ModelArgs, base_url: &str, models: &Models) -> Result<Model, CliError> {
+/// A model on a server the user named with `--base-url` (keys checked unless a proxy
+/// holds them).
+fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: bool) -> Result<Model, CliError> {
     let base_url = base_url.trim_end_matches('/');
-    let scheme_ok = base_url.starts_with("http://") || base_url.starts_with("https://");
-    if !scheme_ok || base_url.len() <= "https://".len() {
+    if !is_http_url(base_url) {
         return Err(CliError::Usage(format!("--base-url must be an http:// or https:// URL, not `{base_url}`")));
     }
     let provider = args.provider.clone().unwrap_or_else(|| "custom".to_owned());
@@ -208,7 +249,9 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models) -> Result<Mod
     }
     if is_builtin(&provider) {
         let (provider, mut model) = registry_model(args)?;
-        require_key(&provider)?;
+        if check_keys {
+            require_key(&provider)?;
+        }
         model.base_url = base_url.to_owned();
         let Some(builtin) = Provider::builtin(&provider) else {
             return Err(CliError::Setup(format!("unknown provider `{provider}`")));
@@ -234,8 +277,29 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models) -> Result<Mod
     Ok(model)
 }
 
+/// The proxy of `--proxy` / `--token` (or `PI_PROXY_TOKEN`), if one is named.
+fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> {
+    let Some(url) = &args.proxy else {
+        if args.token.is_some() {
+            return Err(CliError::Usage("--token needs --proxy URL".into()));
+        }
+        return Ok(None);
+    };
+    let url = url.trim_end_matches('/');
+    if !is_http_url(url) {
+        return Err(CliError::Usage(format!("--proxy must be an http:// or https:// URL, not `{url}`")));
+    }
+    let token = args.token.clone().or_else(|| std::env::var("PI_PROXY_TOKEN").ok()).filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return Err(CliError::Usage("--proxy needs --token TOKEN (or PI_PROXY_TOKEN)".into()));
+    };
+    Ok(Some((url.to_owned(), ProxyStreamFn::new(url, token))))
+}
+
 /// Resolve the command line's model options.
 pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
+    let proxy = proxy(args)?;
+    let check_keys = proxy.is_none();
     let models = registry();
     let model = if args.provider.as_deref() == Some(DEMO_PROVIDER) {
         if args.base_url.is_some() || args.api.is_some() {
@@ -246,13 +310,17 @@ pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
             .get_model(DEMO_PROVIDER, &id)
             .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `faux` (it has faux-1)")))?
     } else if let Some(base_url) = &args.base_url {
-        server_model(args, base_url, &models)?
+        server_model(args, base_url, &models, check_keys)?
     } else if args.provider.is_some() || args.model.is_some() {
         let (provider, model) = registry_model(args)?;
-        require_key(&provider)?;
+        if check_keys {
+            require_key(&provider)?;
+        }
         model
     } else if args.api.is_some() {
         return Err(CliError::Usage("--api needs --base-url, --provider or --model".into()));
+    } else if proxy.is_some() {
+        return Err(CliError::Usage("--proxy needs the model: --provider and/or --model".into()));
     } else {
         match DEFAULT_MODELS.iter().find(|(provider, _)| env_api_key(provider).is_some()) {
             Some((provider, _)) => {
@@ -264,22 +332,5 @@ pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
                 .ok_or_else(|| CliError::Setup("the offline demo model is missing".into()))?,
         }
     };
-    Ok(Backend { models: Arc::new(models), model })
-}
-
-/// A provider's failure text as the CLI prints it: "Connection error.: cause" becomes
-/// "cannot reach URL: cause".
-pub fn describe_failure(model: &Model, message: &str) -> String {
-    match message.strip_prefix("Connection error.") {
-        Some(rest) => {
-            let cause = rest.trim_start_matches(':').trim();
-            let target = if model.base_url.is_empty() { model.provider.as_str() } else { model.base_url.as_str() };
-            if cause.is_empty() {
-                format!("cannot reach {target}")
-            } else {
-                format!("cannot reach {target}: {cause}")
-            }
-        }
-        None => message.to_owned(),
-    }
+    Ok(Backend { models: Arc::new(models), model, proxy })
 }

@@ -483,3 +483,99 @@ fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
     assert!(seen.contains("stopReason=aborted"), "{seen}");
     drop(stdin);
 }
+
+/// A `pi proxy serve` child, killed if a test fails before stopping it.
+struct ProxyServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for ProxyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const PROXY_TOKEN: &str = "test-token-0123456789";
+
+fn proxy_server() -> ProxyServer {
+    let mut child = pi()
+        .args(["proxy", "serve", "--listen", "127.0.0.1:0", "--with-demo"])
+        .env("PI_PROXY_TOKEN", PROXY_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("pi proxy listening on http://127.0.0.1:"), "{first}");
+    assert!(first.contains("(1 token; providers: ") && first.trim_end().ends_with(", faux)"), "{first}");
+    let url = first.split_whitespace().nth(4).unwrap().to_owned();
+    ProxyServer { child, url }
+}
+
+#[test]
+fn proxy_client_streams_through_pi_proxy_serve() {
+    let mut server = proxy_server();
+    // Through the proxy the events are exactly those of the local run.
+    let output = pi()
+        .args(["--proxy", &server.url, "--token", PROXY_TOKEN, "--provider", "faux", "--events", README_QUESTION])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stdout), README_EVENTS);
+    assert_eq!(text(&output.stderr), "", "no offline-demo notice: the demo runs on the proxy");
+    // The token may come from the environment.
+    let output = pi()
+        .args(["--proxy", &server.url, "--provider", "faux", "What is 6*7?"])
+        .env("PI_PROXY_TOKEN", PROXY_TOKEN)
+        .output()
+        .unwrap();
+    assert!(text(&output.stdout).contains("← calculate: 6*7 = 42\n"), "{output:?}");
+    fails_with(
+        pi().args(["--proxy", &server.url, "--token", "wrong-token-0123456789", "--provider", "faux", "hi"]),
+        1,
+        "Proxy error: Invalid token",
+    );
+    fails_with(
+        pi().args(["--proxy", &server.url, "hi"]).env("PI_PROXY_TOKEN", PROXY_TOKEN),
+        2,
+        "--proxy needs the model: --provider and/or --model",
+    );
+    // Ctrl-C stops the server gracefully.
+    let status = Command::new("kill").args(["-INT", &server.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
+fn proxy_errors_are_one_line() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let output = pi().args(["--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!("pi: cannot reach the proxy at {url}: ")) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    fails_with(
+        pi().args(["--proxy", &url, "--provider", "faux", "hi"]),
+        2,
+        "--proxy needs --token TOKEN (or PI_PROXY_TOKEN)",
+    );
+    fails_with(pi().args(["--token", PROXY_TOKEN, "hi"]), 2, "--token needs --proxy URL");
+    fails_with(
+        pi().args(["proxy", "serve", "--listen", "127.0.0.1:0"]),
+        1,
+        "proxy configuration: no bearer tokens: set PI_PROXY_TOKENS or tokens in the config file",
+    );
+    fails_with(
+        pi().args(["proxy", "serve", "--listen", "nowhere"]).env("PI_PROXY_TOKEN", PROXY_TOKEN),
+        1,
+        "cannot listen on nowhere: invalid socket address",
+    );
+}

@@ -81,7 +81,7 @@ impl Session {
     }
 
     fn greet(&self) {
-        if self.backend.is_demo() {
+        if self.backend.is_demo() && self.backend.proxy.is_none() {
             self.say(DEMO_NOTICE);
         }
         self.say(&format!("pi chat on {} — /help for commands, Ctrl-D to leave", self.model_name()));
@@ -184,7 +184,7 @@ impl Session {
         self.run = None;
         let report = match result {
             Err(error) => Err(CliError::Run(error.to_string())),
-            Ok(()) => outcome(&self.agent, &self.backend.model),
+            Ok(()) => outcome(&self.agent, &self.backend),
         };
         match report {
             Ok(()) => {}
