@@ -10,12 +10,14 @@ use crate::error::CliError;
 
 const EXAMPLES: &str = "\
 Examples:
-  pi \"What's the weather in Shanghai and Beijing?\"     offline demo without a provider
-  pi --events \"What is 12 * (3 + 4)?\"                   print every agent event
-  pi --json \"What time is it in Tokyo?\" | jq .type      one JSON event per line
-  pi --provider anthropic \"Hello\"                       key from ANTHROPIC_API_KEY
-  pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"   an OpenAI-compatible server
-  pi chat                                              interactive session";
+  pi \"What's the weather in Shanghai and Beijing?\"      # offline demo without a provider
+  pi --events \"What is 12 * (3 + 4)?\"                   # every agent event, one per line
+  pi --json \"What time is it in Tokyo?\" | jq .type      # one JSON event per line
+  pi --provider anthropic \"Hello\"                       # key from ANTHROPIC_API_KEY
+  pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"    # an OpenAI-compatible server
+  pi chat                                               # interactive session
+  pi proxy serve --listen 127.0.0.1:8787                # a proxy holding this environment's keys
+  pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"";
 
 /// `pi`: a tool-using agent on the command line.
 ///
