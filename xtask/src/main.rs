@@ -7,8 +7,13 @@
 //! cargo xtask sync-fixtures                    re-vendor ../shared conformance and provider fixtures
 //! cargo xtask gen-streaming-json-fixtures      regenerate the streaming-JSON fixtures with node
 //! cargo xtask gen-validation-fixtures          regenerate the validation fixtures with node
+//! cargo xtask proxy-interop                    our proxy server against the reference streamProxy client
+//! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
 //! ```
 
+mod proxy_common;
+mod proxy_interop;
+mod proxy_load;
 mod streaming_fixtures;
 
 use std::path::{Path, PathBuf};
@@ -22,10 +27,26 @@ commands:
   bench [WORKLOAD[:SIZE] ...]     run benchmark workloads (stream, tools, turns, agents)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
   gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
-  gen-validation-fixtures         regenerate crates/pi-types/tests/fixtures/validation.json (needs node)";
+  gen-validation-fixtures         regenerate crates/pi-types/tests/fixtures/validation.json (needs node)
+  proxy-interop                   drive our proxy server with the reference streamProxy client (needs node, npm)
+  proxy-load [--streams N] [--chars N]  N concurrent proxy streams over loopback (default 500)";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| repo_root().join("target"), PathBuf::from)
+}
+
+fn print_line(line: Result<String, String>) -> ExitCode {
+    match line {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error),
+    }
 }
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -133,6 +154,8 @@ fn main() -> ExitCode {
             Err(error) => fail(error),
         },
         (Some("gen-validation-fixtures"), None) => run_node_script("validation-fixtures.mjs"),
+        (Some("proxy-interop"), None) => print_line(proxy_interop::run(&target_dir())),
+        (Some("proxy-load"), _) => print_line(proxy_load::run(&args[1..])),
         _ => fail(USAGE),
     }
 }

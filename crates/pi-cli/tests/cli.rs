@@ -1,43 +1,581 @@
-//! The CLI on the built-in faux provider.
+//! The `pi` binary, run as a user would: one-shot modes, help, errors, a loopback
+//! OpenAI-compatible server, and `pi chat` driven through stdin.
 #![allow(clippy::unwrap_used)]
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-#[derive(Clone, Default)]
-struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Buffer {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// The binary with an empty environment: no API keys, no colours, the offline demo.
+fn pi() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pi"));
+    command.env_clear().stdin(Stdio::null());
+    command
 }
 
-impl Buffer {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
+fn run(args: &[&str]) -> Output {
+    pi().args(args).output().unwrap()
 }
 
-#[tokio::test]
-async fn faux_run_streams_the_answer_and_reports_the_tool() {
-    let options = pi_cli::CliOptions::parse(["--provider", "faux", "one two three"].map(String::from)).unwrap();
-    let (out, log) = (Buffer::default(), Buffer::default());
-    pi_cli::run(options, out.clone(), log.clone()).await.unwrap();
-    assert!(out.text().contains("Your prompt has 3 words."), "{}", out.text());
-    assert_eq!(log.text(), "[tool] word_count {\"text\":\"one two three\"}\n[tool] word_count done: 3\n");
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+const README_QUESTION: &str = "What's the weather in Shanghai and Beijing?";
+
+#[test]
+fn one_shot_demo_streams_an_answer_that_calls_the_weather_tool_for_both_cities() {
+    let output = run(&[README_QUESTION]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stderr), "");
+    let stdout = text(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("(offline demo on the faux provider"), "{stdout}");
+    let shanghai = lines.iter().position(|l| *l == r#"→ get_weather({"location":"Shanghai"})"#).unwrap();
+    let beijing = lines.iter().position(|l| *l == r#"→ get_weather({"location":"Beijing"})"#).unwrap();
+    // Both calls start before either result: they run in parallel.
+    let first_result = lines.iter().position(|l| l.starts_with("← get_weather: ")).unwrap();
+    assert!(shanghai < first_result && beijing < first_result, "{stdout}");
+    assert!(lines.iter().any(|l| l.starts_with("← get_weather: Shanghai: ") && l.contains(" °C, ")), "{stdout}");
+    assert!(lines.iter().any(|l| l.starts_with("← get_weather: Beijing: ")), "{stdout}");
+    assert!(stdout.contains("Here is what the tools report:\n- Shanghai: "), "{stdout}");
+    let summary = lines.last().unwrap();
+    assert!(summary.starts_with("[stop · 2 turns · tokens: "), "{summary}");
+    assert!(!stdout.contains('\u{1b}'), "no colour codes on a pipe: {stdout}");
 }
 
 #[test]
-fn bad_arguments_are_errors_not_panics() {
-    assert!(pi_cli::CliOptions::parse(Vec::<String>::new()).is_err());
-    assert!(pi_cli::CliOptions::parse(["--thinking", "huge", "x"].map(String::from)).is_err());
-    assert!(pi_cli::CliOptions::parse(["--model"].map(String::from)).is_err());
-    let unknown = pi_cli::CliOptions::parse(["--provider", "nope", "x"].map(String::from)).unwrap();
-    let error = pi_cli::resolve_model(&unknown).err().unwrap();
-    assert_eq!(error.to_string(), "unknown provider `nope`");
+fn one_shot_demo_uses_the_calculator_and_the_clock() {
+    let output = run(&["What is 12 * (3 + 4), and what time is it in Tokyo?"]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("← calculate: 12 * (3 + 4) = 84\n"), "{stdout}");
+    assert!(stdout.contains(r#"→ get_time({"location":"Tokyo"})"#), "{stdout}");
+    assert!(stdout.contains("(UTC+09:00)"), "{stdout}");
+    let output = run(&["Tell me a joke"]);
+    let stdout = text(&output.stdout);
+    assert!(!stdout.contains('→') && stdout.contains("[stop · 1 turn · "), "{stdout}");
+}
+
+#[test]
+fn colours_follow_clicolor_force_and_no_color() {
+    let forced = pi().env("CLICOLOR_FORCE", "1").arg(README_QUESTION).output().unwrap();
+    let stdout = text(&forced.stdout);
+    // Thinking is dimmed, tool calls coloured.
+    assert!(stdout.contains("\u{1b}[2mTo answer"), "{stdout:?}");
+    assert!(stdout.contains("\u{1b}[36m→ get_weather("), "{stdout:?}");
+    let plain = pi().env("CLICOLOR_FORCE", "1").env("NO_COLOR", "1").arg(README_QUESTION).output().unwrap();
+    assert!(!text(&plain.stdout).contains('\u{1b}'));
+    let json = pi().env("CLICOLOR_FORCE", "1").args(["--json", README_QUESTION]).output().unwrap();
+    assert!(!text(&json.stdout).contains("\\u001b"), "JSON is never coloured");
+}
+
+const README_EVENTS: &str = r#"[agent_start]
+[turn_start]
+[message_start] role=user
+[message_end] role=user
+[message_start] role=assistant
+[message_update][thinking_start]
+To answer I need to check the weather in Shanghai and Beijing: 2 independent tool calls, so I'll make them in parallel.
+[message_update][thinking_end]
+[message_update][text_start]
+Let me check the weather in Shanghai and Beijing.
+[message_update][text_end]
+[message_update][toolcall_start]
+{"location":"Shanghai"}
+[message_update][toolcall_end] get_weather({"location":"Shanghai"})
+[message_update][toolcall_start]
+{"location":"Beijing"}
+[message_update][toolcall_end] get_weather({"location":"Beijing"})
+[message_end] role=assistant stopReason=toolUse
+[tool_execution_start] get_weather({"location":"Shanghai"})
+[tool_execution_start] get_weather({"location":"Beijing"})
+[tool_execution_end] get_weather isError=false: Shanghai: -5 °C, overcast, humidity 87%, wind 29 km/h
+[tool_execution_end] get_weather isError=false: Beijing: 4 °C, fog, humidity 65%, wind 17 km/h
+[message_start] role=toolResult
+[message_end] role=toolResult
+[message_start] role=toolResult
+[message_end] role=toolResult
+[turn_end] stopReason=toolUse toolResults=2
+[turn_start]
+[message_start] role=assistant
+[message_update][text_start]
+Here is what the tools report:
+- Shanghai: -5 °C, overcast, humidity 87%, wind 29 km/h
+- Beijing: 4 °C, fog, humidity 65%, wind 17 km/h
+
+Beijing is 9 °C warmer than Shanghai.
+
+(Offline demo: the weather numbers are made up.)
+[message_update][text_end]
+[message_end] role=assistant stopReason=stop
+[turn_end] stopReason=stop toolResults=0
+[agent_end] messages=5
+"#;
+
+#[test]
+fn events_mode_prints_one_line_per_event_with_deltas_inline() {
+    let output = run(&["--events", README_QUESTION]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stdout), README_EVENTS);
+    assert!(text(&output.stderr).starts_with("(offline demo"), "the notice keeps stdout to events");
+}
+
+#[test]
+fn json_mode_prints_every_agent_event_as_one_json_line() {
+    let output = run(&["--json", README_QUESTION]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    let events: Vec<pi_types::AgentEvent> = stdout
+        .lines()
+        .map(|line| {
+            let event: pi_types::AgentEvent = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            // Unnormalized: the line is the event's wire JSON, field for field.
+            assert_eq!(serde_json::to_string(&event).unwrap(), line);
+            event
+        })
+        .collect();
+    assert_eq!(events.first().map(|e| e.type_name()), Some("agent_start"));
+    assert_eq!(events.last().map(|e| e.type_name()), Some("agent_end"));
+    let calls: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            pi_types::AgentEvent::ToolExecutionStart { args, .. } => Some(args["location"].to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls, [r#""Shanghai""#, r#""Beijing""#]);
+    assert!(events.iter().any(|e| e.type_name() == "message_update"));
+}
+
+#[test]
+fn help_goes_to_stdout_with_exit_zero() {
+    for args in [&["--help"][..], &["help"], &["-h"], &["help", "chat"], &["chat", "--help"]] {
+        let output = run(args);
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        assert_eq!(text(&output.stderr), "", "{args:?}");
+        let stdout = text(&output.stdout);
+        assert!(stdout.contains("Usage: pi"), "{args:?}: {stdout}");
+    }
+    let help = text(&run(&["--help"]).stdout);
+    for option in
+        ["--provider", "--model", "--base-url", "--api", "--thinking", "--system", "--events", "--json", "chat"]
+    {
+        assert!(help.contains(option), "{option}");
+    }
+}
+
+/// Run and expect a failure: non-zero exit, nothing on stdout, exactly `line` on stderr.
+fn fails_with(command: &mut Command, code: i32, line: &str) {
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(code), "{output:?}");
+    assert_eq!(text(&output.stdout), "", "{output:?}");
+    assert_eq!(text(&output.stderr), format!("pi: {line}\n"));
+}
+
+#[test]
+fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
+    let key = "missing API key for provider `openai`: set OPENAI_API_KEY";
+    fails_with(pi().args(["--provider", "openai", "hi"]), 1, key);
+    // An explicitly named model never falls back to the demo.
+    fails_with(pi().args(["--model", "gpt-4.1-mini", "hi"]), 1, key);
+    fails_with(
+        pi().args(["--provider", "anthropic", "hi"]),
+        1,
+        "missing API key for provider `anthropic`: set ANTHROPIC_AUTH_TOKEN or ANTHROPIC_OAUTH_TOKEN or \
+         ANTHROPIC_API_KEY",
+    );
+    fails_with(
+        pi().args(["--provider", "nope", "hi"]),
+        1,
+        "unknown provider `nope` (known: openai, anthropic, google, deepseek, groq, openrouter, faux; use --base-url \
+         for another server)",
+    );
+    fails_with(
+        pi().args(["--provider", "openai", "--model", "gpt-nope", "hi"]).env("OPENAI_API_KEY", "sk-test"),
+        1,
+        "unknown model `gpt-nope` for provider `openai`",
+    );
+    fails_with(
+        pi().args(["--model", "gpt-nope", "hi"]),
+        1,
+        "unknown model `gpt-nope` (no provider lists it; name one with --provider, or a server with --base-url)",
+    );
+    fails_with(
+        pi().args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--api", "nope", "hi"]),
+        1,
+        "unknown API `nope`; choose one of openai-completions, openai-responses, anthropic-messages, \
+         google-generative-ai",
+    );
+    fails_with(pi().args(["--nope", "hi"]), 2, "unexpected argument '--nope' found (see `pi --help`)");
+    fails_with(
+        pi().args(["--thinking", "huge", "hi"]),
+        2,
+        "invalid value 'huge' for '--thinking <LEVEL>': expected one of off, minimal, low, medium, high, xhigh, max \
+         (see `pi --help`)",
+    );
+    fails_with(&mut pi(), 2, "a PROMPT is required (see `pi --help`; `pi chat` starts a session)");
+    fails_with(
+        pi().args(["--base-url", "http://127.0.0.1:1/v1", "hi"]),
+        2,
+        "--base-url needs --model (the model id the server serves)",
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn non_utf8_arguments_are_an_error_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let arg = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    fails_with(pi().arg(arg), 2, "invalid UTF-8 was detected in one or more arguments (see `pi --help`)");
+}
+
+#[test]
+fn an_unreachable_server_is_one_clear_line() {
+    // A port that was just free: nothing listens there.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let output = pi().args(["--base-url", &url, "--model", "m", "hi"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert!(stderr.starts_with(&format!("pi: cannot reach {url}: ")), "{stderr}");
+    assert!(!stderr.contains("Connection error.") && stderr.lines().count() == 1, "{stderr}");
+}
+
+/// One recorded request: request line, headers, body.
+struct Request {
+    head: String,
+    body: String,
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<Request> {
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let length = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Request { head, body: String::from_utf8_lossy(&body).into_owned() })
+}
+
+fn chunk(delta: &str, finish: &str) -> String {
+    format!(
+        "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"test-model\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+    )
+}
+
+/// A loopback server speaking the OpenAI chat-completions SSE format: the first request gets
+/// a tool call, the next (with the tool result) a text answer. Serves at most `limit`
+/// requests and reports each on the channel.
+fn completions_server(limit: usize) -> (String, mpsc::Receiver<Request>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(limit) {
+            let Ok(mut stream) = stream else { return };
+            let Some(request) = read_request(&mut stream) else { return };
+            let events = if request.body.contains("\"role\":\"tool\"") {
+                [
+                    chunk(r#"{"role":"assistant","content":"Oslo is "}"#, "null"),
+                    chunk(r#"{"content":"cold today."}"#, "null"),
+                    chunk("{}", r#""stop""#),
+                ]
+                .concat()
+            } else {
+                [
+                    chunk(r#"{"role":"assistant","content":"Checking."}"#, "null"),
+                    chunk(
+                        r#"{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"location\":"}}]}"#,
+                        "null",
+                    ),
+                    chunk(r#"{"tool_calls":[{"index":0,"function":{"arguments":"\"Oslo\"}"}}]}"#, "null"),
+                    chunk("{}", r#""tool_calls""#),
+                ]
+                .concat()
+            };
+            let usage = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"test-model\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":3,\"total_tokens\":13}}\n\n";
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{events}{usage}data: [DONE]\n\n"
+            );
+            let _ = stream.write_all(response.as_bytes());
+            let _ = stream.flush();
+            let _ = tx.send(request);
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn base_url_talks_to_an_openai_compatible_server() {
+    let (url, requests) = completions_server(2);
+    let output = pi().args(["--base-url", &url, "--model", "test-model", "Weather in Oslo?"]).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stderr), "");
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [
+            "Checking.",
+            r#"→ get_weather({"location":"Oslo"})"#,
+            &format!("← get_weather: Oslo: {}", weather_text("Oslo")),
+            "Oslo is cold today.",
+            "[stop · 2 turns · tokens: 20 in, 6 out, 26 total]",
+        ]
+    );
+    let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"), "{}", first.head);
+    assert!(
+        first.body.contains(r#""model":"test-model""#) && first.body.contains(r#""stream":true"#),
+        "{}",
+        first.body
+    );
+    assert!(first.body.contains(r#""name":"get_weather""#), "the demo tools are declared: {}", first.body);
+    let second = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(second.body.contains(r#""tool_call_id":"call_a""#), "{}", second.body);
+}
+
+fn weather_text(city: &str) -> String {
+    let (temperature, conditions, humidity, wind) = pi_cli::demo::demo_weather(city);
+    format!("{temperature} °C, {conditions}, humidity {humidity}%, wind {wind} km/h")
+}
+
+fn chat(args: &[&str], input: &str) -> Output {
+    let mut child = pi()
+        .arg("chat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn chat_sends_a_line_typed_during_a_run_as_steering() {
+    let output = chat(&["--events"], "What's the weather in Shanghai?\nAlso Tokyo weather please\n");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("(steering: read after the current turn)\n"), "{stdout}");
+    // One run, two user messages: the steering message joined the running agent.
+    assert_eq!(stdout.matches("[agent_start]").count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("[message_start] role=user").count(), 2, "{stdout}");
+    assert!(stdout.contains(r#"[tool_execution_start] get_weather({"location":"Shanghai"})"#), "{stdout}");
+    assert!(stdout.contains(r#"[tool_execution_start] get_weather({"location":"Tokyo"})"#), "{stdout}");
+    assert!(stdout.contains("- Shanghai: ") && stdout.contains("- Tokyo: "), "{stdout}");
+    // Delivered at the run's first steering poll or after its first turn, depending on when
+    // the line arrives: 6 or 7 new messages.
+    assert!(stdout.ends_with("[agent_end] messages=6\n") || stdout.ends_with("[agent_end] messages=7\n"), "{stdout}");
+}
+
+#[test]
+fn chat_abort_stops_the_run_and_the_session_goes_on() {
+    let input = "What's the weather in Shanghai?\n/abort\n/reset\n/model\n/tools\n/model openai/gpt-4.1-mini\n\
+                 /model faux/faux-1\nWhat is 6*7?\n/followup\n/nope\n";
+    let output = chat(&["--events"], input);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("[turn_end] stopReason=aborted toolResults=0\n"), "{stdout}");
+    assert!(
+        stdout.contains("(aborted)\n(conversation cleared)\nmodel: faux/faux-1\ntools:\n  get_weather: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[tool_execution_end] calculate isError=false: 6*7 = 42\n"), "{stdout}");
+    assert!(stdout.contains("usage: /followup TEXT\n"), "{stdout}");
+    assert!(
+        stdout.contains("error: missing API key for provider `openai`: set OPENAI_API_KEY\n(model: faux/faux-1)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unknown command /nope (/help lists them)\n"), "{stdout}");
+    assert_eq!(stdout.matches("[agent_start]").count(), 2, "{stdout}");
+    // After /reset the second run starts from an empty conversation.
+    assert!(stdout.ends_with("[agent_end] messages=4\n"), "{stdout}");
+}
+
+#[test]
+fn chat_followup_runs_after_the_answer() {
+    let output = chat(&[], "What is 2+2?\n/followup And 3*3?\n");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("(follow-up queued)\n"), "{stdout}");
+    assert!(stdout.contains("← calculate: 2+2 = 4\n"), "{stdout}");
+    assert!(stdout.contains("↳ And 3*3?\n"), "{stdout}");
+    assert!(stdout.contains("← calculate: 3*3 = 9\n"), "{stdout}");
+}
+
+#[test]
+fn chat_json_keeps_stdout_to_events() {
+    let output = chat(&["--json"], "What is 2+2?\nand 3*3?\n/tools\n");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    for line in stdout.lines() {
+        serde_json::from_str::<pi_types::AgentEvent>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert!(stdout.starts_with(r#"{"type":"agent_start"}"#), "{stdout}");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("(steering: read after the current turn)\ntools:\n"), "{stderr}");
+}
+
+#[cfg(unix)]
+#[test]
+fn chat_ctrl_c_aborts_the_run_and_a_second_one_exits() {
+    let mut child = pi()
+        .args(["chat", "--events"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Safety net, not a timing assertion: a session that never exits fails the test
+    // (its stdout closes) instead of hanging it.
+    let pid = child.id().to_string();
+    let reaped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog_reaped = std::sync::Arc::clone(&reaped);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(120));
+        if !watchdog_reaped.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"What's the weather in Shanghai and Beijing?\n").unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let interrupt = |pid: u32| {
+        let status = Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+        assert!(status.success());
+    };
+    let mut seen = String::new();
+    let mut wait_for = |needle: &str, seen: &mut String| loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "no `{needle}` in {seen}");
+        seen.push_str(&line);
+        if line.starts_with(needle) {
+            return;
+        }
+    };
+    wait_for("[message_start] role=assistant", &mut seen);
+    interrupt(child.id());
+    wait_for("(aborting — Ctrl-C again to exit)", &mut seen);
+    wait_for("(aborted)", &mut seen);
+    interrupt(child.id());
+    let status = child.wait().unwrap();
+    reaped.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(status.success(), "{status:?}: {seen}");
+    assert!(seen.contains("stopReason=aborted"), "{seen}");
+    drop(stdin);
+}
+
+/// A `pi proxy serve` child, killed if a test fails before stopping it.
+struct ProxyServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for ProxyServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const PROXY_TOKEN: &str = "test-token-0123456789";
+
+fn proxy_server() -> ProxyServer {
+    let mut child = pi()
+        .args(["proxy", "serve", "--listen", "127.0.0.1:0", "--with-demo"])
+        .env("PI_PROXY_TOKEN", PROXY_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("pi proxy listening on http://127.0.0.1:"), "{first}");
+    assert!(first.contains("(1 token; providers: ") && first.trim_end().ends_with(", faux)"), "{first}");
+    let url = first.split_whitespace().nth(4).unwrap().to_owned();
+    ProxyServer { child, url }
+}
+
+#[test]
+fn proxy_client_streams_through_pi_proxy_serve() {
+    let mut server = proxy_server();
+    // Through the proxy the events are exactly those of the local run.
+    let output = pi()
+        .args(["--proxy", &server.url, "--token", PROXY_TOKEN, "--provider", "faux", "--events", README_QUESTION])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stdout), README_EVENTS);
+    assert_eq!(text(&output.stderr), "", "no offline-demo notice: the demo runs on the proxy");
+    // The token may come from the environment.
+    let output = pi()
+        .args(["--proxy", &server.url, "--provider", "faux", "What is 6*7?"])
+        .env("PI_PROXY_TOKEN", PROXY_TOKEN)
+        .output()
+        .unwrap();
+    assert!(text(&output.stdout).contains("← calculate: 6*7 = 42\n"), "{output:?}");
+    fails_with(
+        pi().args(["--proxy", &server.url, "--token", "wrong-token-0123456789", "--provider", "faux", "hi"]),
+        1,
+        "Proxy error: Invalid token",
+    );
+    fails_with(
+        pi().args(["--proxy", &server.url, "hi"]).env("PI_PROXY_TOKEN", PROXY_TOKEN),
+        2,
+        "--proxy needs the model: --provider and/or --model",
+    );
+    // Ctrl-C stops the server gracefully.
+    let status = Command::new("kill").args(["-INT", &server.child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+}
+
+#[test]
+fn proxy_errors_are_one_line() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let output = pi().args(["--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(&format!("pi: cannot reach the proxy at {url}: ")) && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    fails_with(
+        pi().args(["--proxy", &url, "--provider", "faux", "hi"]),
+        2,
+        "--proxy needs --token TOKEN (or PI_PROXY_TOKEN)",
+    );
+    fails_with(pi().args(["--token", PROXY_TOKEN, "hi"]), 2, "--token needs --proxy URL");
+    fails_with(
+        pi().args(["proxy", "serve", "--listen", "127.0.0.1:0"]),
+        1,
+        "proxy configuration: no bearer tokens: set PI_PROXY_TOKENS or tokens in the config file",
+    );
+    fails_with(
+        pi().args(["proxy", "serve", "--listen", "nowhere"]).env("PI_PROXY_TOKEN", PROXY_TOKEN),
+        1,
+        "cannot listen on nowhere: invalid socket address",
+    );
 }

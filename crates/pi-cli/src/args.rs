@@ -1,0 +1,265 @@
+//! Command-line arguments (clap derive): the one-shot prompt, `pi chat`, and the model and
+//! output options they share.
+
+use std::ffi::OsString;
+
+use clap::{Args, Parser, Subcommand};
+use pi_types::ThinkingLevel;
+
+use crate::error::CliError;
+
+const EXAMPLES: &str = "\
+Examples:
+  pi \"What's the weather in Shanghai and Beijing?\"      # offline demo without a provider
+  pi --events \"What is 12 * (3 + 4)?\"                   # every agent event, one per line
+  pi --json \"What time is it in Tokyo?\" | jq .type      # one JSON event per line
+  pi --provider anthropic \"Hello\"                       # key from ANTHROPIC_API_KEY
+  pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"    # an OpenAI-compatible server
+  pi chat                                               # interactive session
+  pi proxy serve --listen 127.0.0.1:8787                # a proxy holding this environment's keys
+  pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"";
+
+/// `pi`: a tool-using agent on the command line.
+///
+/// Streams the answer to PROMPT with three demo tools (weather lookup, calculator, current
+/// time). Without a provider configured it runs an offline demo on the faux provider; with
+/// an API key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) it
+/// talks to that provider.
+#[derive(Debug, Parser)]
+#[command(name = "pi", version, after_help = EXAMPLES)]
+#[command(propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// What to do (default: answer PROMPT).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Model options.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Output options.
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// The prompt (several words are joined with spaces).
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Vec<String>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Interactive session: history, steering while the agent works, /followup, /abort,
+    /// /reset, /model, /tools (/help lists them).
+    Chat,
+    /// The pi proxy: a server that keeps the provider keys.
+    Proxy {
+        /// What to do.
+        #[command(subcommand)]
+        command: ProxyCommand,
+    },
+}
+
+/// `pi proxy` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ProxyCommand {
+    /// Serve POST /api/stream: bearer tokens from PI_PROXY_TOKENS / PI_PROXY_TOKEN (or the
+    /// config file), provider keys from the usual variables; runs until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// `pi proxy serve` options.
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8787")]
+    pub listen: String,
+    /// JSON configuration file (tokens, providers, custom providers, limits); default
+    /// $PI_PROXY_CONFIG if set.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+    /// Also serve the offline demo model faux/faux-1 (for trying a deployment without keys).
+    #[arg(long)]
+    pub with_demo: bool,
+}
+
+/// Which provider and model to use.
+#[derive(Clone, Default, Args)]
+pub struct ModelArgs {
+    /// Provider id from the registry (anthropic, openai, google, groq, ...), or `faux` for the
+    /// offline demo.
+    #[arg(long, global = true, value_name = "ID")]
+    pub provider: Option<String>,
+    /// Model id (e.g. claude-sonnet-4-5, gpt-4.1-mini); its provider is found in the registry.
+    #[arg(long, global = true, value_name = "ID")]
+    pub model: Option<String>,
+    /// Base URL of an OpenAI-compatible (or other) server, e.g. http://localhost:8000/v1.
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Adapter for the server: openai-completions (default with --base-url),
+    /// openai-responses, anthropic-messages, google-generative-ai.
+    #[arg(long, global = true, value_name = "API")]
+    pub api: Option<String>,
+    /// Reasoning effort: off, minimal, low, medium, high, xhigh, max.
+    #[arg(long, global = true, value_name = "LEVEL", value_parser = parse_thinking)]
+    pub thinking: Option<ThinkingLevel>,
+    /// System prompt.
+    #[arg(long, global = true, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Stream through a pi proxy at URL (it holds the provider keys; name the model).
+    #[arg(long, global = true, value_name = "URL")]
+    pub proxy: Option<String>,
+    /// Bearer token for --proxy (default: $PI_PROXY_TOKEN).
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ModelArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelArgs")
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api", &self.api)
+            .field("thinking", &self.thinking)
+            .field("system", &self.system.as_ref().map(String::len))
+            .field("proxy", &self.proxy)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// How to print a run.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct OutputArgs {
+    /// Print one line per agent event (agent_start, turn_start, message_update, ...), deltas inline.
+    #[arg(long, global = true, conflicts_with = "json")]
+    pub events: bool,
+    /// Print every agent event as one JSON line.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The output style selected by [`OutputArgs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Streamed answer with tool calls and a summary line.
+    Pretty,
+    /// One line per event.
+    Events,
+    /// One JSON object per event.
+    Json,
+}
+
+impl OutputArgs {
+    /// The selected mode.
+    pub fn mode(&self) -> OutputMode {
+        if self.json {
+            OutputMode::Json
+        } else if self.events {
+            OutputMode::Events
+        } else {
+            OutputMode::Pretty
+        }
+    }
+}
+
+fn parse_thinking(text: &str) -> Result<ThinkingLevel, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned()))
+        .map_err(|_| "expected one of off, minimal, low, medium, high, xhigh, max".to_owned())
+}
+
+/// What parsing the command line produced.
+#[derive(Debug)]
+pub enum Parsed {
+    /// Run this.
+    Run(Box<Cli>),
+    /// Print this on stdout and exit 0 (help, version).
+    Print(String),
+}
+
+/// Parse arguments (program name first), never panicking, also on non-UTF-8 input.
+///
+/// Help and version become [`Parsed::Print`]; every other problem is a one-line
+/// [`CliError::Usage`].
+pub fn parse<I, T>(args: I) -> Result<Parsed, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    match Cli::try_parse_from(args) {
+        Ok(cli) => Ok(Parsed::Run(Box::new(cli))),
+        Err(error) => match error.kind() {
+            clap::error::ErrorKind::DisplayHelp
+            | clap::error::ErrorKind::DisplayVersion
+            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                Ok(Parsed::Print(error.render().to_string()))
+            }
+            _ => Err(CliError::Usage(usage_line(&error))),
+        },
+    }
+}
+
+/// clap's error as one line: its first line without the `error: ` prefix, plus a pointer
+/// to `--help`.
+fn usage_line(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let first = rendered.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    format!("{first} (see `pi --help`)")
+}
+
+impl Cli {
+    /// The one-shot prompt, if any words were given.
+    pub fn prompt_text(&self) -> Option<String> {
+        let text = self.prompt.join(" ");
+        (!text.trim().is_empty()).then_some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Cli {
+        match parse(std::iter::once("pi").chain(args.iter().copied())) {
+            Ok(Parsed::Run(cli)) => *cli,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn prompt_words_and_global_flags() {
+        let cli = run(&["--model", "gpt-4o", "hello", "there"]);
+        assert_eq!(cli.prompt_text().as_deref(), Some("hello there"));
+        assert_eq!(cli.model.model.as_deref(), Some("gpt-4o"));
+        let chat = run(&["chat", "--thinking", "high", "--events"]);
+        assert!(matches!(chat.command, Some(Command::Chat)));
+        assert_eq!(chat.model.thinking, Some(ThinkingLevel::High));
+        assert_eq!(chat.output.mode(), OutputMode::Events);
+    }
+
+    #[test]
+    fn the_proxy_token_is_not_in_debug_output() {
+        let cli = run(&["--proxy", "http://127.0.0.1:1", "--token", "secret-token-123", "hi"]);
+        let text = format!("{cli:?}");
+        assert!(!text.contains("secret-token-123") && text.contains("<redacted>"), "{text}");
+    }
+
+    #[test]
+    fn help_is_printed_not_an_error() {
+        for args in [&["--help"][..], &["help"], &["help", "chat"], &["chat", "--help"]] {
+            let parsed = parse(std::iter::once("pi").chain(args.iter().copied()));
+            assert!(matches!(parsed, Ok(Parsed::Print(ref text)) if text.contains("Usage:")), "{args:?}: {parsed:?}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_one_line() {
+        for args in [&["--thinking", "huge", "x"][..], &["--model"], &["--nope"], &["--json", "--events", "x"]] {
+            match parse(std::iter::once("pi").chain(args.iter().copied())) {
+                Err(CliError::Usage(line)) => {
+                    assert!(!line.contains('\n') && line.ends_with("(see `pi --help`)"), "{line}")
+                }
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! From the model options to a provider registry and a model.
+//!
+//! Rules, in order:
+//! * `--provider faux` is the offline demo.
+//! * `--base-url URL` points a model at a server: a registry provider's model (key from its
+//!   variable) or, for any other provider id (default `custom`), a model `--model` with the
+//!   `--api` adapter (default `openai-completions`) and the key from `PI_API_KEY` if set.
+//! * `--provider ID` is a registry provider; its key variable must be set.
+//! * `--model ID` alone picks the registry provider listing it (preferring one with a key).
+//! * Nothing: the first of anthropic, openai, google, ... with a key, else the offline demo.
+//!
+//! A named provider, model, URL or adapter never falls back to the demo: a missing key or
+//! an unknown id is an error naming what to set. With `--proxy URL` requests stream through
+//! that pi proxy (token from `--token` or `PI_PROXY_TOKEN`): the model must be named, and no
+//! local key is needed because the proxy holds them.
+
+use std::sync::Arc;
+
+use pi_providers::registry::{env_api_key_vars, Auth};
+use pi_providers::{catalog, env_api_key, Models, Provider};
+use pi_proxy::ProxyStreamFn;
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
+
+use crate::args::ModelArgs;
+use crate::demo::DemoProvider;
+use crate::error::CliError;
+
+/// Provider tried, in order, when none is named, with the model used by default.
+pub const DEFAULT_MODELS: [(&str, &str); 6] = [
+    ("anthropic", "claude-haiku-4-5"),
+    ("openai", "gpt-4.1-mini"),
+    ("google", "gemini-2.5-flash"),
+    ("deepseek", "deepseek-flash"),
+    ("groq", "llama-3.3-70b-versatile"),
+    ("openrouter", "~anthropic/claude-haiku-latest"),
+];
+
+/// The adapters `--api` accepts.
+pub const APIS: [&str; 4] = [
+    pi_providers::openai_completions::API,
+    pi_providers::openai_responses::API,
+    pi_providers::anthropic::API,
+    pi_providers::google::API,
+];
+
+/// Provider id of the offline demo.
+pub const DEMO_PROVIDER: &str = "faux";
+
+/// Time allowed from sending a request to its response headers (the idle limit between
+/// chunks is the providers' default).
+pub const REQUEST_TIMEOUT_MS: u64 = 120_000;
+
+/// The provider registry the CLI streams through, and the model to start with.
+#[derive(Clone)]
+pub struct Backend {
+    /// Every provider the session can switch between (`/model`), the demo included.
+    pub models: Arc<Models>,
+    /// The model of the first run.
+    pub model: Model,
+    /// The proxy requests go through instead of the registry, with its URL.
+    pub proxy: Option<(String, ProxyStreamFn)>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("model", &format!("{}/{}", self.model.provider, self.model.id))
+            .field("proxy", &self.proxy.as_ref().map(|(url, _)| url))
+            .finish()
+    }
+}
+
+impl Backend {
+    /// Whether the model is the offline demo.
+    pub fn is_demo(&self) -> bool {
+        self.model.provider == DEMO_PROVIDER
+    }
+
+    /// The stream function for an agent: the proxy, or the registry with the CLI's request
+    /// defaults.
+    pub fn stream_fn(&self) -> Arc<dyn StreamFn> {
+        match &self.proxy {
+            Some((_, proxy)) => Arc::new(proxy.clone()),
+            None => Arc::new(WithDefaults { models: Arc::clone(&self.models) }),
+        }
+    }
+
+    /// A provider's failure text as the CLI prints it: "Connection error.: cause" (or the
+    /// proxy client's "fetch failed: cause") becomes "cannot reach URL: cause".
+    pub fn describe_failure(&self, model: &Model, message: &str) -> String {
+        let (cause, target) = match &self.proxy {
+            Some((url, _)) => (message.strip_prefix("fetch failed"), format!("the proxy at {url}")),
+            None => {
+                let target = if model.base_url.is_empty() { model.provider.clone() } else { model.base_url.clone() };
+                (message.strip_prefix("Connection error."), target)
+            }
+        };
+        match cause.map(|rest| rest.trim_start_matches(':').trim()) {
+            Some("") => format!("cannot reach {target}"),
+            Some(cause) => format!("cannot reach {target}: {cause}"),
+            None => message.to_owned(),
+        }
+    }
+
+    /// Resolve `provider/model`, `model` or `provider` the way the command line does, for
+    /// switching models in a session.
+    pub fn switch(&self, spec: &str) -> Result<Model, CliError> {
+        let (provider, model) = match spec.split_once('/') {
+            Some((provider, model)) if self.models.provider(provider).is_some() => {
+                (Some(provider.to_owned()), Some(model.to_owned()))
+            }
+            _ if self.models.provider(spec).is_some() => (Some(spec.to_owned()), None),
+            _ => (None, Some(spec.to_owned())),
+        };
+        if provider.as_deref() == Some(DEMO_PROVIDER) || provider.as_ref().is_some_and(|p| !is_builtin(p)) {
+            let provider = provider.unwrap_or_default();
+            let id = model.or_else(|| self.models.models(Some(&provider)).first().map(|m| m.id.clone()));
+            return id
+                .and_then(|id| self.models.get_model(&provider, &id))
+                .ok_or_else(|| CliError::Setup(format!("unknown model `{spec}`")));
+        }
+        let args = ModelArgs { provider, model, ..ModelArgs::default() };
+        let (provider, model) = registry_model(&args)?;
+        if self.proxy.is_none() {
+            require_key(&provider)?;
+        }
+        Ok(model)
+    }
+}
+
+/// The registry with a default time-to-headers limit on every request.
+struct WithDefaults {
+    models: Arc<Models>,
+}
+
+impl StreamFn for WithDefaults {
+    fn stream(
+        &self,
+        model: &Model,
+        context: TranscriptContext,
+        mut options: StreamOptions,
+    ) -> AssistantMessageEventStream {
+        options.timeout_ms.get_or_insert(REQUEST_TIMEOUT_MS);
+        self.models.stream_transcript(model, context, options)
+    }
+}
+
+fn is_builtin(provider: &str) -> bool {
+    catalog::catalog().contains_key(provider)
+}
+
+fn known_providers() -> String {
+    let mut ids = catalog::provider_ids();
+    ids.push(DEMO_PROVIDER);
+    ids.join(", ")
+}
+
+/// The offline demo as a registry provider (`faux/faux-1`).
+pub fn demo_provider() -> Provider {
+    let demo = DemoProvider::new();
+    Provider::new(DEMO_PROVIDER).with_model(demo.model()).with_api("faux", Arc::new(demo))
+}
+
+fn registry() -> Models {
+    let models = Models::with_builtins();
+    models.set_provider(demo_provider());
+    models
+}
+
+/// Whether `url` is an absolute http(s) URL with a host.
+fn is_http_url(url: &str) -> bool {
+    ["http://", "https://"].iter().any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
+}
+
+fn require_key(provider: &str) -> Result<(), CliError> {
+    let vars = env_api_key_vars(provider);
+    if vars.is_empty() || env_api_key(provider).is_some() {
+        return Ok(());
+    }
+    let names = vars.join(" or ");
+    Err(CliError::Setup(format!("missing API key for provider `{provider}`: set {names}")))
+}
+
+fn check_api(api: &str) -> Result<(), CliError> {
+    if APIS.contains(&api) {
+        return Ok(());
+    }
+    Err(CliError::Setup(format!("unknown API `{api}`; choose one of {}", APIS.join(", "))))
+}
+
+fn default_model_of(provider: &str) -> Option<String> {
+    DEFAULT_MODELS
+        .iter()
+        .find(|(p, _)| *p == provider)
+        .map(|(_, m)| (*m).to_owned())
+        .or_else(|| catalog::models(provider).first().map(|m| m.id.clone()))
+}
+
+/// A registry model (provider named or found from the model id), without a key check.
+fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
+    let provider = match (&args.provider, &args.model) {
+        (Some(provider), _) => {
+            if !is_builtin(provider) {
+                return Err(CliError::Setup(format!(
+                    "unknown provider `{provider}` (known: {}; use --base-url for another server)",
+                    known_providers()
+                )));
+            }
+            provider.clone()
+        }
+        (None, Some(model)) => {
+            let listing: Vec<&str> =
+                catalog::provider_ids().into_iter().filter(|p| catalog::model(p, model).is_some()).collect();
+            let with_key = listing.iter().find(|p| env_api_key(p).is_some());
+            match with_key.or(listing.first()) {
+                Some(provider) => (*provider).to_owned(),
+                None => {
+                    return Err(CliError::Setup(format!(
+                        "unknown model `{model}` (no provider lists it; name one with --provider, or a server with \
+                         --base-url)"
+                    )))
+                }
+            }
+        }
+        (None, None) => return Err(CliError::Setup("no provider or model named".into())),
+    };
+    let Some(id) = args.model.clone().or_else(|| default_model_of(&provider)) else {
+        return Err(CliError::Setup(format!("provider `{provider}` has no models; name one with --model")));
+    };
+    let mut model = catalog::model(&provider, &id)
+        .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `{provider}`")))?;
+    if let Some(api) = &args.api {
+        check_api(api)?;
+        model.api = api.clone();
+    }
+    Ok((provider, model))
+}
+
+/// A model on a server the user named with `--base-url` (keys checked unless a proxy
+/// holds them).
+fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: bool) -> Result<Model, CliError> {
+    let base_url = base_url.trim_end_matches('/');
+    if !is_http_url(base_url) {
+        return Err(CliError::Usage(format!("--base-url must be an http:// or https:// URL, not `{base_url}`")));
+    }
+    let provider = args.provider.clone().unwrap_or_else(|| "custom".to_owned());
+    if provider == DEMO_PROVIDER {
+        return Err(CliError::Usage("--base-url cannot be used with the faux provider".into()));
+    }
+    if is_builtin(&provider) {
+        let (provider, mut model) = registry_model(args)?;
+        if check_keys {
+            require_key(&provider)?;
+        }
+        model.base_url = base_url.to_owned();
+        let Some(builtin) = Provider::builtin(&provider) else {
+            return Err(CliError::Setup(format!("unknown provider `{provider}`")));
+        };
+        models.set_provider(builtin.with_model(model.clone()));
+        return Ok(model);
+    }
+    let Some(id) = args.model.clone() else {
+        return Err(CliError::Usage("--base-url needs --model (the model id the server serves)".into()));
+    };
+    let api = args.api.clone().unwrap_or_else(|| pi_providers::openai_completions::API.to_owned());
+    check_api(&api)?;
+    let model = Model {
+        base_url: base_url.to_owned(),
+        context_window: 128_000,
+        max_tokens: 16_384,
+        ..Model::new(id, api, provider.clone())
+    };
+    // Local servers usually ignore the key, but the adapters send one; PI_API_KEY overrides.
+    let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty()).unwrap_or_else(|| "none".to_owned());
+    models
+        .set_provider(Provider::new(provider).with_auth(Auth::ApiKey(key)).with_model(model.clone()).with_http_apis());
+    Ok(model)
+}
+
+/// The proxy of `--proxy` / `--token` (or `PI_PROXY_TOKEN`), if one is named.
+fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> {
+    let Some(url) = &args.proxy else {
+        if args.token.is_some() {
+            return Err(CliError::Usage("--token needs --proxy URL".into()));
+        }
+        return Ok(None);
+    };
+    let url = url.trim_end_matches('/');
+    if !is_http_url(url) {
+        return Err(CliError::Usage(format!("--proxy must be an http:// or https:// URL, not `{url}`")));
+    }
+    let token = args.token.clone().or_else(|| std::env::var("PI_PROXY_TOKEN").ok()).filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return Err(CliError::Usage("--proxy needs --token TOKEN (or PI_PROXY_TOKEN)".into()));
+    };
+    Ok(Some((url.to_owned(), ProxyStreamFn::new(url, token))))
+}
+
+/// Resolve the command line's model options.
+pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
+    let proxy = proxy(args)?;
+    let check_keys = proxy.is_none();
+    let models = registry();
+    let model = if args.provider.as_deref() == Some(DEMO_PROVIDER) {
+        if args.base_url.is_some() || args.api.is_some() {
+            return Err(CliError::Usage("--base-url and --api cannot be used with the faux provider".into()));
+        }
+        let id = args.model.clone().unwrap_or_else(|| "faux-1".to_owned());
+        models
+            .get_model(DEMO_PROVIDER, &id)
+            .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `faux` (it has faux-1)")))?
+    } else if let Some(base_url) = &args.base_url {
+        server_model(args, base_url, &models, check_keys)?
+    } else if args.provider.is_some() || args.model.is_some() {
+        let (provider, model) = registry_model(args)?;
+        if check_keys {
+            require_key(&provider)?;
+        }
+        model
+    } else if args.api.is_some() {
+        return Err(CliError::Usage("--api needs --base-url, --provider or --model".into()));
+    } else if proxy.is_some() {
+        return Err(CliError::Usage("--proxy needs the model: --provider and/or --model".into()));
+    } else {
+        match DEFAULT_MODELS.iter().find(|(provider, _)| env_api_key(provider).is_some()) {
+            Some((provider, _)) => {
+                let args = ModelArgs { provider: Some((*provider).to_owned()), ..args.clone() };
+                registry_model(&args)?.1
+            }
+            None => models
+                .get_model(DEMO_PROVIDER, "faux-1")
+                .ok_or_else(|| CliError::Setup("the offline demo model is missing".into()))?,
+        }
+    };
+    Ok(Backend { models: Arc::new(models), model, proxy })
+}

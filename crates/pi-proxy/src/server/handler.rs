@@ -1,0 +1,330 @@
+//! The request handlers: authentication, stream slots, body checks, and the SSE response
+//! that runs the upstream stream.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use pi_types::{AssistantMessageEventStream, StopReason, Usage};
+use subtle::ConstantTimeEq;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::field::Empty;
+
+use super::validate::{check, Refusal};
+use super::ServerConfig;
+use crate::wire::ProxyEvent;
+
+struct AppState {
+    config: ServerConfig,
+    streams: Arc<Semaphore>,
+    per_token: HashMap<String, Arc<Semaphore>>,
+    /// Cancelled when the shutdown grace period is over: running streams end.
+    drain: CancellationToken,
+}
+
+/// The router; `drain` ends running streams when cancelled.
+pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
+    let limits = config.limits.clone();
+    let per_token =
+        config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
+    let state = Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain });
+    Router::new()
+        .route("/api/stream", post(stream))
+        .route("/healthz", get(healthz))
+        .with_state(state)
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.body_read_timeout,
+        ))
+        // Outermost, so it also sees the answers of the limit and timeout layers.
+        .layer(axum::middleware::map_response(json_errors))
+}
+
+async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+    if state.drain.is_cancelled() {
+        return json(StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"status": "draining"}));
+    }
+    json(StatusCode::OK, serde_json::json!({"status": "ok"}))
+}
+
+fn json(status: StatusCode, value: serde_json::Value) -> Response {
+    let mut response = (status, value.to_string()).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn refusal_response(refusal: &Refusal) -> Response {
+    json(refusal.status, serde_json::json!({"error": refusal.message}))
+}
+
+/// The tower-http limit and timeout layers answer in plain text; every refusal is JSON.
+async fn json_errors(response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json") || v.as_bytes().starts_with(b"text/event"));
+    match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE if !is_json => {
+            refusal_response(&Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))
+        }
+        StatusCode::REQUEST_TIMEOUT if !is_json => {
+            refusal_response(&Refusal::new(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"))
+        }
+        _ => response,
+    }
+}
+
+/// The id of the token in `Authorization: Bearer <token>`. Every configured token is compared,
+/// in constant time, whatever matched before.
+fn authenticate<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a str, Refusal> {
+    let unauthorized = |m: &str| Refusal::new(StatusCode::UNAUTHORIZED, m);
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| unauthorized("Missing bearer token"))?;
+    let presented = value
+        .as_bytes()
+        .strip_prefix(b"Bearer ")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| unauthorized("Missing bearer token"))?;
+    let mut found = None;
+    for token in &state.config.tokens {
+        if bool::from(token.secret.as_bytes().ct_eq(presented)) && !token.secret.is_empty() {
+            found = Some(token.id.as_str());
+        }
+    }
+    found.ok_or_else(|| unauthorized("Invalid token"))
+}
+
+/// Slots held for the life of one stream.
+struct Slots {
+    _total: OwnedSemaphorePermit,
+    _token: Option<OwnedSemaphorePermit>,
+}
+
+fn take_slots(state: &AppState, token_id: &str) -> Result<Slots, Refusal> {
+    let busy = |m: &str| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, m);
+    let total = Arc::clone(&state.streams).try_acquire_owned().map_err(|_| busy("Too many concurrent streams"))?;
+    let token = match state.per_token.get(token_id) {
+        Some(semaphore) => Some(
+            Arc::clone(semaphore)
+                .try_acquire_owned()
+                .map_err(|_| busy("Too many concurrent streams for this token"))?,
+        ),
+        None => None,
+    };
+    Ok(Slots { _total: total, _token: token })
+}
+
+/// One request's log record: emitted once, when the request is answered or its stream ends.
+struct RequestLog {
+    span: tracing::Span,
+    started: Instant,
+    outcome: &'static str,
+}
+
+impl RequestLog {
+    fn new() -> Self {
+        let span = tracing::info_span!(
+            "proxy_request",
+            token_id = Empty,
+            provider = Empty,
+            model = Empty,
+            status = Empty,
+            outcome = Empty,
+            duration_ms = Empty
+        );
+        Self { span, started: Instant::now(), outcome: "refused" }
+    }
+}
+
+impl Drop for RequestLog {
+    fn drop(&mut self) {
+        let duration = self.started.elapsed().as_millis() as u64;
+        self.span.record("outcome", self.outcome);
+        self.span.record("duration_ms", duration);
+        tracing::info!(parent: &self.span, outcome = self.outcome, duration_ms = duration, "proxy request finished");
+    }
+}
+
+async fn stream(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let log = RequestLog::new();
+    match accept(&state, request, &log).await {
+        Ok(accepted) => {
+            log.span.record("status", 200u16);
+            let body = EventBody::new(&state, accepted, log);
+            let mut response = Response::new(Body::from_stream(body.into_stream()));
+            let headers = response.headers_mut();
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+            response
+        }
+        Err(refusal) => {
+            log.span.record("status", refusal.status.as_u16());
+            let mut response = refusal_response(&refusal);
+            if refusal.status == StatusCode::SERVICE_UNAVAILABLE {
+                let retry = HeaderValue::from(state.config.limits.retry_after_secs);
+                response.headers_mut().insert(header::RETRY_AFTER, retry);
+            }
+            response
+        }
+    }
+}
+
+/// Everything before the first byte of the answer; the upstream stream when accepted.
+async fn accept(
+    state: &AppState,
+    request: Request,
+    log: &RequestLog,
+) -> Result<(AssistantMessageEventStream, Slots, CancellationToken), Refusal> {
+    let (parts, body) = request.into_parts();
+    let token_id = authenticate(state, &parts.headers)?;
+    log.span.record("token_id", token_id);
+    if state.drain.is_cancelled() {
+        return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Proxy server is shutting down"));
+    }
+    let slots = take_slots(state, token_id)?;
+    let bytes = read_body(body).await?;
+    let checked = check(&state.config, &bytes)?;
+    drop(bytes);
+    log.span.record("provider", checked.model.provider.as_str());
+    log.span.record("model", checked.model.id.as_str());
+    let limits = &state.config.limits;
+    let cancel = CancellationToken::new();
+    let options = pi_types::StreamOptions {
+        cancel: Some(cancel.clone()),
+        timeout_ms: Some(limits.upstream_headers_timeout.as_millis() as u64),
+        idle_timeout_ms: Some(limits.upstream_idle_timeout.as_millis() as u64),
+        ..checked.options
+    };
+    let upstream = state.config.models.stream_transcript(&checked.model, checked.context, options);
+    Ok((upstream, slots, cancel))
+}
+
+async fn read_body(body: Body) -> Result<Bytes, Refusal> {
+    match body.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) => {
+            let inner = error.into_inner();
+            if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                Err(Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))
+            } else {
+                Err(Refusal::new(StatusCode::BAD_REQUEST, "Could not read the request body"))
+            }
+        }
+    }
+}
+
+/// The SSE answer of one accepted request. Dropping it (client gone, stream over) cancels the
+/// upstream request, frees the slots and logs the request.
+struct EventBody {
+    upstream: AssistantMessageEventStream,
+    _cancel_upstream: DropGuard,
+    _slots: Slots,
+    log: RequestLog,
+    drain: CancellationToken,
+    deadline: tokio::time::Instant,
+    upstream_timeout: Duration,
+    keepalive: Duration,
+    finished: bool,
+}
+
+const KEEPALIVE: &[u8] = b": keepalive\n\n";
+
+impl EventBody {
+    fn new(
+        state: &AppState,
+        (upstream, slots, cancel): (AssistantMessageEventStream, Slots, CancellationToken),
+        log: RequestLog,
+    ) -> Self {
+        let limits = &state.config.limits;
+        let mut log = log;
+        log.outcome = "disconnected";
+        Self {
+            upstream,
+            _cancel_upstream: cancel.drop_guard(),
+            _slots: slots,
+            log,
+            drain: state.drain.clone(),
+            deadline: tokio::time::Instant::now() + limits.upstream_timeout,
+            upstream_timeout: limits.upstream_timeout,
+            keepalive: limits.keepalive_interval,
+            finished: false,
+        }
+    }
+
+    fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
+        futures::stream::unfold(self, |mut body| async move {
+            let chunk = body.next_chunk().await?;
+            Some((Ok(chunk), body))
+        })
+    }
+
+    /// The next bytes to write, `None` at the end.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        if self.finished {
+            return None;
+        }
+        let event = tokio::select! {
+                biased;
+                () = self.drain.cancelled() => {
+                    self.fail("Proxy server is shutting down", "shutdown")
+                }
+                () = tokio::time::sleep_until(self.deadline) => {
+                    let message = format!("Upstream timed out after {} ms", self.upstream_timeout.as_millis());
+                    self.fail(&message, "timeout")
+                }
+                next = tokio::time::timeout(self.keepalive, self.upstream.next()) => match next {
+                    Err(_) => return Some(Bytes::from_static(KEEPALIVE)),
+                    Ok(None) => {
+                        self.finished = true;
+                        self.log.outcome = "incomplete";
+                        return None;
+                    }
+                    Ok(Some(event)) => {
+                        let event = ProxyEvent::from_event(&event);
+                        if let ProxyEvent::Done { .. } = &event {
+                            self.log.outcome = "done";
+                        } else if let ProxyEvent::Error { reason, .. } = &event {
+                            self.log.outcome = if *reason == StopReason::Aborted { "aborted" } else { "error" };
+                        }
+                        event
+                    }
+                },
+        };
+        if event.is_terminal() {
+            self.finished = true;
+        }
+        Some(data_line(&event))
+    }
+
+    fn fail(&mut self, message: &str, outcome: &'static str) -> ProxyEvent {
+        self.log.outcome = outcome;
+        ProxyEvent::Error {
+            reason: StopReason::Error,
+            error_message: Some(message.to_owned()),
+            usage: Usage::default(),
+            provider_thinking_level: None,
+        }
+    }
+}
+
+/// `data: <json>\n\n`.
+fn data_line(event: &ProxyEvent) -> Bytes {
+    let mut line = b"data: ".to_vec();
+    // Serializing plain data into a Vec cannot fail; an empty object keeps the stream valid.
+    if serde_json::to_writer(&mut line, event).is_err() {
+        line.extend_from_slice(b"{}");
+    }
+    line.extend_from_slice(b"\n\n");
+    Bytes::from(line)
+}

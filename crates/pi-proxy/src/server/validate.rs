@@ -1,0 +1,102 @@
+//! Checking a request body: JSON shape, the model against the server's registry, and the
+//! client's headers and sampling parameters against the allow-lists.
+
+use axum::http::StatusCode;
+use pi_types::{Model, StreamOptions, TranscriptContext};
+use subtle::ConstantTimeEq;
+
+use super::{ServerConfig, FORBIDDEN_HEADERS};
+use crate::wire::ProxyRequest;
+
+/// Why a request is refused: the status and the `error` text.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+
+    fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+/// A request ready to go upstream.
+#[derive(Debug)]
+pub(crate) struct Checked {
+    /// The server's own model (base URL, headers and compat from the server's registry).
+    pub model: Model,
+    pub context: TranscriptContext,
+    pub options: StreamOptions,
+}
+
+/// Parse and check a body.
+pub(crate) fn check(config: &ServerConfig, body: &[u8]) -> Result<Checked, Refusal> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let parsed: Result<ProxyRequest, _> = serde_path_to_error::deserialize(&mut deserializer);
+    let request = parsed.map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                Refusal::bad(format!("Malformed JSON body: {inner}"))
+            }
+            _ if path == "." || path.is_empty() => Refusal::bad(format!("Invalid request body: {inner}")),
+            _ => Refusal::bad(format!("Invalid field `{path}`: {inner}")),
+        }
+    })?;
+    deserializer.end().map_err(|error| Refusal::bad(format!("Malformed JSON body: {error}")))?;
+    let model = resolve_model(config, &request.model)?;
+    check_options(config, &request)?;
+    let context = TranscriptContext::from_messages(request.context.messages);
+    Ok(Checked { model, context, options: request.options.to_stream_options() })
+}
+
+fn same(left: &str, right: &str) -> bool {
+    bool::from(left.as_bytes().ct_eq(right.as_bytes()))
+}
+
+/// The server's copy of the requested model; the client's may not point elsewhere.
+fn resolve_model(config: &ServerConfig, requested: &Model) -> Result<Model, Refusal> {
+    let Some(served) = config.models.get_model(&requested.provider, &requested.id) else {
+        return Err(Refusal::bad(format!("Model not served: {}/{}", requested.provider, requested.id)));
+    };
+    if requested.api != served.api {
+        return Err(Refusal::bad(format!("Field `model.api` does not match the server's model: {}", requested.api)));
+    }
+    if requested.base_url != served.base_url {
+        return Err(Refusal::bad("Field `model.baseUrl` does not match the server's model"));
+    }
+    for (name, value) in requested.headers.iter().flatten() {
+        let matches = served
+            .headers
+            .iter()
+            .flatten()
+            .find(|(served_name, _)| served_name.eq_ignore_ascii_case(name))
+            .is_some_and(|(_, served_value)| same(served_value, value));
+        if !matches {
+            return Err(Refusal::bad(format!("Field `model.headers.{name}` does not match the server's model")));
+        }
+    }
+    Ok(served)
+}
+
+fn check_options(config: &ServerConfig, request: &ProxyRequest) -> Result<(), Refusal> {
+    for name in request.options.headers.iter().flat_map(|headers| headers.keys()) {
+        let lower = name.to_ascii_lowercase();
+        let allowed = !FORBIDDEN_HEADERS.contains(&lower.as_str()) && config.allowed_headers.contains(&lower);
+        if !allowed {
+            return Err(Refusal::bad(format!("Header not allowed: `options.headers.{name}`")));
+        }
+    }
+    for key in request.options.sampling_params.iter().flat_map(|params| params.keys()) {
+        if !config.allowed_sampling_params.contains(key) {
+            return Err(Refusal::bad(format!("Sampling parameter not allowed: `options.samplingParams.{key}`")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! The proxy client against the proxy server over loopback.
+
+mod refusals;
+mod round_trip;
+mod support;

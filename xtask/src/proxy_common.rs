@@ -1,0 +1,100 @@
+//! Shared by `proxy-interop` and `proxy-load`: a proxy server on a loopback port in front of
+//! faux providers, and event normalization for comparisons.
+
+use std::sync::Arc;
+
+use pi_providers::faux::{FauxOptions, FauxProvider};
+use pi_providers::{Auth, Models, Provider};
+use pi_proxy::server::{serve, Limits, ProxyToken, ServerConfig};
+use serde_json::Value;
+
+/// The bearer token of the loopback server.
+pub const TOKEN: &str = "xtask-proxy-token-0123456789";
+
+/// A faux provider registered as `provider` (chunks of `4 × token_size` characters).
+pub fn faux(provider: &str, token_size: usize, tokens_per_second: Option<f64>) -> FauxProvider {
+    FauxProvider::new(FauxOptions {
+        provider: provider.into(),
+        tokens_per_second,
+        ..FauxOptions::default().with_token_size(token_size)
+    })
+}
+
+fn registered(faux: &FauxProvider) -> Provider {
+    Provider::new(faux.provider_id())
+        .with_auth(Auth::None)
+        .with_models(faux.models().to_vec())
+        .with_api(faux.api(), Arc::new(faux.clone()))
+}
+
+/// A running server; it stops when the returned sender is dropped or fired.
+pub struct Server {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Start a server for `providers` on the current runtime.
+pub async fn start(providers: &[&FauxProvider], limits: Limits) -> Result<Server, String> {
+    let models = Models::new();
+    for faux in providers {
+        models.set_provider(registered(faux));
+    }
+    let mut config = ServerConfig::new(Arc::new(models), vec![ProxyToken::new("xtask", TOKEN)]);
+    config.limits = limits;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("bind: {e}"))?;
+    let url = format!("http://{}", listener.local_addr().map_err(|e| format!("bind: {e}"))?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve(config, listener, async move {
+        let _ = stopped.await;
+    }));
+    Ok(Server { url, _stop: stop })
+}
+
+/// An event as compared across clients: numbers as floats (JavaScript has one number type),
+/// without `timestamp` and `durationMs` (clock readings).
+pub fn normalize(mut value: Value) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64() {
+                    *value = serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            Value::Object(map) => {
+                map.remove("timestamp");
+                map.remove("durationMs");
+                map.values_mut().for_each(walk);
+            }
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
+
+/// The first difference between two JSON values, as a path and both sides.
+pub fn first_difference(path: &str, left: &Value, right: &Value) -> Option<String> {
+    match (left, right) {
+        (Value::Object(a), Value::Object(b)) => {
+            for key in a.keys().chain(b.keys()) {
+                let (x, y) = (a.get(key).unwrap_or(&Value::Null), b.get(key).unwrap_or(&Value::Null));
+                if let Some(difference) = first_difference(&format!("{path}.{key}"), x, y) {
+                    return Some(difference);
+                }
+            }
+            None
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for (index, (x, y)) in a.iter().zip(b).enumerate() {
+                if let Some(difference) = first_difference(&format!("{path}[{index}]"), x, y) {
+                    return Some(difference);
+                }
+            }
+            (a.len() != b.len()).then(|| format!("{path}: {} items vs {} items", a.len(), b.len()))
+        }
+        _ if left == right => None,
+        _ => Some(format!("{path}: {left} vs {right}")),
+    }
+}
