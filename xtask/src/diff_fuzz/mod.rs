@@ -27,7 +27,7 @@ use reference::{RefOutcome, Reference};
 const OURS_TIMEOUT: Duration = Duration::from_secs(60);
 
 const USAGE: &str = "usage: cargo xtask diff-fuzz [--seed S] [--count N] [--batch B] [--out DIR] \
-                     [--max-saved M] [--max-checks C] [--keep-work]";
+                     [--max-saved M] [--max-checks C] [--avoid-known] [--keep-work]";
 
 /// Command-line options.
 struct Options {
@@ -38,6 +38,7 @@ struct Options {
     max_saved: usize,
     max_checks: usize,
     keep_work: bool,
+    avoid_known: bool,
 }
 
 impl Options {
@@ -50,11 +51,13 @@ impl Options {
             max_saved: 20,
             max_checks: 600,
             keep_work: false,
+            avoid_known: false,
         };
         let mut args = args.iter();
         while let Some(flag) = args.next() {
-            if flag == "--keep-work" {
-                options.keep_work = true;
+            if flag == "--keep-work" || flag == "--avoid-known" {
+                options.keep_work |= flag == "--keep-work";
+                options.avoid_known |= flag == "--avoid-known";
                 continue;
             }
             let value = args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
@@ -219,7 +222,8 @@ pub fn run(args: &[String], repo: &Path) -> Result<bool, String> {
         let mut scenarios = Vec::new();
         for i in index..end {
             let mut scenario_rng = fastrand::Rng::with_seed(rng.u64(..));
-            scenarios.push((i, gen::scenario(&mut scenario_rng, &format!("f-s{}-{i}", options.seed))));
+            scenarios
+                .push((i, gen::scenario(&mut scenario_rng, &format!("f-s{}-{i}", options.seed), options.avoid_known)));
         }
         let paths = scenarios.iter().map(|(_, s)| harness.write(s)).collect::<Result<Vec<_>, _>>()?;
         let outcomes = harness.run_all(&paths)?;
