@@ -15,6 +15,8 @@ const DELAY_STEP_MS: u64 = 40;
 const TOOL_NAMES: [&str; 4] = ["read", "write", "calc", "find"];
 const WORDS: [&str; 12] =
     ["alpha", "beta", "gamma", "delta", "ok", "done", "file", "note", "plan", "step", "more", "why"];
+/// ASCII that JSON escapes (quotes, backslashes, control characters), for streamed arguments.
+const ODD_WORDS: [&str; 5] = ["say \"hi\"", "C:\\dir", "line\nbreak", "tab\there", "{\"k\":1}"];
 const THINKING_LEVELS: [&str; 7] = ["off", "minimal", "low", "medium", "high", "xhigh", "max"];
 const EVENT_TYPES: [&str; 10] = [
     "agent_start",
@@ -72,7 +74,11 @@ impl<'r> Gen<'r> {
     }
 
     fn word(&mut self) -> String {
-        (*self.pick(&WORDS)).to_owned()
+        if self.chance(6) {
+            (*self.pick(&ODD_WORDS)).to_owned()
+        } else {
+            (*self.pick(&WORDS)).to_owned()
+        }
     }
 
     /// Short ASCII text, sometimes empty.
@@ -218,9 +224,39 @@ impl<'r> Gen<'r> {
         Value::Object(m)
     }
 
+    /// An earlier assistant answer: text, sometimes thinking, sometimes a failed response.
     fn assistant_text(&mut self) -> Value {
-        json!({"role": "assistant", "content": [{"type": "text", "text": self.text()}], "api": "faux",
-               "provider": "faux", "model": "faux-1", "stopReason": "stop", "timestamp": 0})
+        let mut content = Vec::new();
+        if self.chance(25) {
+            content.push(json!({"type": "thinking", "thinking": self.text()}));
+        }
+        if self.chance(90) {
+            content.push(json!({"type": "text", "text": self.text()}));
+        }
+        let mut m = Map::new();
+        m.insert("role".into(), json!("assistant"));
+        m.insert("content".into(), Value::Array(content));
+        for (key, value) in [("api", "faux"), ("provider", "faux"), ("model", "faux-1")] {
+            m.insert(key.into(), json!(value));
+        }
+        match self.rng.u32(0..10) {
+            0 => {
+                m.insert("stopReason".into(), json!("error"));
+                m.insert("errorMessage".into(), json!(format!("provider {}", self.word())));
+            }
+            1 => {
+                m.insert("stopReason".into(), json!("aborted"));
+                m.insert("errorMessage".into(), json!("Request was aborted"));
+            }
+            2 => {
+                m.insert("stopReason".into(), json!("length"));
+            }
+            _ => {
+                m.insert("stopReason".into(), json!("stop"));
+            }
+        }
+        m.insert("timestamp".into(), json!(0));
+        Value::Object(m)
     }
 
     /// A message that may be queued or prompted: mostly user, sometimes system or custom.
@@ -255,9 +291,16 @@ impl<'r> Gen<'r> {
                     messages.push(json!({"role": "assistant", "content": [
                         {"type": "toolCall", "id": id, "name": name, "arguments": {}}], "api": "faux",
                         "provider": "faux", "model": "faux-1", "stopReason": "toolUse", "timestamp": 0}));
-                    messages.push(json!({"role": "toolResult", "toolCallId": id, "toolName": name,
-                        "content": [{"type": "text", "text": self.text()}], "isError": self.chance(20),
-                        "timestamp": 0}));
+                    // Sometimes the result is missing (an orphan call) or comes without its call.
+                    if !self.chance(15) {
+                        messages.push(json!({"role": "toolResult", "toolCallId": id, "toolName": name,
+                            "content": [{"type": "text", "text": self.text()}], "isError": self.chance(20),
+                            "timestamp": 0}));
+                    }
+                    if self.chance(8) {
+                        messages.push(json!({"role": "toolResult", "toolCallId": "lost", "toolName": name,
+                            "content": [{"type": "text", "text": self.text()}], "isError": false, "timestamp": 0}));
+                    }
                 }
                 _ => {
                     messages.push(self.user());
@@ -767,4 +810,63 @@ pub fn scenario(rng: &mut Rng, name: &str, avoid_known: bool) -> Value {
     }
     g.assign_per_call(&mut s);
     Value::Object(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn strings_at(value: &Value, key: &str, out: &mut BTreeSet<String>) {
+        match value {
+            Value::Object(members) => {
+                for (k, v) in members {
+                    if k == key {
+                        if let Some(s) = v.as_str() {
+                            out.insert(s.to_owned());
+                        }
+                    }
+                    strings_at(v, key, out);
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| strings_at(v, key, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn a_seed_reproduces_its_scenario() {
+        let first = scenario(&mut Rng::with_seed(7), "a", false);
+        assert_eq!(first, scenario(&mut Rng::with_seed(7), "a", false));
+        assert_ne!(first, scenario(&mut Rng::with_seed(8), "a", false));
+    }
+
+    /// Every scenario is accepted by our scenario parser, and a few hundred cover every
+    /// level, block kind, stop reason, op and action of the contract.
+    #[test]
+    fn scenarios_are_valid_and_cover_the_contract() {
+        let mut rng = Rng::with_seed(1);
+        let (mut types, mut stops, mut ops, mut actions, mut roles, mut levels) = Default::default();
+        for i in 0..400 {
+            let s = scenario(&mut rng, &format!("s{i}"), false);
+            let text = s.to_string();
+            if let Err(error) = pi_testkit::scenario::Scenario::parse(&text, None) {
+                panic!("{error}: {text}");
+            }
+            strings_at(&s, "type", &mut types);
+            strings_at(&s, "stopReason", &mut stops);
+            strings_at(&s, "op", &mut ops);
+            strings_at(&s, "do", &mut actions);
+            strings_at(&s, "role", &mut roles);
+            strings_at(&s, "level", &mut levels);
+        }
+        let set = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        assert!(set(&["text", "thinking", "toolCall"]).is_subset(&types));
+        assert_eq!(stops, set(&["aborted", "error", "length", "stop", "toolUse"]));
+        assert_eq!(ops, set(&["continue", "followUp", "prompt", "reset", "setTools", "state", "steer"]));
+        assert_eq!(actions, set(&["abort", "continue", "followUp", "prompt", "reset", "steer"]));
+        assert_eq!(roles, set(&["assistant", "notification", "system", "toolResult", "user"]));
+        assert_eq!(levels, set(&["agent", "loop"]));
+    }
 }

@@ -241,7 +241,10 @@ pub fn run(args: &[String], repo: &Path) -> Result<bool, String> {
                     let kind = ours.kind();
                     if harness.confirm(path, kind)?.is_none() {
                         tally.flaky += 1;
-                        eprintln!("scenario {i}: diverged once, not on a second run (skipped as flaky)");
+                        eprintln!(
+                            "scenario {i}: diverged once, not on a second run (skipped as flaky; kept at {})",
+                            path.display()
+                        );
                         continue;
                     }
                     tally.diverged += 1;
