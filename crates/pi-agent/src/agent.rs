@@ -324,16 +324,18 @@ async fn drive(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> Result<(), AgentError> {
-    let sink = RunSink { core: Arc::clone(&core), cancel: cancel.clone() };
+    let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone() });
     // Boxed: a future built as a local and then moved into `catch_panic` would otherwise
     // take its (large) size twice in this task's state.
     let run = Box::pin(async {
         match work {
-            RunWork::Prompt(prompts) => pi_loop::run_agent_loop(prompts, context, config, &sink, cancel.clone()).await,
-            RunWork::Resume(prompts) => {
-                pi_loop::run_agent_loop_resume(prompts, context, config, &sink, cancel.clone()).await
+            RunWork::Prompt(prompts) => {
+                pi_loop::run_agent_loop(prompts, context, config, sink.clone(), cancel.clone()).await
             }
-            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, &sink, cancel.clone()).await,
+            RunWork::Resume(prompts) => {
+                pi_loop::run_agent_loop_resume(prompts, context, config, sink.clone(), cancel.clone()).await
+            }
+            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, sink.clone(), cancel.clone()).await,
         }
     });
     let failure = match catch_panic(run).await {
@@ -451,8 +453,9 @@ impl Agent {
     /// `agent_end`); if a listener fails again during that report, `prompt`/`continue`
     /// return [`AgentError::Listener`].
     ///
-    /// Keep the returned [`Subscription`] in a named binding (`let _sub = ...`): `let _ = ...`
-    /// drops it, and the listener, at once.
+    /// As in the reference, the listener stays until [`Subscription::unsubscribe`] is called
+    /// or the agent is dropped: dropping the returned [`Subscription`] (even `let _ = ...`)
+    /// does not remove it.
     ///
     /// ```
     /// # let agent = pi_agent::Agent::new(pi_agent::AgentOptions::new(std::sync::Arc::new(pi_providers::faux::FauxProvider::default())));
@@ -460,7 +463,7 @@ impl Agent {
     ///     println!("{}", event.type_name());
     ///     Ok(())
     /// }));
-    /// subscription.detach(); // keep it for the agent's lifetime
+    /// subscription.unsubscribe(); // the listener is removed here, not before
     /// ```
     pub fn subscribe<F>(&self, listener: F) -> Subscription
     where
@@ -492,7 +495,7 @@ impl Agent {
         let mut list = listeners.to_vec();
         list.push(entry);
         *listeners = list.into();
-        Subscription { core: Arc::downgrade(core), id, detached: false }
+        Subscription { core: Arc::downgrade(core), id }
     }
 
     // ----- state -------------------------------------------------------------------------
@@ -781,38 +784,29 @@ impl Agent {
     }
 }
 
-/// A listener registration; dropping it (or [`Subscription::unsubscribe`]) removes the listener.
-#[must_use = "dropping a Subscription unsubscribes its listener at once"]
+/// A listener registration, the reference's unsubscribe function as a value.
+///
+/// The listener stays registered until [`Subscription::unsubscribe`] is called or the agent is
+/// dropped; dropping the `Subscription` itself changes nothing, so `let _ = agent.subscribe_fn(..)`
+/// and `agent.subscribe_fn(..);` keep listening. It holds no reference to the agent.
 pub struct Subscription {
     core: Weak<Core>,
     id: u64,
-    detached: bool,
 }
 
 impl std::fmt::Debug for Subscription {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription").field("id", &self.id).field("detached", &self.detached).finish()
+        f.debug_struct("Subscription").field("id", &self.id).finish()
     }
 }
 
 impl Subscription {
-    /// Remove the listener now.
+    /// Remove the listener. A run delivering an event at the moment does not call it any more
+    /// for that event if it had not reached it yet, like deleting from a JavaScript `Set`
+    /// during iteration. Nothing happens when the agent is gone.
     pub fn unsubscribe(self) {
-        drop(self);
-    }
-
-    /// Keep the listener for as long as the agent lives.
-    pub fn detach(mut self) {
-        self.detached = true;
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        if !self.detached {
-            if let Some(core) = self.core.upgrade() {
-                core.unsubscribe(self.id);
-            }
+        if let Some(core) = self.core.upgrade() {
+            core.unsubscribe(self.id);
         }
     }
 }

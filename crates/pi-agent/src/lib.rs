@@ -15,10 +15,15 @@
 //!   from any task or from inside a listener, without waiting for the run. Snapshots share
 //!   the transcript (`Arc`), so reading per event copies nothing.
 //! * **Listeners** — [`Agent::subscribe`] registers an async listener, awaited in order for
-//!   every event; the returned [`Subscription`] unsubscribes on drop.
+//!   every event. As in the reference it stays until [`Subscription::unsubscribe`] or until
+//!   the agent is dropped; dropping the [`Subscription`] does not silence it.
 //! * **Queues** — [`Agent::steer`] and [`Agent::follow_up`], drained per [`QueueMode`].
 //! * **Stream function** — the reference falls back to a process-wide default stream
 //!   function; Rust has no such global, so [`AgentOptions::new`] takes one explicitly.
+//! * **Re-exports** — [`pi_types`] (every type in the signatures), [`CancellationToken`] and
+//!   [`schemars`] with [`JsonSchema`], so an application needs no other pi dependency for
+//!   typed tools. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too
+//!   (add `#[schemars(crate = "pi_agent::schemars")]` when `schemars` is no direct dependency).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -41,6 +46,114 @@
 //! assert!(!agent.is_streaming());
 //! # });
 //! ```
+//!
+//! # Steering, follow-ups, abort and waiting for idle
+//!
+//! [`Agent::steer`] and [`Agent::follow_up`] take any message, or plain text (a user message,
+//! like [`Agent::prompt`] builds). Steering is delivered at the next turn boundary of the
+//! active run; a follow-up only once the agent would otherwise stop. [`Agent::abort`] cancels
+//! the active run, which still ends with `agent_end` and an aborted message;
+//! [`Agent::wait_for_idle`] resolves once the run settled, also for a detached run.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pi_agent::{Agent, AgentOptions};
+//! use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+//! use pi_types::{AgentMessage, StopReason};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let reply = |text: &str| FauxResponse::Message(faux_assistant_message(vec![faux_text(text)], StopReason::Stop));
+//! let faux = FauxProvider::default();
+//! faux.set_responses([reply("12°C in Oslo."), reply("Tomorrow: 14°C.")]);
+//! let agent = Agent::new(AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()));
+//!
+//! let run = agent.prompt("Weather in Oslo?"); // the run starts now
+//! agent.steer("Use metric units."); // reaches the model with the prompt's turn
+//! agent.follow_up("And tomorrow?"); // asked once the first answer is done
+//! run.await.unwrap();
+//! let texts: Vec<String> = agent.messages().iter().map(|m| match m {
+//!     AgentMessage::User(user) => format!("user: {}", user.content.text()),
+//!     AgentMessage::Assistant(reply) => format!("assistant: {}", reply.text()),
+//!     other => other.role().to_owned(),
+//! }).collect();
+//! assert_eq!(texts, [
+//!     "user: Weather in Oslo?",
+//!     "user: Use metric units.",
+//!     "assistant: 12°C in Oslo.",
+//!     "user: And tomorrow?",
+//!     "assistant: Tomorrow: 14°C.",
+//! ]);
+//!
+//! // Abort: the run ends at once with an aborted assistant message.
+//! faux.set_responses([reply("A very long essay ...")]);
+//! agent.prompt("Write an essay.").detach(); // runs on without its handle
+//! assert!(agent.is_streaming());
+//! agent.abort();
+//! agent.wait_for_idle().await;
+//! assert!(!agent.is_streaming());
+//! let last = agent.messages().last().and_then(|m| m.as_assistant().cloned()).unwrap();
+//! assert_eq!(last.stop_reason, StopReason::Aborted);
+//! # });
+//! ```
+//!
+//! # A streaming provider of your own
+//!
+//! Anything that implements [`pi_types::StreamFn`] is a model, closures included. The stream
+//! yields `start`, the block events and one terminal `done` or `error`; each event carries the
+//! partial message so far (an `Arc`: [`std::sync::Arc::make_mut`] mutates it in place once
+//! the previous event was consumed, so streaming costs no copy per delta).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pi_agent::{Agent, AgentOptions};
+//! use pi_types::{
+//!     AssistantContent, AssistantMessage, AssistantMessageEvent as Event, AssistantMessageEventStream, Model,
+//!     StopReason, StreamOptions, TranscriptContext,
+//! };
+//!
+//! /// Streams the last user text back, word by word.
+//! fn echo(model: &Model, context: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+//!     let words: Vec<String> = context.messages().iter().rev().find_map(|m| match m {
+//!         pi_types::Message::User(user) => Some(user.content.text()),
+//!         _ => None,
+//!     }).unwrap_or_default().split_inclusive(' ').map(str::to_owned).collect();
+//!     let mut partial = Arc::new(AssistantMessage {
+//!         api: model.api.clone(), provider: model.provider.clone(), model: model.id.clone(),
+//!         timestamp: pi_types::now_ms(), ..Default::default()
+//!     });
+//!     AssistantMessageEventStream::from_producer(move |tx| async move {
+//!         tx.send(Event::Start { partial: Arc::clone(&partial) }).await;
+//!         Arc::make_mut(&mut partial).content.push(AssistantContent::text(""));
+//!         tx.send(Event::TextStart { content_index: 0, partial: Arc::clone(&partial) }).await;
+//!         for word in words {
+//!             if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut partial).content.get_mut(0) {
+//!                 block.text.push_str(&word);
+//!             }
+//!             tx.send(Event::TextDelta { content_index: 0, delta: word, partial: Arc::clone(&partial) }).await;
+//!         }
+//!         let content = partial.text();
+//!         tx.send(Event::TextEnd { content_index: 0, content, partial: Arc::clone(&partial) }).await;
+//!         Arc::make_mut(&mut partial).stop_reason = StopReason::Stop;
+//!         tx.send(Event::Done { reason: StopReason::Stop, message: partial }).await;
+//!     })
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let model = Model::new("echo-1", "echo", "local");
+//! let agent = Agent::new(AgentOptions::new(Arc::new(echo)).with_model(model));
+//! let deltas = Arc::new(std::sync::Mutex::new(0));
+//! let counter = Arc::clone(&deltas);
+//! agent.subscribe_fn(move |event| {
+//!     if let pi_types::AgentEvent::MessageUpdate { assistant_message_event: Event::TextDelta { .. }, .. } = event {
+//!         *counter.lock().unwrap() += 1;
+//!     }
+//! });
+//! agent.prompt("say it back").await.unwrap();
+//! assert_eq!(*deltas.lock().unwrap(), 3);
+//! let reply = agent.messages().last().and_then(|m| m.as_assistant().cloned()).unwrap();
+//! assert_eq!(reply.text(), "say it back");
+//! # });
+//! ```
 
 mod agent;
 mod error;
@@ -53,3 +166,8 @@ pub use options::{
     default_model, AgentInitialState, AgentOptions, PrepareNextTurnFn, PrepareNextTurnWithContextFn, QueueMode,
 };
 pub use state::{AgentState, StreamingMessage};
+
+pub use pi_types;
+pub use schemars;
+pub use schemars::JsonSchema;
+pub use tokio_util::sync::CancellationToken;

@@ -286,7 +286,7 @@ async fn a_listener_failing_again_while_the_failure_is_reported_fails_the_prompt
     });
     assert_eq!(guarded(agent.prompt("go")).await, Err(AgentError::Listener("always failing".into())));
     assert!(!agent.is_streaming());
-    drop(always);
+    always.unsubscribe();
     guarded(agent.prompt("again")).await.unwrap();
     assert_eq!(last_assistant(&agent).text(), "second");
 }
@@ -478,8 +478,10 @@ async fn listeners_added_or_removed_during_delivery_follow_set_iteration() {
             if matches!(event, AgentEvent::AgentStart) {
                 let agent = weak.upgrade().unwrap();
                 let sink = Arc::clone(&late_events);
-                agent.subscribe_fn(move |event| sink.lock().unwrap().push(event.type_name())).detach();
-                drop(removed_slot.lock().unwrap().take());
+                agent.subscribe_fn(move |event| sink.lock().unwrap().push(event.type_name()));
+                if let Some(removed) = removed_slot.lock().unwrap().take() {
+                    removed.unsubscribe();
+                }
             }
         })
     };
@@ -490,7 +492,7 @@ async fn listeners_added_or_removed_during_delivery_follow_set_iteration() {
     guarded(agent.prompt("go")).await.unwrap();
     assert_eq!(removed_events.load(Ordering::SeqCst), 0);
     assert_eq!(late_events.lock().unwrap().first(), Some(&"agent_start"));
-    drop(first);
+    first.unsubscribe();
 }
 
 #[tokio::test]

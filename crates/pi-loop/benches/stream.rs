@@ -33,10 +33,15 @@ fn run_once(runtime: &tokio::runtime::Runtime, body: &str) -> usize {
     let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
     faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text(body)], StopReason::Stop))]);
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    let sink = CountingSink::default();
+    let sink = Arc::new(CountingSink::default());
     let prompt = vec![AgentMessage::User(UserMessage::text("Run the benchmark."))];
-    let outcome =
-        runtime.block_on(run_agent_loop(prompt, AgentContext::default(), config, &sink, CancellationToken::new()));
+    let outcome = runtime.block_on(run_agent_loop(
+        prompt,
+        AgentContext::default(),
+        config,
+        sink.clone(),
+        CancellationToken::new(),
+    ));
     assert!(outcome.is_ok());
     sink.events.load(Ordering::Relaxed)
 }

@@ -8,6 +8,9 @@
 //! context, the configuration, a cancellation token and an event sink, and gets the new
 //! messages back.
 //!
+//! [`pi_types`] (every type in the signatures) and [`CancellationToken`] are re-exported, so
+//! the loop is usable without further dependencies.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use pi_loop::{run_agent_loop, AgentContext, FnSink, LoopConfig};
@@ -17,13 +20,13 @@
 //! let faux = FauxProvider::default();
 //! faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hello!")], StopReason::Stop))]);
 //! let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-//! let sink = FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name()));
+//! let sink = Arc::new(FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name())));
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! let messages = runtime.block_on(run_agent_loop(
 //!     vec![AgentMessage::User(UserMessage::text("Hi"))],
 //!     AgentContext::default(),
 //!     config,
-//!     &sink,
+//!     sink,
 //!     Default::default(),
 //! )).unwrap();
 //! assert_eq!(messages.len(), 2);
@@ -47,3 +50,6 @@ pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run
 pub use sink::{AgentEventSink, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
+
+pub use pi_types;
+pub use tokio_util::sync::CancellationToken;

@@ -21,7 +21,7 @@ pub async fn run_agent_loop(
     prompts: Vec<AgentMessage>,
     context: AgentContext,
     config: LoopConfig,
-    sink: &dyn AgentEventSink,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> Result<Vec<AgentMessage>, LoopError> {
     run_with_prompts(prompts, context, config, sink, cancel, true).await
@@ -32,7 +32,7 @@ pub async fn run_agent_loop(
 pub async fn run_agent_loop_continue(
     context: AgentContext,
     config: LoopConfig,
-    sink: &dyn AgentEventSink,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> Result<Vec<AgentMessage>, LoopError> {
     check_continue(&context)?;
@@ -50,7 +50,7 @@ pub async fn run_agent_loop_resume(
     prompts: Vec<AgentMessage>,
     context: AgentContext,
     config: LoopConfig,
-    sink: &dyn AgentEventSink,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> Result<Vec<AgentMessage>, LoopError> {
     run_with_prompts(prompts, context, config, sink, cancel, false).await
@@ -60,7 +60,7 @@ async fn run_with_prompts(
     prompts: Vec<AgentMessage>,
     mut context: AgentContext,
     config: LoopConfig,
-    sink: &dyn AgentEventSink,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
     poll_initial_steering: bool,
 ) -> Result<Vec<AgentMessage>, LoopError> {
@@ -86,13 +86,13 @@ pub(crate) fn check_continue(context: &AgentContext) -> Result<(), LoopError> {
     }
 }
 
-struct Run<'r, 's> {
+struct Run<'r> {
     context: AgentContext,
     llm_cache: Arc<Vec<Message>>,
     llm_converted: usize,
     config: LoopConfig,
     cancel: CancellationToken,
-    emitter: &'r Emitter<'s>,
+    emitter: &'r Emitter,
     new_messages: &'r mut Vec<AgentMessage>,
 }
 
@@ -101,12 +101,12 @@ struct CompletedTurn {
     tool_results: Vec<pi_types::ToolResultMessage>,
 }
 
-impl<'r, 's> Run<'r, 's> {
+impl<'r> Run<'r> {
     fn new(
         context: AgentContext,
         config: LoopConfig,
         cancel: CancellationToken,
-        emitter: &'r Emitter<'s>,
+        emitter: &'r Emitter,
         new_messages: &'r mut Vec<AgentMessage>,
     ) -> Self {
         Self { context, llm_cache: Arc::default(), llm_converted: 0, config, cancel, emitter, new_messages }

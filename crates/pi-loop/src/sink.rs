@@ -1,5 +1,7 @@
 //! Where a run's events go.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 use pi_types::{AgentEvent, BoxError};
 
@@ -37,21 +39,52 @@ impl AgentEventSink for NullSink {
 }
 
 /// Serializes emits: concurrently running tools never call the user's sink at the same time.
-pub(crate) struct Emitter<'s> {
-    sink: &'s dyn AgentEventSink,
-    lock: tokio::sync::Mutex<()>,
+///
+/// The sink is shared (`Arc`) because tool progress updates are handed to it from inside the
+/// tool's own update callback, which may outlive any borrow the loop holds.
+pub(crate) struct Emitter {
+    sink: Arc<dyn AgentEventSink>,
+    lock: Arc<tokio::sync::Mutex<()>>,
 }
 
-impl<'s> Emitter<'s> {
-    pub(crate) fn new(sink: &'s dyn AgentEventSink) -> Self {
-        Self { sink, lock: tokio::sync::Mutex::new(()) }
+impl Emitter {
+    pub(crate) fn new(sink: Arc<dyn AgentEventSink>) -> Self {
+        Self { sink, lock: Arc::new(tokio::sync::Mutex::new(())) }
     }
 
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
         let _turn = self.lock.lock().await;
-        match pi_types::catch_call(|| self.sink.emit(&event)).await {
-            Ok(()) => Ok(()),
-            Err(message) => Err(crate::LoopError::Sink(message)),
-        }
+        deliver(&*self.sink, &event).await
+    }
+
+    /// A handle whose emits borrow nothing, for deliveries started outside the loop's own
+    /// futures (a tool's update callback). They share this emitter's order.
+    pub(crate) fn detached(&self) -> DetachedEmitter {
+        DetachedEmitter { sink: Arc::clone(&self.sink), lock: Arc::clone(&self.lock) }
+    }
+}
+
+/// See [`Emitter::detached`].
+pub(crate) struct DetachedEmitter {
+    sink: Arc<dyn AgentEventSink>,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl DetachedEmitter {
+    /// Emit; the future takes its place in the emit order when first polled.
+    pub(crate) fn emit(&self, event: AgentEvent) -> BoxFuture<'static, Result<(), crate::LoopError>> {
+        let sink = Arc::clone(&self.sink);
+        let lock = Arc::clone(&self.lock);
+        Box::pin(async move {
+            let _turn = lock.lock_owned().await;
+            deliver(&*sink, &event).await
+        })
+    }
+}
+
+async fn deliver(sink: &dyn AgentEventSink, event: &AgentEvent) -> Result<(), crate::LoopError> {
+    match pi_types::catch_call(|| sink.emit(event)).await {
+        Ok(()) => Ok(()),
+        Err(message) => Err(crate::LoopError::Sink(message)),
     }
 }

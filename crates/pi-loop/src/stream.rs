@@ -97,7 +97,7 @@ pub fn agent_loop(
     cancel: CancellationToken,
 ) -> AgentEventStream {
     AgentEventStream::start(|sink| {
-        async move { crate::run_agent_loop(prompts, context, config, &*sink, cancel).await }.boxed()
+        async move { crate::run_agent_loop(prompts, context, config, sink, cancel).await }.boxed()
     })
 }
 
@@ -110,6 +110,6 @@ pub fn agent_loop_continue(
 ) -> Result<AgentEventStream, LoopError> {
     crate::run::check_continue(&context)?;
     Ok(AgentEventStream::start(|sink| {
-        async move { crate::run_agent_loop_continue(context, config, &*sink, cancel).await }.boxed()
+        async move { crate::run_agent_loop_continue(context, config, sink, cancel).await }.boxed()
     }))
 }

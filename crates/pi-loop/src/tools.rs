@@ -3,12 +3,11 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use futures::task::AtomicWaker;
+use futures::future::BoxFuture;
 use pi_types::validation::validate_tool_arguments;
 use pi_types::{
     catch_call, AgentEvent, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
@@ -137,68 +136,138 @@ struct Executed {
     duration_ms: u64,
 }
 
-struct UpdateQueue {
-    items: Mutex<VecDeque<AgentToolResult>>,
-    accepting: AtomicBool,
-    waker: AtomicWaker,
+/// An update's delivery to the event sink: a future that borrows nothing.
+type Delivery = BoxFuture<'static, Result<(), LoopError>>;
+
+/// Tool progress updates, delivered while the tool runs.
+///
+/// The reference calls its listeners from inside the tool's `onUpdate`, so whatever a
+/// listener does synchronously (an abort, say) is visible to the tool's very next statement,
+/// even for a tool that never waits. The callback therefore starts each delivery at once and
+/// polls it one step; a delivery that has to wait (an async listener, another emit in
+/// progress) is finished by [`execute_prepared`] while the tool runs, and before the call
+/// completes (the reference awaits every update before it finishes the call).
+struct UpdateDispatch {
+    state: Mutex<DispatchState>,
+    deliver: Box<dyn Fn(AgentToolResult) -> Delivery + Send + Sync>,
 }
 
-impl UpdateQueue {
-    fn take(&self) -> Vec<AgentToolResult> {
-        self.items.lock().map(|mut q| q.drain(..).collect()).unwrap_or_default()
+#[derive(Default)]
+struct DispatchState {
+    accepting: bool,
+    waker: Option<Waker>,
+    pending: VecDeque<Delivery>,
+    failure: Option<LoopError>,
+}
+
+impl UpdateDispatch {
+    fn state(&self) -> std::sync::MutexGuard<'_, DispatchState> {
+        // A poisoned lock only means a listener panicked while we held it; the state is
+        // still consistent (every field is written in one step).
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The tool's update callback.
+    fn send(&self, update: AgentToolResult) {
+        let waker = {
+            let state = self.state();
+            if !state.accepting {
+                return;
+            }
+            state.waker.clone().unwrap_or_else(|| Waker::noop().clone())
+        };
+        let mut delivery = (self.deliver)(update);
+        let step = delivery.as_mut().poll(&mut Context::from_waker(&waker));
+        let mut state = self.state();
+        match step {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(error)) => {
+                state.failure.get_or_insert(error);
+            }
+            Poll::Pending => state.pending.push_back(delivery),
+        }
+    }
+
+    /// Drive the deliveries that had to wait; ready when none is left.
+    fn poll_pending(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut pending = {
+            let mut state = self.state();
+            state.waker = Some(cx.waker().clone());
+            std::mem::take(&mut state.pending)
+        };
+        let mut failure = None;
+        pending.retain_mut(|delivery| match delivery.as_mut().poll(cx) {
+            Poll::Ready(result) => {
+                if let Err(error) = result {
+                    failure.get_or_insert(error);
+                }
+                false
+            }
+            Poll::Pending => true,
+        });
+        let mut state = self.state();
+        if let Some(error) = failure {
+            state.failure.get_or_insert(error);
+        }
+        // Deliveries started while these were polled come after them.
+        pending.append(&mut state.pending);
+        state.pending = pending;
+        if state.pending.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn register(&self, cx: &Context<'_>) {
+        self.state().waker = Some(cx.waker().clone());
+    }
+
+    fn stop_accepting(&self) {
+        self.state().accepting = false;
+    }
+
+    fn take_failure(&self) -> Option<LoopError> {
+        self.state().failure.take()
     }
 }
 
-/// Run the tool; progress updates are forwarded (in order, before the tool is polled
-/// again) while it runs and ignored once it returned.
-async fn execute_prepared<F, Fut>(
+/// Run the tool; progress updates reach the sink as they are made and are ignored once it
+/// returned. With `yield_after_execute`, the call gives way once when `execute` completes,
+/// as the reference's `await` does, so that every call of a parallel batch starts before
+/// any of them goes on.
+async fn execute_prepared(
     call: &ToolCall,
     tool: &Arc<dyn AgentTool>,
     args: Value,
     cancel: &CancellationToken,
-    mut on_update: F,
-) -> Result<Executed, LoopError>
-where
-    F: FnMut(AgentToolResult) -> Fut,
-    Fut: Future<Output = Result<(), LoopError>>,
-{
-    let queue = Arc::new(UpdateQueue {
-        items: Mutex::new(VecDeque::new()),
-        accepting: AtomicBool::new(true),
-        waker: AtomicWaker::new(),
+    deliver: Box<dyn Fn(AgentToolResult) -> Delivery + Send + Sync>,
+    yield_after_execute: bool,
+) -> Result<Executed, LoopError> {
+    let dispatch = Arc::new(UpdateDispatch {
+        state: Mutex::new(DispatchState { accepting: true, ..DispatchState::default() }),
+        deliver,
     });
-    let sender = Arc::clone(&queue);
-    let callback: ToolUpdateFn = Arc::new(move |update| {
-        if sender.accepting.load(Ordering::SeqCst) {
-            if let Ok(mut items) = sender.items.lock() {
-                items.push_back(update);
-            }
-            sender.waker.wake();
-        }
-    });
+    let sender = Arc::clone(&dispatch);
+    let callback: ToolUpdateFn = Arc::new(move |update| sender.send(update));
     let started = Instant::now();
     let mut execution = pin!(catch_call(|| tool.execute(call.id.clone(), args, cancel.clone(), callback)));
-    let outcome = loop {
-        let step = std::future::poll_fn(|cx| {
-            queue.waker.register(cx.waker());
-            match execution.as_mut().poll(cx) {
-                Poll::Ready(outcome) => Poll::Ready(Some(outcome)),
-                Poll::Pending if queue.items.lock().map(|q| !q.is_empty()).unwrap_or(false) => Poll::Ready(None),
-                Poll::Pending => Poll::Pending,
-            }
-        })
-        .await;
-        for update in queue.take() {
-            on_update(update).await?;
-        }
-        if let Some(outcome) = step {
-            break outcome;
-        }
-    };
+    let outcome = std::future::poll_fn(|cx| {
+        dispatch.register(cx);
+        let outcome = execution.as_mut().poll(cx);
+        // Errors of updates are reported once the call completes, as the reference does.
+        let _ = dispatch.poll_pending(cx);
+        outcome
+    })
+    .await;
+    if yield_after_execute {
+        YieldOnce::default().await;
+    }
     let duration_ms = (started.elapsed().as_secs_f64() * 1000.0).round() as u64;
-    queue.accepting.store(false, Ordering::SeqCst);
-    for update in queue.take() {
-        on_update(update).await?;
+    dispatch.stop_accepting();
+    std::future::poll_fn(|cx| dispatch.poll_pending(cx)).await;
+    if let Some(error) = dispatch.take_failure() {
+        return Err(error);
     }
     Ok(match outcome {
         Ok(result) => {
@@ -207,6 +276,24 @@ where
         }
         Err(message) => Executed { result: error_result(message), is_error: true, duration_ms },
     })
+}
+
+/// Pending once (waking itself), then ready: one turn of the executor, like a resolved `await`.
+#[derive(Default)]
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
 }
 
 async fn finalize(
@@ -235,14 +322,21 @@ async fn finalize(
                     .structured_content
                     .filter(|v| !v.is_null())
                     .or(if overrides.content.is_some() { None } else { result.structured_content.take() });
-                result = AgentToolResult {
-                    content: overrides.content.unwrap_or(result.content),
-                    details: overrides.details.filter(|v| !v.is_null()).or(result.details),
-                    structured_content: structured,
-                    usage: overrides.usage.or(result.usage),
-                    is_error: result.is_error,
-                    terminate: overrides.terminate.or(result.terminate),
-                };
+                // The reference spreads the executed result, so its other members stay.
+                if let Some(content) = overrides.content {
+                    result.content = content;
+                }
+                if let Some(details) = overrides.details.filter(|v| !v.is_null()) {
+                    result.details = Some(details);
+                }
+                result.structured_content = structured;
+                if let Some(usage) = overrides.usage {
+                    result.usage = Some(usage);
+                }
+                if let Some(terminate) = overrides.terminate {
+                    result.terminate = Some(terminate);
+                    result.extra.shift_remove("terminate");
+                }
                 is_error = overrides.is_error.unwrap_or(is_error);
             }
             Ok(None) => {}
@@ -292,7 +386,7 @@ fn result_message(outcome: &ToolCallOutcome) -> ToolResultMessage {
     }
 }
 
-async fn emit_result_message(message: &ToolResultMessage, emitter: &Emitter<'_>) -> Result<(), LoopError> {
+async fn emit_result_message(message: &ToolResultMessage, emitter: &Emitter) -> Result<(), LoopError> {
     emitter.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
     emitter.emit(AgentEvent::MessageEnd { message: message.clone().into() }).await
 }
@@ -304,7 +398,7 @@ fn terminates(outcomes: &[ToolCallOutcome]) -> bool {
 /// A `length` stop: every call may carry truncated arguments, so none runs.
 pub(crate) async fn fail_truncated_tool_calls(
     assistant: &AssistantMessage,
-    emitter: &Emitter<'_>,
+    emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     let mut messages = Vec::new();
     for call in assistant.tool_calls() {
@@ -328,7 +422,7 @@ pub(crate) async fn execute_tool_calls(
     mode: ToolExecutionMode,
     hooks: &ToolHooks,
     cancel: &CancellationToken,
-    emitter: &Emitter<'_>,
+    emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     let calls: Vec<&ToolCall> = assistant.tool_calls().collect();
     let any_sequential = calls
@@ -342,23 +436,27 @@ pub(crate) async fn execute_tool_calls(
 }
 
 /// What every call of one batch shares.
-struct Batch<'a, 's> {
+struct Batch<'a> {
     context: &'a AgentContext,
     assistant: &'a AssistantMessage,
     hooks: &'a ToolHooks,
     cancel: &'a CancellationToken,
-    emitter: &'a Emitter<'s>,
+    emitter: &'a Emitter,
+    /// Whether calls run concurrently (parallel mode).
+    parallel: bool,
 }
 
-impl Batch<'_, '_> {
+impl Batch<'_> {
     async fn run_prepared(
         &self,
         call: &ToolCall,
         tool: &Arc<dyn AgentTool>,
         args: Value,
     ) -> Result<ToolCallOutcome, LoopError> {
-        let on_update = |update| self.emitter.emit(update_event(call, update));
-        let executed = execute_prepared(call, tool, args.clone(), self.cancel, on_update).await?;
+        let emitter = self.emitter.detached();
+        let owned_call = call.clone();
+        let deliver = Box::new(move |update| emitter.emit(update_event(&owned_call, update)));
+        let executed = execute_prepared(call, tool, args.clone(), self.cancel, deliver, self.parallel).await?;
         Ok(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await)
     }
 }
@@ -369,7 +467,7 @@ async fn execute_sequential(
     calls: &[&ToolCall],
     hooks: &ToolHooks,
     cancel: &CancellationToken,
-    emitter: &Emitter<'_>,
+    emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     let mut outcomes = Vec::new();
     let mut messages = Vec::new();
@@ -378,7 +476,9 @@ async fn execute_sequential(
         let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
             Preparation::Immediate(result) => immediate(call, *result),
             Preparation::Prepared { tool, args } => {
-                Batch { context, assistant, hooks, cancel, emitter }.run_prepared(call, &tool, args).await?
+                Batch { context, assistant, hooks, cancel, emitter, parallel: false }
+                    .run_prepared(call, &tool, args)
+                    .await?
             }
         };
         emitter.emit(end_event(&outcome)).await?;
@@ -396,7 +496,7 @@ async fn execute_parallel(
     calls: &[&ToolCall],
     hooks: &ToolHooks,
     cancel: &CancellationToken,
-    emitter: &Emitter<'_>,
+    emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     enum Slot {
         Done(Box<ToolCallOutcome>),
@@ -414,9 +514,10 @@ async fn execute_parallel(
             Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
         }
     }
-    // Polled in source order on this task: synchronous progress updates keep that order,
-    // and `tool_execution_end` follows completion order.
-    let batch = Batch { context, assistant, hooks, cancel, emitter };
+    // Polled in source order on this task, each call giving way once its `execute` is done:
+    // every call starts before any goes on (the reference starts them all at once), and
+    // `tool_execution_end` follows completion order.
+    let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
     let batch = &batch;
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| async move {
         match slot {
@@ -474,13 +575,13 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
         Preparation::Prepared { tool, args } => (tool, args),
     };
     let forward = options.on_update.clone();
-    let on_update = |update: AgentToolResult| {
+    let deliver = Box::new(move |update: AgentToolResult| -> Delivery {
         if let Some(forward) = &forward {
             forward(update);
         }
-        std::future::ready(Ok(()))
-    };
-    let executed = match execute_prepared(tool_call, &tool, args.clone(), &options.cancel, on_update).await {
+        Box::pin(std::future::ready(Ok(())))
+    });
+    let executed = match execute_prepared(tool_call, &tool, args.clone(), &options.cancel, deliver, false).await {
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };

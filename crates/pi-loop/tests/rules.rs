@@ -120,7 +120,7 @@ async fn cancellation_before_preparation_gives_aborted_results_for_every_call() 
     });
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    let messages = run_agent_loop(prompt(), context, config, &sink, cancel).await.unwrap();
+    let messages = run_agent_loop(prompt(), context, config, Arc::new(sink), cancel).await.unwrap();
     let results = results(&messages);
     assert_eq!(results.len(), 2, "every call gets a result");
     assert!(results.iter().all(|r| r.is_error && result_text(r) == "Operation aborted"));
@@ -137,8 +137,8 @@ async fn cancellation_inside_before_tool_call_aborts_that_call() {
         Box::pin(async { Ok(None) })
     }));
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    let recorder = Recorder::default();
-    let messages = run_agent_loop(prompt(), context, config, &recorder, cancel).await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let messages = run_agent_loop(prompt(), context, config, recorder.clone(), cancel).await.unwrap();
     assert_eq!(result_text(results(&messages)[0]), "Operation aborted");
     // The next request sees the cancelled token and ends as aborted.
     let last = messages.last().unwrap().as_assistant().unwrap();
@@ -158,8 +158,8 @@ async fn cancellation_before_parallel_execution_aborts_calls_not_yet_started() {
     }));
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     let context = AgentContext::new(vec![], vec![first, echo_tool("second")]);
-    let recorder = Recorder::default();
-    let messages = run_agent_loop(prompt(), context, config, &recorder, cancel).await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let messages = run_agent_loop(prompt(), context, config, recorder.clone(), cancel).await.unwrap();
     let texts: Vec<&str> = results(&messages).into_iter().map(result_text).collect();
     assert_eq!(texts, ["first ran", "Operation aborted"]);
 }
@@ -175,8 +175,9 @@ async fn panicking_before_tool_call_becomes_an_error_result() {
         Box::pin(async { Ok(None) })
     }));
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    let messages =
-        run_agent_loop(prompt(), context, config, &Recorder::default(), CancellationToken::new()).await.unwrap();
+    let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
+        .await
+        .unwrap();
     let results = results(&messages);
     assert_eq!(results.len(), 2, "no tool call left without a result");
     assert!(results[0].is_error);
@@ -195,8 +196,9 @@ async fn panicking_tool_becomes_an_error_result() {
     }));
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     let context = AgentContext::new(vec![], vec![boom]);
-    let messages =
-        run_agent_loop(prompt(), context, config, &Recorder::default(), CancellationToken::new()).await.unwrap();
+    let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(result_text(results(&messages)[0]), "tool exploded");
 }
 
@@ -205,8 +207,8 @@ async fn panicking_finish_turn_fails_the_run_with_its_message() {
     let faux = faux(vec![text_response("hi")]);
     let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     config.finish_turn = Some(Arc::new(|_turn, _cancel| panic!("finish exploded")));
-    let recorder = Recorder::default();
-    let error = run_agent_loop(prompt(), AgentContext::default(), config, &recorder, CancellationToken::new())
+    let recorder = Arc::new(Recorder::default());
+    let error = run_agent_loop(prompt(), AgentContext::default(), config, recorder.clone(), CancellationToken::new())
         .await
         .unwrap_err();
     assert_eq!(error, LoopError::Hook("finish exploded".into()));
@@ -221,8 +223,9 @@ async fn empty_block_reason_uses_the_default_text() {
         Box::pin(async { Ok(Some(BeforeToolCallResult { block: true, reason: Some(String::new()), terminate: None })) })
     }));
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    let messages =
-        run_agent_loop(prompt(), context, config, &Recorder::default(), CancellationToken::new()).await.unwrap();
+    let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
+        .await
+        .unwrap();
     assert_eq!(result_text(results(&messages)[0]), "Tool execution was blocked");
 }
 
@@ -256,7 +259,7 @@ async fn after_tool_call_null_fields_keep_the_original_and_content_drops_structu
         }
     });
     let context = AgentContext::new(vec![], vec![rich]);
-    run_agent_loop(prompt(), context, config, &sink, CancellationToken::new()).await.unwrap();
+    run_agent_loop(prompt(), context, config, Arc::new(sink), CancellationToken::new()).await.unwrap();
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0].details, Some(json!({"kept": true})), "null keeps the original (??)");
     assert_eq!(seen[0].structured_content, Some(json!({"n": 1})));
@@ -290,9 +293,15 @@ async fn empty_api_key_from_the_hook_falls_back_to_the_configured_key() {
             let key = hook_key.clone();
             Box::pin(async move { Ok(key) })
         }));
-        run_agent_loop(prompt(), AgentContext::default(), config, &Recorder::default(), CancellationToken::new())
-            .await
-            .unwrap();
+        run_agent_loop(
+            prompt(),
+            AgentContext::default(),
+            config,
+            Arc::new(Recorder::default()),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
         assert_eq!(keys.lock().unwrap().pop().flatten().as_deref(), Some(expected));
     }
 }
@@ -310,9 +319,11 @@ async fn a_stream_without_terminal_event_ends_as_an_error_message() {
         AssistantMessageEventStream::from_events([AssistantMessageEvent::Start { partial }])
     };
     let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(stream_fn));
-    let recorder = Recorder::default();
+    let recorder = Arc::new(Recorder::default());
     let messages =
-        run_agent_loop(prompt(), AgentContext::default(), config, &recorder, CancellationToken::new()).await.unwrap();
+        run_agent_loop(prompt(), AgentContext::default(), config, recorder.clone(), CancellationToken::new())
+            .await
+            .unwrap();
     let last = messages.last().unwrap().as_assistant().unwrap();
     assert_eq!(last.stop_reason, StopReason::Error);
     assert_eq!(last.error_message.as_deref(), Some("Stream ended without a terminal event"));
@@ -339,8 +350,8 @@ async fn parallel_ends_follow_completion_order_and_results_source_order() {
     }));
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     let context = AgentContext::new(vec![], vec![wait]);
-    let recorder = Recorder::default();
-    let messages = run_agent_loop(prompt(), context, config, &recorder, CancellationToken::new()).await.unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let messages = run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();
     let ends: Vec<String> = recorder.tool_ends().into_iter().map(|(id, _)| id).collect();
     assert_eq!(ends, ["fast", "slow"]);
     let ids: Vec<&str> = results(&messages).iter().map(|r| r.tool_call_id.as_str()).collect();
@@ -361,9 +372,9 @@ async fn updates_after_the_tool_returned_are_ignored() {
         }
     }));
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    let recorder = Recorder::default();
+    let recorder = Arc::new(Recorder::default());
     let context = AgentContext::new(vec![], vec![late]);
-    run_agent_loop(prompt(), context, config, &recorder, CancellationToken::new()).await.unwrap();
+    run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();
     if let Some(update) = keep.lock().unwrap().take() {
         update(AgentToolResult::text("after"));
     }
@@ -376,7 +387,7 @@ async fn should_stop_after_turn_ends_the_run() {
     let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("never")]);
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).with_should_stop_after_turn(|_turn| true);
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    run_agent_loop(prompt(), context, config, &Recorder::default(), CancellationToken::new()).await.unwrap();
+    run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new()).await.unwrap();
     assert_eq!(faux.call_count(), 1);
     assert_eq!(faux.pending_response_count(), 1);
 }
@@ -389,10 +400,15 @@ async fn finish_turn_continue_adds_one_context_only_request() {
         let first = turn.new_messages.iter().filter(|m| m.as_assistant().is_some()).count() == 1;
         Box::pin(async move { Ok(first.then_some(TurnDecision::Continue)) })
     }));
-    let messages =
-        run_agent_loop(prompt(), AgentContext::default(), config, &Recorder::default(), CancellationToken::new())
-            .await
-            .unwrap();
+    let messages = run_agent_loop(
+        prompt(),
+        AgentContext::default(),
+        config,
+        Arc::new(Recorder::default()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     assert_eq!(faux.call_count(), 2);
     assert_eq!(messages.len(), 3);
 }
@@ -401,14 +417,19 @@ async fn finish_turn_continue_adds_one_context_only_request() {
 async fn continue_refuses_an_empty_transcript_and_a_last_assistant_message() {
     let faux = faux(vec![]);
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    let sink = Recorder::default();
-    let error =
-        pi_loop::run_agent_loop_continue(AgentContext::default(), config.clone(), &sink, CancellationToken::new())
-            .await
-            .unwrap_err();
+    let sink = Arc::new(Recorder::default());
+    let error = pi_loop::run_agent_loop_continue(
+        AgentContext::default(),
+        config.clone(),
+        sink.clone(),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(error.to_string(), "Cannot continue: no messages in context");
     let context = AgentContext::new(vec![faux_assistant_message(vec![], StopReason::Stop).into()], vec![]);
-    let error = pi_loop::run_agent_loop_continue(context, config, &sink, CancellationToken::new()).await.unwrap_err();
+    let error =
+        pi_loop::run_agent_loop_continue(context, config, sink.clone(), CancellationToken::new()).await.unwrap_err();
     assert_eq!(error.to_string(), "Cannot continue from message role: assistant");
 }
 
@@ -431,10 +452,15 @@ async fn stream_form_yields_the_same_events_and_the_new_messages() {
 async fn exhausted_script_is_an_error_message_not_a_panic() {
     let faux = faux(vec![]);
     let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    let messages =
-        run_agent_loop(prompt(), AgentContext::default(), config, &Recorder::default(), CancellationToken::new())
-            .await
-            .unwrap();
+    let messages = run_agent_loop(
+        prompt(),
+        AgentContext::default(),
+        config,
+        Arc::new(Recorder::default()),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     let last = messages.last().unwrap().as_assistant().unwrap();
     assert_eq!(last.error_message.as_deref(), Some("No more faux responses queued"));
 }
@@ -469,9 +495,9 @@ async fn sequential_mode_runs_start_end_result_per_call() {
     let faux = faux(vec![tool_response(&[("a", "echo"), ("b", "echo")]), text_response("done")]);
     let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
     config.tool_execution = ToolExecutionMode::Sequential;
-    let recorder = Recorder::default();
+    let recorder = Arc::new(Recorder::default());
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
-    run_agent_loop(prompt(), context, config, &recorder, CancellationToken::new()).await.unwrap();
+    run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();
     let types = recorder.types();
     let tool_part: Vec<&str> = types.iter().copied().skip_while(|t| *t != "tool_execution_start").take(8).collect();
     assert_eq!(
@@ -485,6 +511,56 @@ async fn sequential_mode_runs_start_end_result_per_call() {
             "tool_execution_end",
             "message_start",
             "message_end"
+        ]
+    );
+}
+
+/// An update reaches the sink inside the tool's `on_update` call: a sink that aborts on it is
+/// seen by the tool's next cancellation check, though the tool never waits.
+#[tokio::test]
+async fn an_update_is_delivered_before_the_tool_goes_on() {
+    let faux = faux(vec![tool_response(&[("a", "check")]), text_response("never")]);
+    let check: Arc<dyn AgentTool> = Arc::new(FnTool::new(spec("check"), |_args, ctx| async move {
+        (ctx.on_update)(AgentToolResult::text("starting"));
+        let seen = if ctx.cancel.is_cancelled() { "cancelled" } else { "running" };
+        Ok(AgentToolResult::text(seen))
+    }));
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let sink = FnSink(move |event: &AgentEvent| {
+        if matches!(event, AgentEvent::ToolExecutionUpdate { .. }) {
+            token.cancel();
+        }
+    });
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
+    let context = AgentContext::new(vec![], vec![check]);
+    let messages = run_agent_loop(prompt(), context, config, Arc::new(sink), cancel).await.unwrap();
+    assert_eq!(result_text(results(&messages)[0]), "cancelled");
+}
+
+/// Every call of a parallel batch starts before any call goes on: both synchronous updates
+/// come before the first `tool_execution_end`, though neither tool waits.
+#[tokio::test]
+async fn a_parallel_batch_starts_every_call_before_any_ends() {
+    let faux = faux(vec![tool_response(&[("a", "quick"), ("b", "quick")]), text_response("done")]);
+    let quick: Arc<dyn AgentTool> = Arc::new(FnTool::new(spec("quick"), |_args, ctx| async move {
+        (ctx.on_update)(AgentToolResult::text("started"));
+        Ok(AgentToolResult::text("done"))
+    }));
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
+    let recorder = Arc::new(Recorder::default());
+    let context = AgentContext::new(vec![], vec![quick]);
+    run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();
+    let tools: Vec<&str> = recorder.types().into_iter().filter(|t| t.starts_with("tool_execution")).collect();
+    assert_eq!(
+        tools,
+        [
+            "tool_execution_start",
+            "tool_execution_start",
+            "tool_execution_update",
+            "tool_execution_update",
+            "tool_execution_end",
+            "tool_execution_end"
         ]
     );
 }

@@ -1,31 +1,93 @@
 //! Provider registry and streaming adapters for pi.
 //!
 //! Four HTTP adapters reproduce `@earendil-works/pi-ai` 1.6.0 event for event:
-//! [`openai_completions`], [`anthropic`], [`openai_responses`] and [`google`]. Each is a
+//! `openai_completions`, `anthropic`, `openai_responses` and `google`. Each is a
 //! [`pi_types::StreamFn`]: it never fails synchronously, makes its connection inside the
 //! returned stream and ends it with exactly one `done` or `error` event. The [`registry`]
 //! resolves a provider, its authentication and the adapter for a model's API, like the
 //! reference's `createModels` / `createProvider`; a built-in [`catalog`] lists the models of
 //! the main providers. The [`faux`] provider is a scripted stand-in for tests.
 //!
+//! # Features
+//!
+//! * `http` (default): the four adapters, `Provider::builtin`, `Provider::with_http_apis` and
+//!   `Models::with_builtins`, with their HTTP client (reqwest on rustls). Without it
+//!   (`default-features = false`) the crate is the registry, the catalog, the SSE decoder, the
+//!   error classification and the faux provider, and brings no network stack: what tests and
+//!   applications with their own provider need.
+//!
+//! # Example
+//!
+//! A registry with one provider whose API is served by the faux provider; a provider crate of
+//! your own registers the same way, under its own API id. `Models` is itself a `StreamFn`, so
+//! it can be handed to `pi-loop` or `pi-agent` and dispatch every request by the model's
+//! provider and API.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+//! use pi_providers::{Auth, Models, Provider};
+//! use pi_types::{Context, Message, StopReason, StreamOptions, UserMessage};
+//!
+//! let faux = FauxProvider::default();
+//! faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hi!")], StopReason::Stop))]);
+//! let models = Models::new();
+//! models.set_provider(
+//!     Provider::new("faux").with_auth(Auth::None).with_model(faux.model()).with_api("faux", Arc::new(faux.clone())),
+//! );
+//!
+//! let model = models.get_model("faux", "faux-1").unwrap();
+//! let context = Context { messages: vec![Message::User(UserMessage::text("Hello"))], ..Default::default() };
+//! let reply = futures::executor::block_on(models.complete(&model, context, StreamOptions::default())).unwrap();
+//! assert_eq!(reply.text(), "Hi!");
+//! assert_eq!(reply.stop_reason, StopReason::Stop);
+//! ```
+//!
+//! With `http`, [`Models::with_builtins`](registry::Models) holds the catalog's providers,
+//! keyed from the environment (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, ...):
+//!
+//! ```no_run
+//! # #[cfg(feature = "http")] {
+//! use pi_providers::Models;
+//! use pi_types::{Context, Message, StreamOptions, UserMessage};
+//! # futures::executor::block_on(async {
+//! let models = Models::with_builtins();
+//! let model = models.get_model("anthropic", "claude-sonnet-4-5").expect("in the catalog");
+//! let context = Context { messages: vec![Message::User(UserMessage::text("Hello"))], ..Default::default() };
+//! let reply = models.complete(&model, context, StreamOptions::default()).await;
+//! # });
+//! # }
+//! ```
+//!
 //! See `docs/providers.md` for the SSE decoder, retry, timeout and compatibility rules.
 
 pub mod faux;
 
+#[cfg(feature = "http")]
 mod common;
+#[cfg(feature = "http")]
 mod http;
+// Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod jsonx;
+#[cfg(feature = "http")]
 mod transform;
 
+#[cfg(feature = "http")]
 pub mod anthropic;
 pub mod catalog;
 pub mod classify;
 pub mod cost;
+#[cfg(feature = "http")]
 pub mod google;
 pub mod identity;
+#[cfg(feature = "http")]
 pub mod openai_completions;
+#[cfg(feature = "http")]
 pub mod openai_responses;
 pub mod registry;
+// The thinking-level helpers the adapters share (crate-private ones are unused without them).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub mod simple;
 pub mod sse;
 

@@ -6,6 +6,7 @@
 //! (including the faux provider) are registered the same way.
 //!
 //! ```
+//! # #[cfg(feature = "http")] {
 //! use std::sync::Arc;
 //! use pi_providers::registry::{Auth, Models, Provider};
 //! let models = Models::with_builtins();
@@ -16,6 +17,7 @@
 //!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());
+//! # }
 //! ```
 
 use std::collections::HashMap;
@@ -152,6 +154,7 @@ impl Provider {
     }
 
     /// A built-in provider: catalog models, the four HTTP adapters, key from the environment.
+    #[cfg(feature = "http")]
     pub fn builtin(id: &str) -> Option<Self> {
         let models = crate::catalog::models(id);
         if models.is_empty() {
@@ -162,6 +165,7 @@ impl Provider {
     }
 
     /// Register the four HTTP adapters under their API ids.
+    #[cfg(feature = "http")]
     pub fn with_http_apis(self) -> Self {
         self.with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
@@ -260,6 +264,7 @@ impl Models {
     }
 
     /// A registry with the built-in providers of the catalog.
+    #[cfg(feature = "http")]
     pub fn with_builtins() -> Self {
         let models = Self::new();
         for id in crate::catalog::provider_ids() {

@@ -193,7 +193,7 @@ pub(crate) async fn replay_agent(scenario: &Scenario) -> Result<String, ReplayEr
     }
     settles.join().await;
     trace.push(state_line(&agent));
-    drop(subscription);
+    subscription.unsubscribe();
     if let Some(error) = failures.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(error.into());
     }

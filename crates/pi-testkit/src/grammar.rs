@@ -40,19 +40,53 @@ pub fn check_run(events: &[AgentEvent]) -> Result<(), GrammarError> {
 
 /// Check a sequence of whole runs (an agent's events across several prompts).
 pub fn check_runs(events: &[AgentEvent]) -> Result<usize, GrammarError> {
-    let mut runs = 0;
-    let mut start = 0;
-    for (index, event) in events.iter().enumerate() {
-        if matches!(event, AgentEvent::AgentEnd { .. }) {
-            check_run(&events[start..=index]).map_err(|e| GrammarError { index: e.index + start, ..e })?;
-            runs += 1;
-            start = index + 1;
+    let mut checker = RunsChecker::default();
+    for event in events {
+        checker.step(event)?;
+    }
+    checker.finish()
+}
+
+/// [`check_runs`] one event at a time, for a listener that checks while the agent runs.
+///
+/// ```
+/// use pi_testkit::grammar::RunsChecker;
+/// use pi_types::AgentEvent;
+/// let mut checker = RunsChecker::default();
+/// for event in [AgentEvent::AgentStart, AgentEvent::TurnStart] {
+///     checker.step(&event).unwrap();
+/// }
+/// assert_eq!(checker.finish().unwrap_err().problem, "a run never ended");
+/// ```
+#[derive(Default)]
+pub struct RunsChecker {
+    run: Checker,
+    index: usize,
+    runs: usize,
+}
+
+impl RunsChecker {
+    /// Check the next event; the error names its position in the whole sequence.
+    pub fn step(&mut self, event: &AgentEvent) -> Result<(), GrammarError> {
+        if self.run.state == RunState::Ended {
+            self.run = Checker::default();
         }
+        let index = self.index;
+        self.index += 1;
+        self.run.step(event).map_err(|problem| GrammarError { index, event: event.type_name(), problem })?;
+        if self.run.state == RunState::Ended {
+            self.runs += 1;
+        }
+        Ok(())
     }
-    if start != events.len() {
-        return Err(GrammarError { index: events.len(), event: "end", problem: "a run never ended".into() });
+
+    /// The number of runs, or an error when the last run has not ended.
+    pub fn finish(&self) -> Result<usize, GrammarError> {
+        if self.run.state == RunState::Running {
+            return Err(GrammarError { index: self.index, event: "end", problem: "a run never ended".into() });
+        }
+        Ok(self.runs)
     }
-    Ok(runs)
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,6 +182,16 @@ impl Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_checked_one_after_another() {
+        let run = [AgentEvent::AgentStart, AgentEvent::AgentEnd { messages: vec![] }];
+        let twice: Vec<AgentEvent> = run.iter().chain(run.iter()).cloned().collect();
+        assert_eq!(check_runs(&twice), Ok(2));
+        let error = check_runs(&[run[0].clone(), run[1].clone(), run[1].clone()]).map_err(|e| (e.index, e.problem));
+        assert_eq!(error, Err((2, "the run must start with agent_start".to_owned())));
+        assert_eq!(check_runs(&[]), Ok(0));
+    }
 
     #[test]
     fn rejects_an_unended_message() {

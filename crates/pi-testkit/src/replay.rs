@@ -321,17 +321,17 @@ impl ActionCounter {
     }
 }
 
-struct LoopSink<'s> {
-    scenario: &'s Scenario,
+struct LoopSink {
+    scenario: Arc<Scenario>,
     trace: Trace,
     counter: ActionCounter,
     cancel: CancellationToken,
 }
 
-impl AgentEventSink for LoopSink<'_> {
+impl AgentEventSink for LoopSink {
     fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
         self.trace.record(&json!({"kind": "event", "event": event}));
-        for action in self.counter.fire(self.scenario, event) {
+        for action in self.counter.fire(&self.scenario, event) {
             if action.action == "abort" {
                 self.cancel.cancel();
             }
@@ -374,14 +374,18 @@ async fn replay_loop(scenario: &Scenario) -> Result<String, ReplayError> {
     install_hooks(&setup, scenario, &mut config)?;
     let context = AgentContext::new(parse_messages(&scenario.messages)?, setup.initial_tools.clone());
     let cancel = CancellationToken::new();
-    let sink =
-        LoopSink { scenario, trace: setup.trace.clone(), counter: ActionCounter::default(), cancel: cancel.clone() };
+    let sink = Arc::new(LoopSink {
+        scenario: Arc::new(scenario.clone()),
+        trace: setup.trace.clone(),
+        counter: ActionCounter::default(),
+        cancel: cancel.clone(),
+    });
     let outcome = match &scenario.prompts {
         Some(prompts) => {
             let prompts = parse_messages(prompts)?;
-            pi_loop::run_agent_loop(prompts, context, config, &sink, cancel).await
+            pi_loop::run_agent_loop(prompts, context, config, sink, cancel).await
         }
-        None => pi_loop::run_agent_loop_continue(context, config, &sink, cancel).await,
+        None => pi_loop::run_agent_loop_continue(context, config, sink, cancel).await,
     };
     match outcome {
         Ok(messages) => setup.trace.record(&json!({"kind": "result", "messages": messages})),

@@ -55,8 +55,9 @@ fn text_of(value: Option<&Value>) -> String {
     value.and_then(Value::as_str).unwrap_or_default().to_owned()
 }
 
+/// `details ?? {}`: absent and `null` both give `{}`.
 fn details_of(value: Option<&Value>) -> Value {
-    value.cloned().unwrap_or_else(|| Value::Object(Map::new()))
+    value.filter(|v| !v.is_null()).cloned().unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 impl AgentTool for ScenarioTool {
@@ -104,13 +105,16 @@ impl AgentTool for ScenarioTool {
             if behavior.get("echoArgs").and_then(Value::as_bool).unwrap_or(false) {
                 text.push_str(&crate::normalize::sorted_json(&args));
             }
-            Ok(AgentToolResult {
-                content: vec![UserContent::text(text)],
-                details: Some(details_of(behavior.get("details"))),
-                is_error: behavior.get("isError").and_then(Value::as_bool),
-                terminate: behavior.get("terminate").and_then(Value::as_bool),
-                ..Default::default()
-            })
+            // Flags are copied onto the result only when present, as given (`null` too).
+            let mut result = serde_json::Map::new();
+            result.insert("content".into(), serde_json::json!([{"type": "text", "text": text}]));
+            result.insert("details".into(), details_of(behavior.get("details")));
+            for flag in ["isError", "terminate"] {
+                if let Some(value) = behavior.get(flag) {
+                    result.insert(flag.into(), value.clone());
+                }
+            }
+            serde_json::from_value::<AgentToolResult>(Value::Object(result)).map_err(|e| BoxError::from(e.to_string()))
         })
     }
 }

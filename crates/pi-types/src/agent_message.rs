@@ -15,7 +15,8 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use crate::message::{AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage};
+use crate::content::UserContent;
+use crate::message::{AssistantMessage, Message, SystemMessage, ToolResultMessage, UserMessage, UserMessageContent};
 
 /// An application-defined transcript entry. Implemented for every [`CustomMessageKind`];
 /// implement it by hand only for kinds that are not serde types.
@@ -194,6 +195,32 @@ impl From<Message> for AgentMessage {
             Message::Assistant(m) => Self::Assistant(m),
             Message::ToolResult(m) => Self::ToolResult(m),
         }
+    }
+}
+
+/// Text typed by the user: a user message with one text block, stamped now — the message the
+/// reference's `agent.prompt(text)` builds, so `agent.steer("…")` and `agent.follow_up("…")`
+/// queue what `agent.prompt("…")` would send.
+///
+/// ```
+/// use pi_types::{AgentMessage, UserContent, UserMessageContent};
+/// let AgentMessage::User(message) = AgentMessage::from("Use metric units.") else { unreachable!() };
+/// assert_eq!(message.content, UserMessageContent::Blocks(vec![UserContent::text("Use metric units.")]));
+/// assert!(message.timestamp > 0);
+/// ```
+impl From<&str> for AgentMessage {
+    fn from(text: &str) -> Self {
+        Self::from(text.to_owned())
+    }
+}
+
+/// Like `From<&str>`.
+impl From<String> for AgentMessage {
+    fn from(text: String) -> Self {
+        Self::User(UserMessage {
+            content: UserMessageContent::Blocks(vec![UserContent::text(text)]),
+            timestamp: crate::now_ms(),
+        })
     }
 }
 

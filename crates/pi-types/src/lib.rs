@@ -39,7 +39,7 @@ pub use error::{catch_call, catch_failure, catch_panic, BoxError, TypesError};
 pub use event::{AgentEvent, AssistantMessageEvent};
 pub use message::{
     AssistantMessage, AssistantMessageDiagnostic, DeferredHandle, DiagnosticCode, DiagnosticErrorInfo, Message,
-    NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemContent, SystemMessage,
+    NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemBlock, SystemContent, SystemMessage,
     ToolResultMessage, UserMessage, UserMessageContent,
 };
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};

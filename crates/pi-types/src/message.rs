@@ -37,8 +37,25 @@ pub enum StopReason {
 pub enum SystemContent {
     /// Plain text.
     Text(String),
-    /// Text blocks.
-    Blocks(Vec<TextContent>),
+    /// Text blocks, each serialized with its `"type": "text"` tag as the reference keeps it.
+    Blocks(Vec<SystemBlock>),
+}
+
+/// One block of a system message's content (`TextContent` in the reference's types).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum SystemBlock {
+    /// A text block.
+    Text(TextContent),
+}
+
+impl SystemBlock {
+    /// The block's text.
+    pub fn text(&self) -> &str {
+        match self {
+            Self::Text(block) => &block.text,
+        }
+    }
 }
 
 impl Default for SystemContent {
@@ -52,7 +69,7 @@ impl SystemContent {
     pub fn to_text(&self) -> String {
         match self {
             Self::Text(text) => text.clone(),
-            Self::Blocks(blocks) => blocks.iter().map(|b| b.text.as_str()).collect::<Vec<_>>().join("\n"),
+            Self::Blocks(blocks) => blocks.iter().map(SystemBlock::text).collect::<Vec<_>>().join("\n"),
         }
     }
 }

@@ -60,7 +60,7 @@ impl AssistantMessageEventStream {
     ///     let message = Arc::new(AssistantMessage { stop_reason: StopReason::Stop, ..Default::default() });
     ///     tx.send(AssistantMessageEvent::Done { reason: StopReason::Stop, message }).await;
     /// });
-    /// let final_message = futures::executor::block_on(stream.result()).unwrap();
+    /// let final_message = futures_executor::block_on(stream.result()).unwrap();
     /// assert_eq!(final_message.stop_reason, StopReason::Stop);
     /// ```
     pub fn from_producer<F, Fut>(producer: F) -> Self

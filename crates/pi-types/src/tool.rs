@@ -121,7 +121,7 @@ pub enum ReplayPolicy {
 
 /// What a tool returns (also its progress updates).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "AgentToolResultWire")]
 pub struct AgentToolResult {
     /// Model-facing content.
     pub content: Vec<UserContent>,
@@ -140,6 +140,56 @@ pub struct AgentToolResult {
     /// Ask to stop after this batch (only when every result of the batch asks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminate: Option<bool>,
+    /// Every other member of the result object, kept as given: the reference passes a tool's
+    /// result object on as it is, so `"isError": null` or a member of the tool's own reaches
+    /// events and hooks unchanged. Only `true` flags count, as in the reference.
+    #[serde(flatten)]
+    pub extra: JsonObject,
+}
+
+/// The wire form of [`AgentToolResult`]: flags that are not booleans (`null`) are kept among
+/// the other members instead of being dropped.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentToolResultWire {
+    content: Vec<UserContent>,
+    #[serde(default, deserialize_with = "crate::serde_util::present")]
+    details: Option<Value>,
+    #[serde(default, deserialize_with = "crate::serde_util::present")]
+    structured_content: Option<Value>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default, deserialize_with = "crate::serde_util::present")]
+    is_error: Option<Value>,
+    #[serde(default, deserialize_with = "crate::serde_util::present")]
+    terminate: Option<Value>,
+    #[serde(flatten)]
+    extra: JsonObject,
+}
+
+impl From<AgentToolResultWire> for AgentToolResult {
+    fn from(wire: AgentToolResultWire) -> Self {
+        let mut extra = wire.extra;
+        let mut flag = |name: &str, value: Option<Value>| match value {
+            Some(Value::Bool(flag)) => Some(flag),
+            Some(other) => {
+                extra.insert(name.to_owned(), other);
+                None
+            }
+            None => None,
+        };
+        let is_error = flag("isError", wire.is_error);
+        let terminate = flag("terminate", wire.terminate);
+        Self {
+            content: wire.content,
+            details: wire.details,
+            structured_content: wire.structured_content,
+            usage: wire.usage,
+            is_error,
+            terminate,
+            extra,
+        }
+    }
 }
 
 impl AgentToolResult {
@@ -347,4 +397,20 @@ pub fn schema_for<A: JsonSchema>() -> Value {
         map.shift_remove("$schema");
     }
     value
+}
+
+#[cfg(test)]
+mod result_wire_tests {
+    use super::AgentToolResult;
+    use serde_json::json;
+
+    #[test]
+    fn null_flags_and_other_members_round_trip() {
+        let wire = json!({"content": [], "details": {}, "isError": null, "terminate": true, "note": 1});
+        let result: AgentToolResult = serde_json::from_value(wire.clone()).expect("parses");
+        assert_eq!(result.is_error, None);
+        assert_eq!(result.terminate, Some(true));
+        assert_eq!(result.extra.get("isError"), Some(&serde_json::Value::Null));
+        assert_eq!(serde_json::to_value(&result).expect("serializes"), wire);
+    }
 }

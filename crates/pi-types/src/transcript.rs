@@ -283,21 +283,22 @@ impl ToolStateChanges {
 /// Either side may hold tools or references to them (`&[Tool]`, `&[&Tool]`), so callers
 /// need not copy declarations to compare them.
 pub fn tool_state_changes<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], current: &[C]) -> ToolStateChanges {
-    let previous: Vec<&Tool> = previous.iter().map(Borrow::borrow).collect();
-    let current: Vec<&Tool> = current.iter().map(Borrow::borrow).collect();
-    let previous_texts: IndexMap<&str, String> =
-        previous.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
-    let current_texts: IndexMap<&str, String> =
-        current.iter().map(|t| (t.name.as_str(), declaration_text(t))).collect();
+    // Each entry is compared on its own declaration with the other side's last definition of
+    // its name: a list that names a tool twice can both keep and change it.
+    let previous: Vec<(&Tool, String)> = previous.iter().map(|t| (t.borrow(), declaration_text(t.borrow()))).collect();
+    let current: Vec<(&Tool, String)> = current.iter().map(|t| (t.borrow(), declaration_text(t.borrow()))).collect();
+    let last_previous: IndexMap<&str, &str> =
+        previous.iter().map(|(t, text)| (t.name.as_str(), text.as_str())).collect();
+    let last_current: IndexMap<&str, &str> = current.iter().map(|(t, text)| (t.name.as_str(), text.as_str())).collect();
     let tools_added = current
         .iter()
-        .filter(|tool| previous_texts.get(tool.name.as_str()) != current_texts.get(tool.name.as_str()))
-        .map(|tool| to_tool_declaration(tool))
+        .filter(|(tool, text)| last_previous.get(tool.name.as_str()) != Some(&text.as_str()))
+        .map(|(tool, _)| to_tool_declaration(tool))
         .collect();
     let tools_removed = previous
         .iter()
-        .filter(|tool| current_texts.get(tool.name.as_str()) != previous_texts.get(tool.name.as_str()))
-        .map(|tool| ToolReference { name: tool.name.clone() })
+        .filter(|(tool, text)| last_current.get(tool.name.as_str()) != Some(&text.as_str()))
+        .map(|(tool, _)| ToolReference { name: tool.name.clone() })
         .collect();
     ToolStateChanges { tools_added, tools_removed }
 }

@@ -157,3 +157,14 @@ fn tool_declarations_split_by_transport_capability() {
     assert_eq!(additions.folded_system_messages, 3, "everything up to the removal is folded");
     assert_eq!(names(&additions.request_tools), ["b"]);
 }
+
+/// A tool list that names a tool twice: each entry is compared with the previous state on its
+/// own, removals are judged against the last definition of a name (as the reference does).
+#[test]
+fn tool_changes_with_a_name_listed_twice() {
+    let v1 = Tool { name: "lookup".into(), description: "v1".into(), ..Default::default() };
+    let v2 = Tool { name: "lookup".into(), description: "v2".into(), ..Default::default() };
+    let changes = pi_types::transcript::tool_state_changes(std::slice::from_ref(&v1), &[v1.clone(), v2]);
+    assert_eq!(changes.tools_added.iter().map(|t| t.description.as_str()).collect::<Vec<_>>(), ["v2"]);
+    assert_eq!(changes.tools_removed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["lookup"]);
+}

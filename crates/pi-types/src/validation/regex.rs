@@ -1,23 +1,24 @@
-//! ECMAScript regular expressions (`pattern`, `patternProperties`), matched by the `jsonschema` crate's `pattern`
-//! keyword, which translates ECMAScript syntax (`\d` is ASCII, lookarounds, ...) for its regex engines.
-
-use serde_json::{json, Value};
+//! ECMAScript regular expressions (`pattern`, `patternProperties`, the `regex` format), compiled by `regress`, an
+//! ECMAScript regex engine: `\d` and `\w` are ASCII, `\p{..}` classes, lookarounds and backreferences work as in
+//! JavaScript.
+//!
+//! The reference compiles a pattern as `new RegExp(source, "u")` and, when that throws, in the legacy (non-Unicode)
+//! mode, where a brace or bracket that opens nothing is a literal character (Annex B). `regress` implements the
+//! Unicode mode; the legacy literals are escaped before the second attempt.
 
 /// A compiled ECMAScript pattern; `is_match` searches (it is not anchored), as `RegExp.prototype.test`.
 pub(crate) struct JsRegex {
     source: String,
-    matcher: jsonschema::Validator,
+    matcher: regress::Regex,
 }
 
 impl JsRegex {
     /// Compiles `source`; the error explains why it is no valid pattern.
     pub(crate) fn new(source: &str) -> Result<Self, String> {
-        let compile = |pattern: &str| jsonschema::validator_for(&json!({ "pattern": pattern })).ok();
-        // A pattern invalid in Unicode mode may still be valid in the legacy mode the reference falls back to, where
-        // a brace or bracket that opens nothing is a literal character.
+        let compile = |pattern: &str| regress::Regex::with_flags(pattern, "u");
         let matcher = compile(source)
-            .or_else(|| compile(&escape_stray_brackets(source)))
-            .ok_or_else(|| "not a valid ECMAScript regular expression".to_owned())?;
+            .or_else(|first| compile(&escape_stray_brackets(source)).map_err(|_| first))
+            .map_err(|e| e.to_string())?;
         Ok(Self { source: source.to_owned(), matcher })
     }
 
@@ -28,7 +29,7 @@ impl JsRegex {
 
     /// Whether the pattern matches somewhere in `text`.
     pub(crate) fn is_match(&self, text: &str) -> bool {
-        self.matcher.is_valid(&Value::String(text.to_owned()))
+        self.matcher.find(text).is_some()
     }
 }
 
