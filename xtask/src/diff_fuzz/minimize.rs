@@ -3,7 +3,8 @@
 //! diverges, until a whole pass removes nothing (or the check budget is spent).
 //!
 //! Members the contract requires are never dropped (message roles and timestamps, block
-//! fields, tool-spec declarations, op/action/rule keys); anything else that makes a scenario
+//! fields, tool-spec declarations, op/action/rule keys), nor the per-call delays that keep
+//! concurrent calls apart (the authors' determinism rule); anything else that makes a scenario
 //! invalid is rejected by the predicate, which requires the reference to accept it.
 
 use serde_json::Value;
@@ -75,9 +76,12 @@ fn removable_keys(object: &serde_json::Map<String, Value>, path: &[Step]) -> Vec
         return object.keys().filter(|k| MESSAGE_OPTIONAL.contains(&k.as_str())).cloned().collect();
     }
     let is_spec = object.contains_key("parameters") && object.contains_key("description");
+    let has_per_call = object.get("behavior").is_some_and(|b| b.get("perCall").is_some());
     object
         .keys()
         .filter(|k| !ALWAYS_KEPT.contains(&k.as_str()))
+        .filter(|k| !matches!(k.as_str(), "delayMs" | "perCall"))
+        .filter(|k| !(has_per_call && k.as_str() == "behavior"))
         .filter(|k| !(is_spec && matches!(k.as_str(), "name" | "description" | "parameters")))
         .filter(|k| !(object.contains_key("turn") && k.as_str() == "throw" && !object.contains_key("action")))
         .cloned()
@@ -135,8 +139,9 @@ impl<F: FnMut(&Value) -> bool> Minimizer<F> {
     /// Try every reduction of the node at `path`; `None` when the budget ran out.
     fn reduce_at(&mut self, current: &mut Value, path: &[Step]) -> Option<bool> {
         let mut progressed = false;
+        let per_call = matches!(path.last(), Some(Step::Key(key)) if key == "perCall");
         match get(current, path) {
-            Some(Value::Array(items)) => {
+            Some(Value::Array(items)) if !per_call => {
                 let mut size = items.len();
                 while size >= 1 {
                     let mut start = 0;
