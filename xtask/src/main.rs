@@ -4,6 +4,7 @@
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
 //! cargo xtask bench [WORKLOAD[:SIZE] ...]      the shared/bench workloads, one JSON line each
+//! cargo xtask diff-fuzz --seed S --count N     random scenarios, reference vs ours (needs node)
 //! cargo xtask sync-fixtures                    re-vendor ../shared conformance and provider fixtures
 //! cargo xtask gen-streaming-json-fixtures      regenerate the streaming-JSON fixtures with node
 //! cargo xtask gen-validation-fixtures          regenerate the validation fixtures with node
@@ -11,6 +12,7 @@
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
 //! ```
 
+mod diff_fuzz;
 mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
@@ -25,6 +27,7 @@ commands:
   replay SCENARIO.json            run a conformance scenario, print its trace
   replay-provider CASE.json       replay a recorded provider response, print its trace
   bench [WORKLOAD[:SIZE] ...]     run benchmark workloads (stream, tools, turns, agents)
+  diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
   gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
   gen-validation-fixtures         regenerate crates/pi-types/tests/fixtures/validation.json (needs node)
@@ -148,6 +151,11 @@ fn main() -> ExitCode {
             print_trace(pi_testkit::provider_replay::replay_case_blocking(Path::new(path)))
         }
         (Some("bench"), _) => bench(&args[1..]),
+        (Some("diff-fuzz"), _) => match diff_fuzz::run(&args[1..], &repo_root()) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(error) => fail(error),
+        },
         (Some("sync-fixtures"), None) => sync_fixtures(),
         (Some("gen-streaming-json-fixtures"), None) => match streaming_fixtures::run(&repo_root()) {
             Ok(()) => ExitCode::SUCCESS,

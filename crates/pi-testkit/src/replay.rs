@@ -264,7 +264,8 @@ pub(crate) fn install_hooks(
                 if let Some(error) = thrown(&rule) {
                     return Err(error);
                 }
-                let content = match rule.get("content") {
+                // The runtime merges each returned field with `??`, so a `null` keeps the result's own.
+                let content = match rule.get("content").filter(|c| !c.is_null()) {
                     Some(content) => Some(serde_json::from_value::<Vec<UserContent>>(content.clone())?),
                     None => None,
                 };
