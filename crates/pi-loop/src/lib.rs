@@ -20,7 +20,7 @@
 //! let sink = FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name()));
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! let messages = runtime.block_on(run_agent_loop(
-//!     vec![AgentMessage::User(UserMessage::text("Hi"))],
+//!     vec![UserMessage::text("Hi").into()],
 //!     AgentContext::default(),
 //!     config,
 //!     &sink,
@@ -35,6 +35,7 @@ mod run;
 mod sink;
 mod stream;
 mod tools;
+mod transcript_cache;
 
 pub use config::{
     AfterToolCallContext, AfterToolCallFn, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallFn,
@@ -47,3 +48,4 @@ pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run
 pub use sink::{AgentEventSink, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
+pub use transcript_cache::TranscriptCache;
