@@ -451,7 +451,7 @@ proptest! {
             }
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let prompts = vec![AgentMessage::User(UserMessage::text("go"))];
+        let prompts = vec![AgentMessage::from(UserMessage::text("go"))];
         let result = runtime.block_on(pi_loop::run_agent_loop(
             prompts,
             pi_loop::AgentContext::new(vec![], tools),

@@ -3,7 +3,8 @@
 //! ```text
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
-//! cargo xtask bench [WORKLOAD[:SIZE] ...]      the shared/bench workloads, one JSON line each
+//! cargo xtask bench [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
+//!                                              the shared/bench workloads, one process and JSON line each
 //! cargo xtask diff-fuzz --seed S --count N     random scenarios, reference vs ours (needs node)
 //! cargo xtask sync-fixtures                    re-vendor ../shared conformance and provider fixtures
 //! cargo xtask gen-streaming-json-fixtures      regenerate the streaming-JSON fixtures with node
@@ -26,7 +27,11 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   replay SCENARIO.json            run a conformance scenario, print its trace
   replay-provider CASE.json       replay a recorded provider response, print its trace
-  bench [WORKLOAD[:SIZE] ...]     run benchmark workloads (stream, tools, turns, agents)
+  bench [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
+                                  run benchmark workloads (stream, tools, turns, agents, args, loopstream,
+                                  prompts), each in its own process; --threads N: multi-thread runtime with N
+                                  workers (default current_thread); --no-usage-estimate: the faux provider
+                                  gets an empty transcript (turns, prompts)
   diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
   gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
@@ -67,28 +72,91 @@ fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
     }
 }
 
-fn bench(specs: &[String]) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+/// Options of `cargo xtask bench`, and the cases to run.
+struct BenchArgs {
+    options: pi_testkit::bench::BenchOptions,
+    specs: Vec<(String, usize)>,
+}
+
+fn parse_bench_args(args: &[String]) -> Result<BenchArgs, String> {
+    let mut options = pi_testkit::bench::BenchOptions::default();
+    let mut specs = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--threads" => {
+                let threads = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
+                options.threads = Some(threads.ok_or("--threads needs a number of worker threads")?);
+            }
+            "--no-usage-estimate" => options.usage_estimate = false,
+            spec => {
+                let (workload, size) = match spec.split_once(':') {
+                    Some((workload, size)) => {
+                        let size = size.replace(['_', ','], "");
+                        (workload, size.parse().map_err(|_| format!("bad size in `{spec}`"))?)
+                    }
+                    None => (spec, pi_testkit::bench::default_size(spec).ok_or(format!("unknown workload `{spec}`"))?),
+                };
+                if pi_testkit::bench::default_size(workload).is_none() {
+                    return Err(format!("unknown workload `{workload}`"));
+                }
+                specs.push((workload.to_owned(), size));
+            }
+        }
+    }
+    if specs.is_empty() {
+        specs = pi_testkit::bench::WORKLOADS
+            .iter()
+            .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
+            .collect();
+    }
+    Ok(BenchArgs { options, specs })
+}
+
+/// Run each case in its own process (peak RSS is per process), one JSON line each.
+fn bench(args: &[String]) -> ExitCode {
+    let parsed = match parse_bench_args(args) {
+        Ok(parsed) => parsed,
+        Err(error) => return fail(error),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(error) => return fail(error),
+    };
+    for (workload, size) in &parsed.specs {
+        let mut command = std::process::Command::new(&exe);
+        command.arg("bench-one").arg(format!("{workload}:{size}"));
+        if let Some(threads) = parsed.options.threads {
+            command.arg("--threads").arg(threads.to_string());
+        }
+        if !parsed.options.usage_estimate {
+            command.arg("--no-usage-estimate");
+        }
+        match command.status() {
+            Ok(status) if status.success() => {}
+            Ok(status) => return fail(format!("{workload}:{size} failed: {status}")),
+            Err(error) => return fail(error),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// One case in this process.
+fn bench_one(args: &[String]) -> ExitCode {
+    let parsed = match parse_bench_args(args) {
+        Ok(parsed) => parsed,
+        Err(error) => return fail(error),
+    };
+    let runtime = match parsed.options.threads {
+        None => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        Some(threads) => tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build(),
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(error) => return fail(error),
     };
-    let specs: Vec<String> = if specs.is_empty() {
-        pi_testkit::bench::WORKLOADS.iter().map(|w| (*w).to_owned()).collect()
-    } else {
-        specs.to_vec()
-    };
-    for spec in specs {
-        let (workload, size) = match spec.split_once(':') {
-            Some((workload, size)) => match size.parse() {
-                Ok(size) => (workload.to_owned(), size),
-                Err(_) => return fail(format!("bad size in `{spec}`")),
-            },
-            None => match pi_testkit::bench::default_size(&spec) {
-                Some(size) => (spec.clone(), size),
-                None => return fail(format!("unknown workload `{spec}`")),
-            },
-        };
-        match pi_testkit::bench::run(&workload, size, &runtime) {
+    for (workload, size) in &parsed.specs {
+        match pi_testkit::bench::run(workload, *size, &runtime, parsed.options) {
             Ok(line) => println!("{}", serde_json::to_string(&line).unwrap_or_default()),
             Err(error) => return fail(error),
         }
@@ -151,6 +219,7 @@ fn main() -> ExitCode {
             print_trace(pi_testkit::provider_replay::replay_case_blocking(Path::new(path)))
         }
         (Some("bench"), _) => bench(&args[1..]),
+        (Some("bench-one"), _) => bench_one(&args[1..]),
         (Some("diff-fuzz"), _) => match diff_fuzz::run(&args[1..], &repo_root()) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,

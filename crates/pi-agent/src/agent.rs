@@ -55,7 +55,7 @@ impl PromptInput {
             Self::Text { text, images } => {
                 let mut content = vec![UserContent::text(text)];
                 content.extend(images.into_iter().map(UserContent::Image));
-                vec![AgentMessage::User(UserMessage {
+                vec![AgentMessage::from(UserMessage {
                     content: UserMessageContent::Blocks(content),
                     timestamp: pi_types::now_ms(),
                 })]
@@ -84,7 +84,7 @@ impl From<AgentMessage> for PromptInput {
 
 impl From<UserMessage> for PromptInput {
     fn from(message: UserMessage) -> Self {
-        Self::Messages(vec![AgentMessage::User(message)])
+        Self::Messages(vec![message.into()])
     }
 }
 
@@ -142,6 +142,9 @@ pub(crate) struct Core {
     listeners: Mutex<Arc<[Arc<ListenerEntry>]>>,
     next_id: AtomicU64,
     run: Mutex<Option<ActiveRun>>,
+    /// The transcript's provider messages, carried from run to run: a prompt converts only
+    /// its new messages. Replaced whenever the transcript is (its contract).
+    transcript_cache: Mutex<pi_loop::TranscriptCache>,
 }
 
 impl Core {
@@ -161,6 +164,14 @@ impl Core {
     /// not called any more, one added meanwhile is called too.
     async fn process(&self, event: &AgentEvent, cancel: &CancellationToken) -> Result<(), BoxError> {
         lock(&self.state).reduce(event);
+        let delivered = self.call_listeners(event, cancel).await;
+        if matches!(event, AgentEvent::MessageUpdate { .. }) {
+            lock(&self.state).release_partial();
+        }
+        delivered
+    }
+
+    async fn call_listeners(&self, event: &AgentEvent, cancel: &CancellationToken) -> Result<(), BoxError> {
         let mut last_id = 0;
         loop {
             let next = {
@@ -185,7 +196,12 @@ impl Core {
     }
 
     /// The loop configuration of a new run (the reference's `createLoopConfig`).
-    fn loop_config(self: &Arc<Self>, state: &AgentState, cancel: &CancellationToken) -> LoopConfig {
+    fn loop_config(
+        self: &Arc<Self>,
+        state: &AgentState,
+        transcript_cache: pi_loop::TranscriptCache,
+        cancel: &CancellationToken,
+    ) -> LoopConfig {
         let options = lock(&self.options).clone();
         let mut config = LoopConfig::new((*state.model).clone(), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
@@ -199,6 +215,7 @@ impl Core {
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
         config.tool_execution = options.tool_execution;
+        config.transcript_cache = Some(transcript_cache);
         config.before_tool_call = options.before_tool_call;
         config.after_tool_call = options.after_tool_call;
         config.finish_turn = options.finish_turn;
@@ -247,7 +264,7 @@ impl Core {
     /// The reference's `handleRunFailure`: report a failed run with a failure message.
     async fn report_failure(&self, sink: &RunSink, error: String, aborted: bool) -> Result<(), AgentError> {
         let model = Arc::clone(&lock(&self.state).model);
-        let failure = AgentMessage::Assistant(AssistantMessage {
+        let failure = AgentMessage::from(AssistantMessage {
             content: vec![AssistantContent::text("")],
             api: model.api.clone(),
             provider: model.provider.clone(),
@@ -305,7 +322,7 @@ impl Drop for FinishGuard {
         {
             let mut state = lock(&self.core.state);
             state.is_streaming = false;
-            state.streaming_message = None;
+            state.clear_streaming();
             state.pending_tool_calls = Arc::from(Vec::new());
         }
         if run.as_ref().is_some_and(|r| r.id == self.run_id) {
@@ -415,7 +432,7 @@ impl Agent {
         if !matches!(messages.first(), Some(AgentMessage::System(_))) {
             let lead = create_initial_system_message(initial.system_prompt.as_deref(), Some(&declarations));
             if let Some(lead) = lead {
-                messages.insert(0, AgentMessage::System(lead));
+                messages.insert(0, lead.into());
             }
         }
         let model = initial.model.unwrap_or_else(default_model);
@@ -428,6 +445,7 @@ impl Agent {
             listeners: Mutex::new(Arc::from(Vec::new())),
             next_id: AtomicU64::new(1),
             run: Mutex::new(None),
+            transcript_cache: Mutex::default(),
         };
         Self { handle: Arc::new(AgentHandle { core: Arc::new(core) }) }
     }
@@ -502,7 +520,7 @@ impl Agent {
 
     /// A snapshot of the whole state (cheap: shared lists, no copies).
     pub fn state(&self) -> AgentState {
-        lock(&self.core().state).clone()
+        lock(&self.core().state).snapshot()
     }
 
     /// The transcript (shared, not copied).
@@ -513,7 +531,10 @@ impl Agent {
     /// Replace the transcript (the list is copied into the agent; a running loop keeps its own
     /// context, later `message_end`s append to the new list).
     pub fn set_messages(&self, messages: impl IntoIterator<Item = AgentMessage>) {
-        lock(&self.core().state).messages = Arc::new(messages.into_iter().collect());
+        let messages = Arc::new(messages.into_iter().collect());
+        let mut state = lock(&self.core().state);
+        state.messages = messages;
+        *lock(&self.core().transcript_cache) = pi_loop::TranscriptCache::new();
     }
 
     /// The system prompt replayed from the transcript's system messages.
@@ -560,7 +581,7 @@ impl Agent {
 
     /// The message being streamed, if any.
     pub fn streaming_message(&self) -> Option<StreamingMessage> {
-        lock(&self.core().state).streaming_message.clone()
+        lock(&self.core().state).current_streaming_message()
     }
 
     /// Ids of tool calls currently executing.
@@ -708,19 +729,23 @@ impl Agent {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return RunHandle::failed(AgentError::NoRuntime);
         };
-        let snapshot = lock(&core.state).clone();
+        // The cache is taken with the transcript it belongs to (both are replaced under this lock).
+        let (snapshot, transcript_cache) = {
+            let state = lock(&core.state);
+            (state.clone(), lock(&core.transcript_cache).clone())
+        };
         let work = match plan(core, &snapshot) {
             Ok(work) => work,
             Err(error) => return RunHandle::failed(error),
         };
         let cancel = CancellationToken::new();
         let context = AgentContext::new(snapshot.messages.to_vec(), snapshot.tools.to_vec());
-        let config = core.loop_config(&snapshot, &cancel);
+        let config = core.loop_config(&snapshot, transcript_cache, &cancel);
         drop(snapshot);
         {
             let mut state = lock(&core.state);
             state.is_streaming = true;
-            state.streaming_message = None;
+            state.clear_streaming();
             state.error_message = None;
         }
         let run_id = core.next_id();
@@ -772,9 +797,10 @@ impl Agent {
         {
             let mut state = lock(&core.state);
             let baseline = current_system_message(&state.messages);
-            state.messages = Arc::new(baseline.map(AgentMessage::System).into_iter().collect());
+            state.messages = Arc::new(baseline.map(AgentMessage::from).into_iter().collect());
+            *lock(&core.transcript_cache) = pi_loop::TranscriptCache::new();
             state.is_streaming = false;
-            state.streaming_message = None;
+            state.clear_streaming();
             state.pending_tool_calls = Arc::from(Vec::new());
             state.error_message = None;
         }

@@ -11,8 +11,8 @@ use pi_types::{
 /// The message being streamed: what the last `message_start` / `message_update` carried.
 #[derive(Clone, Debug)]
 pub enum StreamingMessage {
-    /// An assistant response in progress: the agent's own copy, brought up to date per delta
-    /// (copy on write: a snapshot someone keeps stays as it was).
+    /// An assistant response in progress (copy on write: a snapshot someone keeps stays as it
+    /// was; see [`AgentState::streaming_message`]).
     Assistant(Arc<AssistantMessage>),
     /// Another message between its `message_start` and `message_end`.
     Other(Arc<AgentMessage>),
@@ -22,7 +22,7 @@ impl StreamingMessage {
     /// The message as a transcript entry (a copy).
     pub fn to_message(&self) -> AgentMessage {
         match self {
-            Self::Assistant(message) => AgentMessage::Assistant((**message).clone()),
+            Self::Assistant(message) => AgentMessage::Assistant(Arc::new((**message).clone())),
             Self::Other(message) => (**message).clone(),
         }
     }
@@ -54,11 +54,23 @@ pub struct AgentState {
     /// Whether a run is active (until its `agent_end` listeners finished).
     pub is_streaming: bool,
     /// The message being streamed, if any.
+    ///
+    /// While an event's listeners run, an assistant response in progress is the event's own
+    /// partial message. Between events it is the agent's copy, brought up to date per event
+    /// in time proportional to the change (holding the provider's partial would make the
+    /// provider copy the whole message per delta): text and thinking exactly; the partial
+    /// arguments of a tool call being streamed are refreshed whenever their text has doubled
+    /// (so the copies add up to linear time) and exactly at the call's end.
     pub streaming_message: Option<StreamingMessage>,
     /// Ids of tool calls between `tool_execution_start` and `tool_execution_end`, in start order.
     pub pending_tool_calls: Arc<[String]>,
     /// Error text of the last failed turn of the current or last run.
     pub error_message: Option<String>,
+    /// The agent's copy of the streaming assistant message while an update's listeners see
+    /// the event's partial (see `streaming_message`).
+    own_partial: Option<Arc<AssistantMessage>>,
+    /// Amortizes copying the arguments of the tool call being streamed.
+    arguments: ArgumentRefresh,
 }
 
 impl std::fmt::Debug for AgentState {
@@ -93,6 +105,35 @@ impl AgentState {
             streaming_message: None,
             pending_tool_calls: Arc::from(Vec::new()),
             error_message: None,
+            own_partial: None,
+            arguments: ArgumentRefresh::default(),
+        }
+    }
+
+    /// A snapshot (the listeners' view while an update is delivered).
+    pub(crate) fn snapshot(&self) -> Self {
+        let mut snapshot = self.clone();
+        snapshot.own_partial = None;
+        snapshot
+    }
+
+    /// The message being streamed right now.
+    pub(crate) fn current_streaming_message(&self) -> Option<StreamingMessage> {
+        self.streaming_message.clone()
+    }
+
+    /// No message is streaming.
+    pub(crate) fn clear_streaming(&mut self) {
+        self.streaming_message = None;
+        self.own_partial = None;
+        self.arguments = ArgumentRefresh::default();
+    }
+
+    /// After an update's listeners ran: drop the event's partial (the provider then applies its
+    /// next delta in place) and show the agent's copy.
+    pub(crate) fn release_partial(&mut self) {
+        if let Some(own) = self.own_partial.take() {
+            self.streaming_message = Some(StreamingMessage::Assistant(own));
         }
     }
 
@@ -105,23 +146,29 @@ impl AgentState {
     pub(crate) fn reduce(&mut self, event: &AgentEvent) {
         match event {
             AgentEvent::MessageStart { message } => {
+                self.own_partial = None;
+                self.arguments = ArgumentRefresh::default();
                 self.streaming_message = Some(match message {
-                    AgentMessage::Assistant(assistant) => StreamingMessage::Assistant(Arc::new(assistant.clone())),
+                    AgentMessage::Assistant(assistant) => StreamingMessage::Assistant(Arc::clone(assistant)),
                     other => StreamingMessage::Other(Arc::new(other.clone())),
                 });
             }
             AgentEvent::MessageUpdate { message, assistant_message_event } => {
-                // Keep an own copy, updated by the delta: holding the provider's shared partial
-                // would make it copy the whole message on its next delta.
-                match &mut self.streaming_message {
-                    Some(StreamingMessage::Assistant(own)) => {
-                        apply_update(Arc::make_mut(own), message, assistant_message_event);
-                    }
-                    slot => *slot = Some(StreamingMessage::Assistant(Arc::new((**message).clone()))),
-                }
+                let mut own = match self.own_partial.take().or_else(|| match self.streaming_message.take() {
+                    Some(StreamingMessage::Assistant(own)) => Some(own),
+                    _ => None,
+                }) {
+                    Some(own) => own,
+                    None => Arc::new((**message).clone()),
+                };
+                // Unique unless a snapshot holds it: then copied once (copy on write).
+                apply_update(Arc::make_mut(&mut own), message, assistant_message_event, &mut self.arguments);
+                self.own_partial = Some(own);
+                // The listeners see the event's partial itself; `release_partial` afterwards.
+                self.streaming_message = Some(StreamingMessage::Assistant(Arc::clone(message)));
             }
             AgentEvent::MessageEnd { message } => {
-                self.streaming_message = None;
+                self.clear_streaming();
                 Arc::make_mut(&mut self.messages).push(message.clone());
             }
             // A set in insertion order: a new list per change, so snapshots stay as they were.
@@ -141,7 +188,7 @@ impl AgentState {
                     self.error_message = Some(error.clone());
                 }
             }
-            AgentEvent::AgentEnd { .. } => self.streaming_message = None,
+            AgentEvent::AgentEnd { .. } => self.clear_streaming(),
             _ => {}
         }
     }
@@ -157,7 +204,12 @@ fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
 /// change: deltas are appended, other blocks copied when they start or end, metadata compared.
 /// Anything unexpected falls back to copying the block or the whole message, so `own` always
 /// ends equal to `partial`.
-fn apply_update(own: &mut AssistantMessage, partial: &AssistantMessage, event: &AssistantMessageEvent) {
+fn apply_update(
+    own: &mut AssistantMessage,
+    partial: &AssistantMessage,
+    event: &AssistantMessageEvent,
+    arguments: &mut ArgumentRefresh,
+) {
     let AssistantMessage {
         content,
         api,
@@ -209,8 +261,20 @@ fn apply_update(own: &mut AssistantMessage, partial: &AssistantMessage, event: &
                     }
                 }
                 // Blocks other than the event's are final or unchanged: only the event's block is
-                // refreshed (tool-call arguments are re-parsed per delta, block ends may finalize).
-                (mine, theirs, _) if Some(index) == event_index(event) => mine.clone_from(theirs),
+                // refreshed (block ends may finalize). Tool-call arguments are re-parsed per
+                // delta: copied when their text has doubled, so the copies stay linear in total.
+                (mine, theirs, _) if Some(index) == event_index(event) => match event {
+                    AssistantMessageEvent::ToolcallDelta { delta, .. } => {
+                        if arguments.streamed(delta.len()) {
+                            mine.clone_from(theirs);
+                        }
+                    }
+                    AssistantMessageEvent::ToolcallStart { .. } | AssistantMessageEvent::ToolcallEnd { .. } => {
+                        *arguments = ArgumentRefresh::default();
+                        mine.clone_from(theirs);
+                    }
+                    _ => mine.clone_from(theirs),
+                },
                 _ => {}
             },
         }
@@ -245,5 +309,73 @@ fn event_index(event: &AssistantMessageEvent) -> Option<usize> {
         | AssistantMessageEvent::ToolcallDelta { content_index, .. }
         | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
         _ => None,
+    }
+}
+
+/// When to copy the partial arguments of the tool call being streamed: whenever the argument
+/// text has doubled since the last copy. Copy sizes then form a geometric series, so a call
+/// whose arguments are n characters costs O(n) in copies instead of O(n²).
+#[derive(Clone, Copy, Debug, Default)]
+struct ArgumentRefresh {
+    /// Argument text streamed so far.
+    streamed: usize,
+    /// Argument text at the last copy.
+    copied: usize,
+    /// Copies made (for the tests that guard the bound).
+    copies: usize,
+}
+
+impl ArgumentRefresh {
+    /// `delta_len` more characters arrived; whether to copy now.
+    fn streamed(&mut self, delta_len: usize) -> bool {
+        self.streamed = self.streamed.saturating_add(delta_len);
+        if self.streamed < self.copied.saturating_mul(2).max(64) {
+            return false;
+        }
+        self.copied = self.streamed;
+        self.copies += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pi_types::{StopReason, ToolCall};
+    use serde_json::{json, Map};
+
+    fn with_arguments(text: &str) -> AssistantMessage {
+        let mut arguments = Map::new();
+        arguments.insert("content".into(), json!(text));
+        let call = ToolCall { id: "c".into(), name: "write".into(), arguments, ..Default::default() };
+        AssistantMessage { content: vec![AssistantContent::ToolCall(call)], ..Default::default() }
+    }
+
+    /// A tool call with a 100,000-character argument: the agent's copy of the arguments is
+    /// refreshed O(log n) times, not once per delta, and is exact at the call's end.
+    #[test]
+    fn streaming_a_long_argument_copies_it_a_logarithmic_number_of_times() {
+        let mut state = AgentState::new(Model::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
+        state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        let mut text = String::new();
+        let deltas = 25_000;
+        for _ in 0..deltas {
+            text.push_str("abcd");
+            let partial = Arc::new(with_arguments(&text));
+            let event = AssistantMessageEvent::ToolcallDelta {
+                content_index: 0,
+                delta: "abcd".into(),
+                partial: Arc::clone(&partial),
+            };
+            state.reduce(&AgentEvent::MessageUpdate { message: partial, assistant_message_event: event });
+            state.release_partial();
+        }
+        assert!(state.arguments.copies <= 20, "{} copies for {deltas} deltas", state.arguments.copies);
+        let done = Arc::new(AssistantMessage { stop_reason: StopReason::ToolUse, ..with_arguments(&text) });
+        let AssistantContent::ToolCall(call) = done.content[0].clone() else { unreachable!() };
+        let end = AssistantMessageEvent::ToolcallEnd { content_index: 0, tool_call: call, partial: Arc::clone(&done) };
+        state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end });
+        state.release_partial();
+        assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*done));
     }
 }

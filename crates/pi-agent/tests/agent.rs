@@ -77,7 +77,7 @@ fn agent_with(faux: &FauxProvider, tools: Vec<Arc<dyn AgentTool>>) -> Agent {
 }
 
 fn user(text: &str) -> AgentMessage {
-    AgentMessage::User(UserMessage::text(text))
+    UserMessage::text(text).into()
 }
 
 fn last_assistant(agent: &Agent) -> pi_types::AssistantMessage {
@@ -191,7 +191,7 @@ async fn abort_from_another_task_while_a_tool_runs() {
     guarded(other).await.unwrap();
     let messages = agent.messages();
     let result = messages.iter().find_map(|m| match m {
-        AgentMessage::ToolResult(result) => Some(result.clone()),
+        AgentMessage::ToolResult(result) => Some((**result).clone()),
         _ => None,
     });
     let result = result.expect("tool result");

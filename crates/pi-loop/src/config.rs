@@ -244,6 +244,9 @@ pub struct LoopConfig {
     pub after_tool_call: Option<AfterToolCallFn>,
     /// Parallel (default) or sequential tool execution.
     pub tool_execution: ToolExecutionMode,
+    /// Provider messages converted by earlier runs of the same growing transcript: a run then
+    /// converts only its new messages (see [`crate::TranscriptCache`] for the contract).
+    pub transcript_cache: Option<crate::TranscriptCache>,
 }
 
 impl std::fmt::Debug for LoopConfig {
@@ -274,6 +277,7 @@ impl LoopConfig {
             before_tool_call: None,
             after_tool_call: None,
             tool_execution: ToolExecutionMode::Parallel,
+            transcript_cache: None,
         }
     }
 

@@ -23,7 +23,7 @@
 //! let sink = Arc::new(FnSink(|event: &pi_types::AgentEvent| println!("{}", event.type_name())));
 //! let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
 //! let messages = runtime.block_on(run_agent_loop(
-//!     vec![AgentMessage::User(UserMessage::text("Hi"))],
+//!     vec![UserMessage::text("Hi").into()],
 //!     AgentContext::default(),
 //!     config,
 //!     sink,
@@ -38,6 +38,7 @@ mod run;
 mod sink;
 mod stream;
 mod tools;
+mod transcript_cache;
 
 pub use config::{
     AfterToolCallContext, AfterToolCallFn, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallFn,
@@ -53,3 +54,4 @@ pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
 
 pub use pi_types;
 pub use tokio_util::sync::CancellationToken;
+pub use transcript_cache::TranscriptCache;

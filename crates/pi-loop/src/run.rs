@@ -90,6 +90,8 @@ struct Run<'r> {
     context: AgentContext,
     llm_cache: Arc<Vec<Message>>,
     llm_converted: usize,
+    /// Where `llm_cache` came from and goes back to when the run ends (see `TranscriptCache`).
+    shared_cache: Option<crate::TranscriptCache>,
     config: LoopConfig,
     cancel: CancellationToken,
     emitter: &'r Emitter,
@@ -97,7 +99,7 @@ struct Run<'r> {
 }
 
 struct CompletedTurn {
-    message: AssistantMessage,
+    message: Arc<AssistantMessage>,
     tool_results: Vec<pi_types::ToolResultMessage>,
 }
 
@@ -109,7 +111,34 @@ impl<'r> Run<'r> {
         emitter: &'r Emitter,
         new_messages: &'r mut Vec<AgentMessage>,
     ) -> Self {
-        Self { context, llm_cache: Arc::default(), llm_converted: 0, config, cancel, emitter, new_messages }
+        let mut run = Self {
+            context,
+            llm_cache: Arc::default(),
+            llm_converted: 0,
+            shared_cache: None,
+            config,
+            cancel,
+            emitter,
+            new_messages,
+        };
+        if run.config.transform_context.is_none() && run.config.convert_to_llm.is_none() {
+            if let Some(cache) = run.config.transcript_cache.clone() {
+                if let Some(converted) = cache.take().filter(|c| c.sources <= run.context.messages.len()) {
+                    run.llm_cache = converted.messages;
+                    run.llm_converted = converted.sources;
+                }
+                run.shared_cache = Some(cache);
+            }
+        }
+        run
+    }
+
+    /// Give the conversion back to the shared cache; this run no longer uses it.
+    fn return_cache(&mut self) {
+        if let Some(cache) = self.shared_cache.take() {
+            let messages = std::mem::take(&mut self.llm_cache);
+            cache.put(crate::transcript_cache::Converted { messages, sources: self.llm_converted });
+        }
     }
 
     async fn emit(&self, event: AgentEvent) -> Result<(), LoopError> {
@@ -199,7 +228,7 @@ impl<'r> Run<'r> {
 
                 // Boxed: the two big phases of a turn need not both live in every run's future.
                 let message = Box::pin(self.stream_assistant_response()).await?;
-                self.new_messages.push(AgentMessage::Assistant(message.clone()));
+                self.new_messages.push(AgentMessage::Assistant(Arc::clone(&message)));
                 if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
                     let turn = CompletedTurn { message, tool_results: Vec::new() };
                     if let Some(hook) = self.config.finish_turn.clone() {
@@ -224,8 +253,9 @@ impl<'r> Run<'r> {
                     };
                     has_more_tool_calls = !batch.terminate;
                     for result in &batch.messages {
-                        self.context.messages.push(result.clone().into());
-                        self.new_messages.push(result.clone().into());
+                        let result = AgentMessage::from(result.clone());
+                        self.context.messages.push(result.clone());
+                        self.new_messages.push(result);
                     }
                     tool_results = batch.messages;
                 }
@@ -239,7 +269,7 @@ impl<'r> Run<'r> {
                     None => None,
                 };
                 self.emit(AgentEvent::TurnEnd {
-                    message: turn.message.clone().into(),
+                    message: AgentMessage::Assistant(Arc::clone(&turn.message)),
                     tool_results: turn.tool_results.clone(),
                 })
                 .await?;
@@ -307,11 +337,13 @@ impl<'r> Run<'r> {
     }
 
     fn replace_context(&mut self, context: AgentContext) {
+        // The conversion so far still matches the transcript the cache belongs to.
+        self.return_cache();
         self.context = context;
         self.reset_llm_cache();
     }
 
-    async fn stream_assistant_response(&mut self) -> Result<AssistantMessage, LoopError> {
+    async fn stream_assistant_response(&mut self) -> Result<Arc<AssistantMessage>, LoopError> {
         let transcript = self.llm_transcript().await?;
         let mut options = self.config.options.clone();
         if let Some(hook) = &self.config.get_api_key {
@@ -369,8 +401,10 @@ impl<'r> Run<'r> {
         if !started {
             self.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
         }
-        self.context.messages.push(message.clone().into());
-        self.emit(AgentEvent::MessageEnd { message: message.clone().into() }).await?;
+        // One shared message for the transcript, the event and the turn.
+        let message = Arc::new(message);
+        self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
+        self.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
         Ok(message)
     }
 
@@ -444,6 +478,12 @@ impl Streamed {
     }
 }
 
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        self.return_cache();
+    }
+}
+
 /// Declare the difference between the executable tools and the tools the transcript
 /// declares, as `toolsAdded`/`toolsRemoved` on a system message among `pending`.
 ///
@@ -474,7 +514,7 @@ pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessag
             if changes.is_empty() && declares_nothing {
                 return pending;
             }
-            pending[index] = AgentMessage::System(with_tool_changes(system, &changes));
+            pending[index] = with_tool_changes(system, &changes).into();
         }
         return pending;
     }
@@ -490,7 +530,7 @@ pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessag
         &changes,
     );
     let index = pending.iter().position(|m| !matches!(m, AgentMessage::System(_))).unwrap_or(pending.len());
-    pending.insert(index, AgentMessage::System(update));
+    pending.insert(index, update.into());
     pending
 }
 

@@ -1,9 +1,18 @@
 //! The streaming form: a `Stream` of events, the new messages at the end.
+//!
+//! # Protocol
+//! The run is driven by the stream's `poll_next` and hands over one event at a time through a
+//! one-event slot: an emit puts its event into the empty slot and stays pending until the
+//! consumer has taken it. So the run never advances past an event the consumer has not taken
+//! (back-pressure), no queue of events builds up, and the stream holds no event once it is
+//! handed out. A consumer that drops each event before asking for the next leaves the
+//! provider's partial message unshared, and the provider grows it in place: streaming stays
+//! linear in the response however long it is.
 
-use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
@@ -14,32 +23,71 @@ use crate::config::{AgentContext, LoopConfig};
 use crate::sink::AgentEventSink;
 use crate::LoopError;
 
+/// The one-event slot between the run and the consumer.
 #[derive(Default)]
-struct QueueSink {
-    events: Mutex<VecDeque<AgentEvent>>,
+struct Handoff {
+    slot: Mutex<Slot>,
 }
 
-impl QueueSink {
-    fn pop(&self) -> Option<AgentEvent> {
-        self.events.lock().ok().and_then(|mut q| q.pop_front())
+#[derive(Default)]
+struct Slot {
+    event: Option<AgentEvent>,
+    /// The emit waiting for the consumer to take its event.
+    producer: Option<Waker>,
+}
+
+impl Handoff {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        // The slot holds plain data: a panic elsewhere cannot leave it inconsistent.
+        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Take the waiting event, if any, and let its emit complete.
+    fn take(&self) -> Option<AgentEvent> {
+        let mut slot = self.slot();
+        let event = slot.event.take()?;
+        if let Some(waker) = slot.producer.take() {
+            waker.wake();
+        }
+        Some(event)
     }
 }
 
-impl AgentEventSink for QueueSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
-        if let Ok(mut events) = self.events.lock() {
-            events.push_back(event.clone());
+/// An emit: put the event into the slot, then wait until the consumer took it.
+struct Emit<'a> {
+    handoff: &'a Handoff,
+    event: Option<&'a AgentEvent>,
+}
+
+impl Future for Emit<'_> {
+    type Output = Result<(), BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slot = self.handoff.slot();
+        if let Some(event) = self.event.take() {
+            // Emits are serialized by the loop, so the slot is empty here.
+            slot.event = Some(event.clone());
+        } else if slot.event.is_none() {
+            return Poll::Ready(Ok(()));
         }
-        Box::pin(std::future::ready(Ok(())))
+        slot.producer = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl AgentEventSink for Handoff {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(Emit { handoff: self, event: Some(event) })
     }
 }
 
 type LoopFuture = BoxFuture<'static, Result<Vec<AgentMessage>, LoopError>>;
 
-/// The events of a run as a `Stream`. The run advances only while the stream is polled;
-/// dropping the stream drops the run (its tools and provider request included).
+/// The events of a run as a `Stream`. The run advances only while the stream is polled, and
+/// never past an event the consumer has not taken (see the module docs); dropping the stream
+/// drops the run (its tools and provider request included).
 pub struct AgentEventStream {
-    queue: Arc<QueueSink>,
+    handoff: Arc<Handoff>,
     run: Option<LoopFuture>,
     outcome: Option<Result<Vec<AgentMessage>, LoopError>>,
 }
@@ -53,11 +101,11 @@ impl std::fmt::Debug for AgentEventStream {
 impl AgentEventStream {
     fn start<F>(make: F) -> Self
     where
-        F: FnOnce(Arc<QueueSink>) -> LoopFuture,
+        F: FnOnce(Arc<Handoff>) -> LoopFuture,
     {
-        let queue = Arc::new(QueueSink::default());
-        let run = make(Arc::clone(&queue));
-        Self { queue, run: Some(run), outcome: None }
+        let handoff = Arc::new(Handoff::default());
+        let run = make(Arc::clone(&handoff));
+        Self { handoff, run: Some(run), outcome: None }
     }
 
     /// Drain the stream; the messages the run added, or why it failed.
@@ -71,7 +119,7 @@ impl Stream for AgentEventStream {
     type Item = AgentEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
-        if let Some(event) = self.queue.pop() {
+        if let Some(event) = self.handoff.take() {
             return Poll::Ready(Some(event));
         }
         let Some(run) = self.run.as_mut() else { return Poll::Ready(None) };
@@ -79,9 +127,9 @@ impl Stream for AgentEventStream {
             Poll::Ready(outcome) => {
                 self.run = None;
                 self.outcome = Some(outcome);
-                Poll::Ready(self.queue.pop())
+                Poll::Ready(self.handoff.take())
             }
-            Poll::Pending => match self.queue.pop() {
+            Poll::Pending => match self.handoff.take() {
                 Some(event) => Poll::Ready(Some(event)),
                 None => Poll::Pending,
             },

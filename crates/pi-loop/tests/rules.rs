@@ -87,14 +87,14 @@ impl AgentEventSink for Recorder {
 }
 
 fn prompt() -> Vec<AgentMessage> {
-    vec![AgentMessage::User(UserMessage::text("go"))]
+    vec![UserMessage::text("go").into()]
 }
 
 fn results(messages: &[AgentMessage]) -> Vec<&ToolResultMessage> {
     messages
         .iter()
         .filter_map(|m| match m {
-            AgentMessage::ToolResult(r) => Some(r),
+            AgentMessage::ToolResult(r) => Some(&**r),
             _ => None,
         })
         .collect()

@@ -11,7 +11,7 @@ use pi_types::{
 use tokio_util::sync::CancellationToken;
 
 fn prompt() -> Vec<AgentMessage> {
-    vec![AgentMessage::User(UserMessage::text("hi"))]
+    vec![AgentMessage::from(UserMessage::text("hi"))]
 }
 
 /// A producer that mutates its partial in place, as the adapters do, and then just stops.
@@ -66,8 +66,9 @@ async fn content_streamed_after_start_is_kept() {
             seen.lock().unwrap().push(message.clone());
         }
     });
-    let messages =
-        run_agent_loop(prompt(), AgentContext::default(), config, Arc::new(sink), CancellationToken::new()).await.unwrap();
+    let messages = run_agent_loop(prompt(), AgentContext::default(), config, Arc::new(sink), CancellationToken::new())
+        .await
+        .unwrap();
     let last = messages.last().unwrap().as_assistant().unwrap();
     assert_eq!(last.stop_reason, StopReason::Error);
     assert_eq!(last.error_message.as_deref(), Some("Stream ended without a terminal event"));

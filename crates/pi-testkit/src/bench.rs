@@ -2,23 +2,38 @@
 //!
 //! Each run builds a `Models` registry with one faux provider (`tokenSize` 1, no pacing:
 //! it yields to the scheduler once per request, not per delta), agents with the `echo`
-//! tool and one counting listener each, prompts them, checks the event count and the
-//! transcripts, and reports the reference's output line.
+//! tool (`write` for `args`) and one counting listener each, prompts them, checks the event
+//! count and the transcripts, and reports the reference's output line. `loopstream` drives
+//! the loop's `Stream` form directly, with no agent.
+//!
+//! [`BenchOptions::usage_estimate`] off hands the provider an empty transcript, so its
+//! usage estimate (O(transcript) per request by design) costs nothing and what remains is
+//! the runtime's own work per turn or prompt.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
 use pi_agent::{Agent, AgentOptions};
+use pi_loop::{AgentContext, LoopConfig};
 use pi_providers::faux::{
     faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxRequest, FauxResponse,
 };
 use pi_providers::{Models, Provider};
+use pi_types::transcript::to_tool_declaration;
 use pi_types::{
-    AgentMessage, AgentToolResult, FnTool, Message, StopReason, StreamFn, Tool, ToolExecutionMode, ToolSpec,
+    AgentEvent, AgentMessage, AgentToolResult, AssistantMessageEventStream, FnTool, Message, Model, StopReason,
+    StreamFn, StreamOptions, SystemContent, SystemMessage, Tool, ToolExecutionMode, ToolSpec, TranscriptContext,
+    UserMessage,
 };
 use serde_json::json;
+
+const SYSTEM_PROMPT: &str = "You are a benchmark agent.";
+const USER_PROMPT: &str = "Run the benchmark.";
+const FINAL_TEXT: &str = "done";
+const AGENT_FINAL_TEXT_CHARS: usize = 200;
 
 /// The result line of one run.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -36,18 +51,44 @@ pub struct BenchLine {
     pub events_per_sec: u64,
     /// Peak resident set in MB.
     pub peak_rss_mb: f64,
+    /// Worker threads of a multi-thread runtime (absent: `current_thread`, the primary figure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// `true` when the provider's usage estimate was switched off (absent: on, as the reference).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_usage_estimate: bool,
+    /// `agents`: growth of the resident set during the run per agent, in KB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rss_per_agent_kb: Option<f64>,
+}
+
+/// How to run a workload.
+#[derive(Clone, Copy, Debug)]
+pub struct BenchOptions {
+    /// The faux provider estimates usage from the whole transcript per request (the
+    /// reference's behaviour; default on).
+    pub usage_estimate: bool,
+    /// Worker threads, recorded in the output line (the runtime is the caller's).
+    pub threads: Option<usize>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self { usage_estimate: true, threads: None }
+    }
 }
 
 /// The workloads.
-pub const WORKLOADS: [&str; 4] = ["stream", "tools", "turns", "agents"];
+pub const WORKLOADS: [&str; 7] = ["stream", "tools", "turns", "agents", "args", "loopstream", "prompts"];
 
 /// Default size of a workload.
 pub fn default_size(workload: &str) -> Option<usize> {
     Some(match workload {
-        "stream" => 1_000_000,
+        "stream" | "loopstream" => 1_000_000,
         "tools" => 1_000,
-        "turns" => 2_000,
+        "turns" | "prompts" => 2_000,
         "agents" => 10_000,
+        "args" => 400_000,
         _ => return None,
     })
 }
@@ -58,7 +99,8 @@ fn text(n: usize) -> String {
 
 fn tool_call(i: usize) -> pi_types::AssistantContent {
     let n = format!("{i:08}");
-    let arguments = json!({ "n": n }).as_object().cloned().unwrap_or_default();
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("n".into(), json!(n));
     faux_tool_call(format!("call_{n}"), "echo", arguments)
 }
 
@@ -70,12 +112,14 @@ fn text_message(body: &str) -> FauxResponse {
     FauxResponse::Message(faux_assistant_message(vec![faux_text(body)], StopReason::Stop))
 }
 
-fn echo_tool() -> Result<Arc<dyn pi_types::AgentTool>, String> {
+/// A tool with one required string parameter that returns "ok" at once.
+fn ok_tool(name: &str, parameter: &str) -> Result<Arc<dyn pi_types::AgentTool>, String> {
     let spec = ToolSpec::new(Tool {
-        name: "echo".into(),
-        description: "Echo".into(),
+        name: name.into(),
+        description: name.into(),
         parameters: json!({
-            "type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"], "additionalProperties": false
+            "type": "object", "properties": {parameter: {"type": "string"}}, "required": [parameter],
+            "additionalProperties": false
         }),
         constrained_sampling: None,
     })
@@ -85,12 +129,16 @@ fn echo_tool() -> Result<Arc<dyn pi_types::AgentTool>, String> {
 
 /// Peak resident set of this process in MB (Linux `VmHWM`; 0 elsewhere).
 pub fn peak_rss_mb() -> f64 {
+    (status_kb("VmHWM:") / 1024.0 * 10.0).round() / 10.0
+}
+
+fn status_kb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| (kb / 1024.0 * 10.0).round() / 10.0)
+        .unwrap_or(0.0)
 }
 
 struct Expect {
@@ -99,21 +147,38 @@ struct Expect {
 }
 
 fn expectation(workload: &str, size: usize) -> Expect {
+    let assistant_events = |chars: usize| 2 + 2 + chars.div_ceil(4).max(1);
     match workload {
         "stream" => Expect { events: size.div_ceil(4) + 10, transcript: 3 },
+        "loopstream" => Expect { events: size.div_ceil(4) + 10, transcript: 2 },
         "tools" => Expect { events: 10 * size + 15, transcript: size + 4 },
         "turns" => Expect { events: 14 * size + 11, transcript: 2 * size + 3 },
+        "args" => Expect {
+            events: 4 + assistant_events(size + 14) + 4 + 1 + 1 + assistant_events(FINAL_TEXT.len()) + 1 + 1,
+            transcript: 5,
+        },
+        "prompts" => Expect { events: 11 * size, transcript: 1 + 2 * size },
         _ => Expect { events: 88 * size, transcript: 7 },
     }
 }
 
 fn script(workload: &str, size: usize, faux: &FauxProvider) {
     match workload {
-        "stream" => faux.set_responses([text_message(&text(size))]),
-        "tools" => faux.set_responses([tool_message(0..size), text_message("done")]),
+        "stream" | "loopstream" => faux.set_responses([text_message(&text(size))]),
+        "tools" => faux.set_responses([tool_message(0..size), text_message(FINAL_TEXT)]),
         "turns" => {
-            faux.set_responses((0..size).map(|k| tool_message([k])).chain([text_message("done")]));
+            faux.set_responses((0..size).map(|k| tool_message([k])).chain([text_message(FINAL_TEXT)]));
         }
+        "args" => {
+            let mut arguments = serde_json::Map::new();
+            arguments.insert("content".into(), json!(text(size)));
+            let call = faux_tool_call("call_write", "write", arguments);
+            faux.set_responses([
+                FauxResponse::Message(faux_assistant_message(vec![call], StopReason::ToolUse)),
+                text_message(FINAL_TEXT),
+            ]);
+        }
+        "prompts" => faux.set_responses((0..size).map(|_| text_message(FINAL_TEXT))),
         _ => {
             // Every agent gets the same three steps, chosen from its own transcript.
             let step: pi_providers::faux::FauxResponseFn = Arc::new(|request: FauxRequest| {
@@ -121,7 +186,7 @@ fn script(workload: &str, size: usize, faux: &FauxProvider) {
                 let response = match results {
                     0 => faux_assistant_message(vec![tool_call(0)], StopReason::ToolUse),
                     1 => faux_assistant_message(vec![tool_call(1)], StopReason::ToolUse),
-                    _ => faux_assistant_message(vec![faux_text(text(200))], StopReason::Stop),
+                    _ => faux_assistant_message(vec![faux_text(text(AGENT_FINAL_TEXT_CHARS))], StopReason::Stop),
                 };
                 Box::pin(std::future::ready(Ok(response)))
             });
@@ -130,10 +195,53 @@ fn script(workload: &str, size: usize, faux: &FauxProvider) {
     }
 }
 
+/// The registry's stream function, handing the provider an empty transcript: the faux
+/// provider's usage estimate then costs nothing (the runtime still builds the transcript).
+struct WithoutTranscript(Arc<dyn StreamFn>);
+
+impl StreamFn for WithoutTranscript {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        drop(context);
+        self.0.stream(model, TranscriptContext::default(), options)
+    }
+}
+
+/// The listener's counters.
+#[derive(Default)]
+struct Counters {
+    events: AtomicUsize,
+    type_chars: AtomicUsize,
+}
+
+impl Counters {
+    fn count(&self, event: &AgentEvent) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+        self.type_chars.fetch_add(black_box(event.type_name()).len(), Ordering::Relaxed);
+    }
+}
+
+fn check_last(workload: &str, size: usize, messages: &[AgentMessage], expected: usize) -> Result<(), String> {
+    if messages.len() != expected {
+        return Err(format!("{workload} {size}: transcript of {} messages, expected {expected}", messages.len()));
+    }
+    match messages.last() {
+        Some(AgentMessage::Assistant(m)) if m.stop_reason == StopReason::Stop && m.error_message.is_none() => Ok(()),
+        other => Err(format!("{workload} {size}: last message {other:?}")),
+    }
+}
+
 /// Run one workload once on the given runtime and check it.
-pub fn run(workload: &str, size: usize, runtime: &tokio::runtime::Runtime) -> Result<BenchLine, String> {
+pub fn run(
+    workload: &str,
+    size: usize,
+    runtime: &tokio::runtime::Runtime,
+    options: BenchOptions,
+) -> Result<BenchLine, String> {
     if !WORKLOADS.contains(&workload) {
         return Err(format!("unknown workload `{workload}` (one of {})", WORKLOADS.join(", ")));
+    }
+    if (workload == "agents" || workload == "args") && !options.usage_estimate {
+        return Err(format!("{workload}: the usage estimate can be switched off for turns and prompts only"));
     }
     let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
     script(workload, size, &faux);
@@ -142,63 +250,97 @@ pub fn run(workload: &str, size: usize, runtime: &tokio::runtime::Runtime) -> Re
     models.set_provider(
         Provider::new(faux.provider_id()).with_model(model.clone()).with_api(faux.api(), Arc::new(faux.clone())),
     );
-    let stream_fn: Arc<dyn StreamFn> = Arc::new(models);
-    let tool = echo_tool()?;
-    let agents_count = if workload == "agents" { size } else { 1 };
-    let events = Arc::new(AtomicUsize::new(0));
-    let type_chars = Arc::new(AtomicUsize::new(0));
+    let mut stream_fn: Arc<dyn StreamFn> = Arc::new(models);
+    if !options.usage_estimate {
+        stream_fn = Arc::new(WithoutTranscript(stream_fn));
+    }
+    let tool = if workload == "args" { ok_tool("write", "content")? } else { ok_tool("echo", "n")? };
+    let counters = Arc::new(Counters::default());
+    let expect = expectation(workload, size);
+    let rss_before_kb = status_kb("VmRSS:");
 
     let started = Instant::now();
-    let agents = runtime.block_on(async {
-        let mut agents = Vec::with_capacity(agents_count);
-        let mut subscriptions = Vec::with_capacity(agents_count);
-        for _ in 0..agents_count {
-            let options = AgentOptions::new(Arc::clone(&stream_fn))
-                .with_system_prompt("You are a benchmark agent.")
-                .with_model(model.clone())
-                .with_tools([Arc::clone(&tool)])
-                .with_tool_execution(ToolExecutionMode::Parallel);
-            let agent = Agent::new(options);
-            let (events, type_chars) = (Arc::clone(&events), Arc::clone(&type_chars));
-            subscriptions.push(agent.subscribe_fn(move |event| {
-                events.fetch_add(1, Ordering::Relaxed);
-                type_chars.fetch_add(black_box(event.type_name()).len(), Ordering::Relaxed);
-            }));
-            agents.push(agent);
-        }
-        let runs: Vec<_> = agents.iter().map(|a| a.prompt("Run the benchmark.")).collect();
-        for outcome in futures::future::join_all(runs).await {
-            outcome.map_err(|e| e.to_string())?;
-        }
-        drop(subscriptions);
-        Ok::<_, String>(agents)
-    })?;
+    let agents = if workload == "loopstream" {
+        let messages = runtime.block_on(loop_stream(model, stream_fn, tool, &counters))?;
+        check_last(workload, size, &messages, expect.transcript)?;
+        Vec::new()
+    } else {
+        let agent_count = if workload == "agents" { size } else { 1 };
+        let prompt_count = if workload == "prompts" { size } else { 1 };
+        runtime.block_on(async {
+            let mut agents = Vec::with_capacity(agent_count);
+            let mut subscriptions = Vec::with_capacity(agent_count);
+            for _ in 0..agent_count {
+                let options = AgentOptions::new(Arc::clone(&stream_fn))
+                    .with_system_prompt(SYSTEM_PROMPT)
+                    .with_model(model.clone())
+                    .with_tools([Arc::clone(&tool)])
+                    .with_tool_execution(ToolExecutionMode::Parallel);
+                let agent = Agent::new(options);
+                let counters = Arc::clone(&counters);
+                subscriptions.push(agent.subscribe_fn(move |event| counters.count(event)));
+                agents.push(agent);
+            }
+            for _ in 0..prompt_count {
+                let runs: Vec<_> = agents.iter().map(|a| a.prompt(USER_PROMPT)).collect();
+                for outcome in futures::future::join_all(runs).await {
+                    outcome.map_err(|e| e.to_string())?;
+                }
+            }
+            drop(subscriptions);
+            Ok::<_, String>(agents)
+        })?
+    };
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
 
-    let expect = expectation(workload, size);
-    let events = events.load(Ordering::Relaxed);
-    if events != expect.events * if workload == "agents" { 1 } else { agents_count } {
+    let events = counters.events.load(Ordering::Relaxed);
+    if events != expect.events {
         return Err(format!("{workload} {size}: expected {} events, got {events}", expect.events));
     }
+    if counters.type_chars.load(Ordering::Relaxed) == 0 {
+        return Err("listener saw no event types".into());
+    }
     for agent in &agents {
-        let messages = agent.messages();
-        if messages.len() != expect.transcript {
-            return Err(format!("{workload} {size}: transcript of {} messages", messages.len()));
-        }
-        match messages.last() {
-            Some(AgentMessage::Assistant(m)) if m.stop_reason == StopReason::Stop && m.error_message.is_none() => {}
-            other => return Err(format!("{workload} {size}: last message {other:?}")),
-        }
+        check_last(workload, size, &agent.messages(), expect.transcript)?;
     }
     if faux.pending_response_count() != 0 {
         return Err(format!("{workload} {size}: scripted responses left"));
     }
+    let peak_rss_mb = peak_rss_mb();
+    let rss_per_agent_kb = (workload == "agents")
+        .then(|| ((peak_rss_mb * 1024.0 - rss_before_kb).max(0.0) / size as f64 * 10.0).round() / 10.0);
     Ok(BenchLine {
         workload: workload.to_owned(),
         size,
         wall_ms: (wall_ms * 10.0).round() / 10.0,
         events,
         events_per_sec: (events as f64 / (wall_ms / 1000.0)).round() as u64,
-        peak_rss_mb: peak_rss_mb(),
+        peak_rss_mb,
+        threads: options.threads,
+        no_usage_estimate: !options.usage_estimate,
+        rss_per_agent_kb,
     })
+}
+
+/// `loopstream`: the loop's `Stream` form, the counting listener called per event.
+async fn loop_stream(
+    model: Model,
+    stream_fn: Arc<dyn StreamFn>,
+    tool: Arc<dyn pi_types::AgentTool>,
+    counters: &Counters,
+) -> Result<Vec<AgentMessage>, String> {
+    let system = SystemMessage {
+        content: SystemContent::Text(SYSTEM_PROMPT.into()),
+        tools_added: Some(vec![to_tool_declaration(&tool.spec().declaration)]),
+        timestamp: pi_types::now_ms(),
+        ..Default::default()
+    };
+    let context = AgentContext::new(vec![system.into()], vec![tool]);
+    let config = LoopConfig::new(model, stream_fn);
+    let prompts = vec![UserMessage::text(USER_PROMPT).into()];
+    let mut stream = pi_loop::agent_loop(prompts, context, config, Default::default());
+    while let Some(event) = stream.next().await {
+        counters.count(&event);
+    }
+    stream.result().await.map_err(|e| e.to_string())
 }

@@ -195,7 +195,7 @@ mod tests {
 
     #[test]
     fn rejects_an_unended_message() {
-        let message = AgentMessage::User(pi_types::UserMessage::text("x"));
+        let message = AgentMessage::from(pi_types::UserMessage::text("x"));
         let events = vec![
             AgentEvent::AgentStart,
             AgentEvent::TurnStart,

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use pi_types::{AgentEvent, AgentMessage, UserMessage};
-//! let note = AgentMessage::User(UserMessage::text("note"));
+//! let note = AgentMessage::from(UserMessage::text("note"));
 //! let events = [
 //!     AgentEvent::AgentStart,
 //!     AgentEvent::MessageStart { message: note.clone() },

@@ -241,7 +241,7 @@ impl CompactView {
                 let unchanged = self.started.take().is_some_and(|started| started == *message);
                 self.run_messages.push(message.clone());
                 if let AgentMessage::ToolResult(result) = message {
-                    self.turn_results.push(result.clone());
+                    self.turn_results.push((**result).clone());
                 }
                 if unchanged {
                     json!({"type": "message_end", "message": "[as started above]"})
@@ -386,15 +386,15 @@ mod tests {
                 partial: Arc::clone(&partial),
             },
         };
-        let user = AgentMessage::User(UserMessage::text("go"));
+        let user = AgentMessage::from(UserMessage::text("go"));
         let events = vec![
             AgentEvent::AgentStart,
             AgentEvent::TurnStart,
             AgentEvent::MessageStart { message: user.clone() },
             AgentEvent::MessageEnd { message: user.clone() },
-            AgentEvent::MessageStart { message: AgentMessage::Assistant((*assistant(vec![])).clone()) },
+            AgentEvent::MessageStart { message: AgentMessage::Assistant(assistant(vec![])) },
             update,
-            AgentEvent::MessageEnd { message: AgentMessage::Assistant((*partial).clone()) },
+            AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&partial)) },
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "call_xyz".into(),
                 tool_name: "echo".into(),
@@ -429,8 +429,8 @@ mod tests {
 
     #[test]
     fn repeated_messages_are_shown_when_they_differ() {
-        let user = AgentMessage::User(UserMessage::text("go"));
-        let other = AgentMessage::User(UserMessage::text("something else"));
+        let user = AgentMessage::from(UserMessage::text("go"));
+        let other = AgentMessage::from(UserMessage::text("something else"));
         let events = vec![
             AgentEvent::AgentStart,
             AgentEvent::MessageStart { message: user.clone() },

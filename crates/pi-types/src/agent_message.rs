@@ -89,17 +89,22 @@ impl CustomMessage for RawCustomMessage {
 }
 
 /// A transcript entry: a standard message or an application-defined one.
-#[allow(clippy::large_enum_variant)] // see `Message`
+///
+/// Every message is shared (`Arc`): cloning one copies a pointer. The agent's transcript,
+/// a run's context and the events of the run hold the same messages, so a prompt or a turn
+/// costs time in its new messages, not in the history. Build one from a message with
+/// `.into()` (`UserMessage::text("Hi").into()`); change a message in place with
+/// [`Arc::make_mut`] (copied only if shared).
 #[derive(Clone, Debug)]
 pub enum AgentMessage {
     /// System instructions / tool declarations.
-    System(SystemMessage),
+    System(Arc<SystemMessage>),
     /// User input.
-    User(UserMessage),
+    User(Arc<UserMessage>),
     /// Model output.
-    Assistant(AssistantMessage),
+    Assistant(Arc<AssistantMessage>),
     /// Tool output.
-    ToolResult(ToolResultMessage),
+    ToolResult(Arc<ToolResultMessage>),
     /// Application-defined; dropped by the default `convert_to_llm`.
     Custom(Arc<dyn CustomMessage>),
 }
@@ -121,13 +126,13 @@ impl AgentMessage {
         }
     }
 
-    /// The standard message, if this is one (a clone).
+    /// The standard message, if this is one (a copy).
     pub fn to_llm(&self) -> Option<Message> {
         Some(match self {
-            Self::System(m) => Message::System(m.clone()),
-            Self::User(m) => Message::User(m.clone()),
-            Self::Assistant(m) => Message::Assistant(m.clone()),
-            Self::ToolResult(m) => Message::ToolResult(m.clone()),
+            Self::System(m) => Message::System((**m).clone()),
+            Self::User(m) => Message::User((**m).clone()),
+            Self::Assistant(m) => Message::Assistant((**m).clone()),
+            Self::ToolResult(m) => Message::ToolResult((**m).clone()),
             Self::Custom(_) => return None,
         })
     }
@@ -145,6 +150,34 @@ impl AgentMessage {
         match self {
             Self::System(m) => Some(m),
             _ => None,
+        }
+    }
+
+    /// The user message, if this is one.
+    pub fn as_user(&self) -> Option<&UserMessage> {
+        match self {
+            Self::User(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The tool result, if this is one.
+    pub fn as_tool_result(&self) -> Option<&ToolResultMessage> {
+        match self {
+            Self::ToolResult(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Whether both are the same shared message (a pointer comparison; see `==` for values).
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::System(a), Self::System(b)) => Arc::ptr_eq(a, b),
+            (Self::User(a), Self::User(b)) => Arc::ptr_eq(a, b),
+            (Self::Assistant(a), Self::Assistant(b)) => Arc::ptr_eq(a, b),
+            (Self::ToolResult(a), Self::ToolResult(b)) => Arc::ptr_eq(a, b),
+            (Self::Custom(a), Self::Custom(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 
@@ -190,10 +223,10 @@ impl PartialEq for AgentMessage {
 impl From<Message> for AgentMessage {
     fn from(message: Message) -> Self {
         match message {
-            Message::System(m) => Self::System(m),
-            Message::User(m) => Self::User(m),
-            Message::Assistant(m) => Self::Assistant(m),
-            Message::ToolResult(m) => Self::ToolResult(m),
+            Message::System(m) => m.into(),
+            Message::User(m) => m.into(),
+            Message::Assistant(m) => m.into(),
+            Message::ToolResult(m) => m.into(),
         }
     }
 }
@@ -217,33 +250,30 @@ impl From<&str> for AgentMessage {
 /// Like `From<&str>`.
 impl From<String> for AgentMessage {
     fn from(text: String) -> Self {
-        Self::User(UserMessage {
-            content: UserMessageContent::Blocks(vec![UserContent::text(text)]),
-            timestamp: crate::now_ms(),
-        })
+        UserMessage { content: UserMessageContent::Blocks(vec![UserContent::text(text)]), timestamp: crate::now_ms() }
+            .into()
     }
 }
 
-impl From<SystemMessage> for AgentMessage {
-    fn from(m: SystemMessage) -> Self {
-        Self::System(m)
-    }
+macro_rules! from_message {
+    ($variant:ident, $message:ty) => {
+        impl From<$message> for AgentMessage {
+            fn from(m: $message) -> Self {
+                Self::$variant(Arc::new(m))
+            }
+        }
+        impl From<Arc<$message>> for AgentMessage {
+            fn from(m: Arc<$message>) -> Self {
+                Self::$variant(m)
+            }
+        }
+    };
 }
-impl From<UserMessage> for AgentMessage {
-    fn from(m: UserMessage) -> Self {
-        Self::User(m)
-    }
-}
-impl From<AssistantMessage> for AgentMessage {
-    fn from(m: AssistantMessage) -> Self {
-        Self::Assistant(m)
-    }
-}
-impl From<ToolResultMessage> for AgentMessage {
-    fn from(m: ToolResultMessage) -> Self {
-        Self::ToolResult(m)
-    }
-}
+
+from_message!(System, SystemMessage);
+from_message!(User, UserMessage);
+from_message!(Assistant, AssistantMessage);
+from_message!(ToolResult, ToolResultMessage);
 
 impl Serialize for AgentMessage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

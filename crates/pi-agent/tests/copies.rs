@@ -1,0 +1,143 @@
+//! The agent's streaming paths stay linear in the response: guards that count copies of the
+//! provider's partial message (never timings).
+//!
+//! The provider grows its partial in place while nobody else holds it. The agent holds the
+//! event's partial only while the event's listeners run. Growing a text in place moves its
+//! buffer only when the capacity doubles; a copy per delta gives every delta a buffer of its
+//! own. So the number of distinct text buffers seen counts the copies. (The agent's own copy
+//! of a streamed tool call's arguments is guarded by a unit test in `state.rs`.)
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use pi_agent::{Agent, AgentOptions, StreamingMessage};
+use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
+use pi_types::{AgentEvent, AgentToolResult, AssistantContent, FnTool, StopReason, Tool, ToolSpec};
+use serde_json::{json, Map, Value};
+
+fn body(chars: usize) -> String {
+    "abcdefghijklmnopqrstuvwxyz".chars().cycle().take(chars).collect()
+}
+
+fn write_tool() -> Arc<dyn pi_types::AgentTool> {
+    let spec = ToolSpec::new(Tool {
+        name: "write".into(),
+        description: "Write a file".into(),
+        parameters: json!({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}),
+        constrained_sampling: None,
+    })
+    .unwrap();
+    Arc::new(FnTool::new(spec, |_args: Value, _ctx| async { Ok(AgentToolResult::text("ok")) }))
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Per update: the partial's first text buffer (0 for other blocks).
+    partials: Vec<usize>,
+    /// Updates whose listener saw a streaming message other than the event's partial.
+    foreign: usize,
+}
+
+/// Run one prompt; every update's partial, and whether the agent's streaming message was it.
+async fn stream(responses: Vec<FauxResponse>) -> Seen {
+    let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
+    faux.set_responses(responses);
+    let agent =
+        Agent::new(AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()).with_tools([write_tool()]));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let weak = agent.downgrade();
+    let record = Arc::clone(&seen);
+    let _listener = agent.subscribe_fn(move |event| {
+        if let AgentEvent::MessageUpdate { message, .. } = event {
+            let agent = weak.upgrade().unwrap();
+            let mut seen = record.lock().unwrap();
+            let buffer = match message.content.first() {
+                Some(AssistantContent::Text(text)) => text.text.as_ptr() as usize,
+                _ => 0,
+            };
+            seen.partials.push(buffer);
+            match agent.streaming_message() {
+                Some(StreamingMessage::Assistant(own)) if Arc::ptr_eq(&own, message) => {}
+                _ => seen.foreign += 1,
+            }
+        }
+    });
+    agent.prompt("go").await.unwrap();
+    drop(_listener);
+    Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap()
+}
+
+fn distinct(partials: &[usize]) -> usize {
+    partials.iter().collect::<HashSet<_>>().len()
+}
+
+#[tokio::test]
+async fn a_long_text_streams_into_one_partial() {
+    let text = FauxResponse::Message(faux_assistant_message(vec![faux_text(body(20_000))], StopReason::Stop));
+    let seen = stream(vec![text]).await;
+    assert_eq!(seen.partials.len(), 5_000 + 2);
+    assert_eq!(seen.foreign, 0);
+    // About 13 buffer growths for 20,000 characters; a copy per delta would give 5,000.
+    assert!(distinct(&seen.partials) <= 32, "{} text buffers", distinct(&seen.partials));
+}
+
+#[tokio::test]
+async fn a_long_tool_argument_streams_into_one_partial() {
+    let mut arguments = Map::new();
+    arguments.insert("content".into(), json!(body(20_000)));
+    let call = faux_assistant_message(vec![faux_tool_call("call_write", "write", arguments)], StopReason::ToolUse);
+    let done = faux_assistant_message(vec![faux_text("done")], StopReason::Stop);
+    let seen = stream(vec![FauxResponse::Message(call), FauxResponse::Message(done)]).await;
+    // {"content":"…"} is 20,014 characters: 5,004 deltas, plus start and end; then "done".
+    assert_eq!(seen.partials.len(), (5_004 + 2) + 3);
+    // While the listeners run, the agent's streaming message is the event's partial.
+    assert_eq!(seen.foreign, 0);
+}
+
+/// Per prompt, the run's context and the events share the transcript's messages (pointer
+/// copies): after ten prompts every message of the first prompt is still the one allocation
+/// the transcript, the runs' contexts and the events all held.
+#[tokio::test]
+async fn prompts_share_the_history_instead_of_copying_it() {
+    let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
+    faux.set_responses(
+        (0..10).map(|_| FauxResponse::Message(faux_assistant_message(vec![faux_text("done")], StopReason::Stop))),
+    );
+    let agent =
+        Agent::new(AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()).with_system_prompt("Be brief."));
+    // Every request: is each context message the transcript's own (shared, not copied)?
+    let copied = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&copied);
+    let weak = agent.downgrade();
+    agent.update_options(|options| {
+        options.prepare_request = Some(Arc::new(move |request, _cancel| {
+            let transcript = weak.upgrade().unwrap().messages();
+            let context = &request.context.messages;
+            let shared = context.iter().zip(transcript.iter()).filter(|(a, b)| a.ptr_eq(b)).count();
+            record.lock().unwrap().push(context.len() - shared);
+            Box::pin(async { Ok(None) })
+        }));
+    });
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&ends);
+    let _listener = agent.subscribe_fn(move |event| {
+        if let AgentEvent::MessageEnd { message } = event {
+            record.lock().unwrap().push(message.clone());
+        }
+    });
+    agent.prompt("first").await.unwrap();
+    let first: Vec<_> = agent.messages().iter().cloned().collect();
+    for _ in 0..9 {
+        agent.prompt("again").await.unwrap();
+    }
+    let transcript = agent.messages();
+    assert_eq!(transcript.len(), 1 + 2 * 10);
+    assert!(first.iter().zip(transcript.iter()).all(|(a, b)| a.ptr_eq(b)));
+    // The context of each request holds the transcript's messages (the new prompt included).
+    assert_eq!(*copied.lock().unwrap(), vec![0; 10]);
+    // The events carried the very messages the transcript holds.
+    let ends = ends.lock().unwrap();
+    assert_eq!(ends.len(), 20);
+    assert!(ends.iter().zip(transcript.iter().skip(1)).all(|(a, b)| a.ptr_eq(b)));
+}
