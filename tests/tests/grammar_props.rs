@@ -326,7 +326,8 @@ fn every_golden_obeys_the_grammar() {
     for path in &paths {
         let events = events_of(&std::fs::read_to_string(path).unwrap());
         let runs = check_runs(&events).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(runs >= 1, "{}", path.display());
+        // A scenario may end without any run (an agent scenario of state ops only).
+        assert!(runs >= 1 || events.is_empty(), "{}", path.display());
     }
 }
 

@@ -48,7 +48,7 @@ async fn stream(responses: Vec<FauxResponse>) -> Seen {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let weak = agent.downgrade();
     let record = Arc::clone(&seen);
-    let _listener = agent.subscribe_fn(move |event| {
+    let listener = agent.subscribe_fn(move |event| {
         if let AgentEvent::MessageUpdate { message, .. } = event {
             let agent = weak.upgrade().unwrap();
             let mut seen = record.lock().unwrap();
@@ -64,7 +64,7 @@ async fn stream(responses: Vec<FauxResponse>) -> Seen {
         }
     });
     agent.prompt("go").await.unwrap();
-    drop(_listener);
+    listener.unsubscribe();
     Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap()
 }
 
@@ -121,7 +121,7 @@ async fn prompts_share_the_history_instead_of_copying_it() {
     });
     let ends = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&ends);
-    let _listener = agent.subscribe_fn(move |event| {
+    let listener = agent.subscribe_fn(move |event| {
         if let AgentEvent::MessageEnd { message } = event {
             record.lock().unwrap().push(message.clone());
         }
