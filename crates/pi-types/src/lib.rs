@@ -3,7 +3,8 @@
 //! `pi-types` is the layer every other pi crate stands on. It reads and writes the JSON of
 //! the TypeScript reference (`@earendil-works/pi-ai` / `@earendil-works/pi-agent-core`)
 //! field for field: messages and content blocks, usage, models, the assistant-message
-//! stream events and the agent events, tool declarations; and it holds the rules and
+//! stream events and the agent events, tool declarations; the [`AssistantMessageBuilder`] that
+//! every provider (built-in or your own) turns its deltas into events with; and it holds the rules and
 //! helpers that must behave exactly like the reference: transcript replay and tool diffs,
 //! JavaScript-exact JSON text, the tolerant streaming JSON parser and tool-argument
 //! validation.
