@@ -121,7 +121,7 @@ async fn prompts_share_the_history_instead_of_copying_it() {
     });
     let ends = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&ends);
-    let listener = agent.subscribe_fn(move |event| {
+    let _listener = agent.subscribe_fn(move |event| {
         if let AgentEvent::MessageEnd { message } = event {
             record.lock().unwrap().push(message.clone());
         }

@@ -32,7 +32,7 @@ fn through_builder(pieces: &[String]) -> usize {
         out.end_tool_call(call).await.ok();
         out.done(StopReason::ToolUse).await;
     });
-    futures::executor::block_on(async move {
+    futures_executor::block_on(async move {
         let mut events = 0;
         while let Some(event) = stream.next().await {
             events += usize::from(black_box(&event).partial().is_some());
