@@ -90,10 +90,12 @@ async fn json_errors(response: Response) -> Response {
 fn authenticate<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a str, Refusal> {
     let unauthorized = |m: &str| Refusal::new(StatusCode::UNAUTHORIZED, m);
     let value = headers.get(header::AUTHORIZATION).ok_or_else(|| unauthorized("Missing bearer token"))?;
+    // The scheme name is case-insensitive (RFC 9110 section 11.1).
     let presented = value
         .as_bytes()
-        .strip_prefix(b"Bearer ")
-        .filter(|t| !t.is_empty())
+        .split_at_checked(7)
+        .filter(|(scheme, token)| scheme.eq_ignore_ascii_case(b"bearer ") && !token.is_empty())
+        .map(|(_, token)| token)
         .ok_or_else(|| unauthorized("Missing bearer token"))?;
     let mut found = None;
     for token in &state.config.tokens {

@@ -3,3 +3,4 @@
 mod refusals;
 mod round_trip;
 mod support;
+mod tracing_fields;
