@@ -1,6 +1,6 @@
 //! The two-level loop: steering inside, follow-ups outside.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use pi_types::transcript::{current_tools, normalize_context, tool_state_changes, ToolStateChanges};
@@ -360,14 +360,12 @@ impl<'r> Run<'r> {
         let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
         let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
 
-        // Keep no strong reference to the provider's partial between events: the provider
-        // mutates it in place (`Arc::make_mut`) only while nobody else holds it.
+        // Keep no reference, not even a weak one, to the provider's partial between events: the
+        // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
         let mut started: Option<Streamed> = None;
-        let mut latest: Weak<AssistantMessage> = Weak::new();
         while let Some(event) = stream.next().await {
             match event {
                 AssistantMessageEvent::Start { partial } => {
-                    latest = Arc::downgrade(&partial);
                     let snapshot = (*partial).clone();
                     started = Some(Streamed(snapshot.clone()));
                     drop(partial);
@@ -377,7 +375,6 @@ impl<'r> Run<'r> {
                 event => {
                     if let Some(streamed) = &mut started {
                         let Some(current) = event.partial().cloned() else { continue };
-                        latest = Arc::downgrade(&current);
                         streamed.observe(&event, &current);
                         self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
                             .await?;
@@ -385,11 +382,11 @@ impl<'r> Run<'r> {
                 }
             }
         }
-        // The fallback prefers the provider's partial while anyone still holds it, else the
-        // loop's own copy of what was streamed; build it while the stream lives.
+        // Without a terminal event the provider's partial is gone: end with the loop's own copy
+        // of what was streamed.
         let unterminated = match stream.final_message() {
             Some(_) => None,
-            None => Some(self.unterminated_message(latest.upgrade().as_deref().or(started.as_ref().map(|s| &s.0)))),
+            None => Some(self.unterminated_message(started.as_ref().map(|s| &s.0))),
         };
         // Taking the final message out of the stream avoids copying it when nobody shares it.
         let mut message = match unterminated {
