@@ -9,62 +9,16 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/conformance")
 }
 
-/// Numbers compare by value (`1 == 1.0`), as compare.py does.
-fn comparable(value: Value) -> Value {
-    match value {
-        Value::Number(n) => n.as_f64().map(Value::from).unwrap_or(Value::Number(n)),
-        Value::Array(items) => Value::Array(items.into_iter().map(comparable).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, comparable(v))).collect()),
-        other => other,
-    }
-}
-
-fn parse_lines(text: &str) -> Vec<Value> {
-    text.lines().filter(|l| !l.trim().is_empty()).map(|l| comparable(serde_json::from_str(l).unwrap())).collect()
-}
-
-fn first_difference(expected: &[Value], actual: &[Value]) -> Option<String> {
-    for (index, (e, a)) in expected.iter().zip(actual).enumerate() {
-        if e != a {
-            return Some(format!("line {}:\n  expected: {e}\n  actual:   {a}", index + 1));
-        }
-    }
-    (expected.len() != actual.len())
-        .then(|| format!("line count: expected {}, actual {}", expected.len(), actual.len()))
-}
-
 fn check_level(prefix: &str) {
     check_dir(&fixtures(), prefix);
 }
 
 fn check_dir(fixtures: &Path, prefix: &str) {
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(fixtures.join("scenarios"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(prefix)))
-        .collect();
-    scenarios.sort();
-    assert!(!scenarios.is_empty(), "no {prefix} scenarios vendored");
-    let mut failures = Vec::new();
-    for path in &scenarios {
-        let name = path.file_stem().unwrap().to_str().unwrap().to_owned();
-        let golden = std::fs::read_to_string(fixtures.join("golden").join(format!("{name}.jsonl"))).unwrap();
-        match pi_testkit::replay::replay_file(path) {
-            Ok(trace) => {
-                if let Some(diff) = first_difference(&parse_lines(&golden), &parse_lines(&trace)) {
-                    failures.push(format!("{name}: {diff}"));
-                }
-            }
-            Err(error) => failures.push(format!("{name}: {error}")),
-        }
+    let replay = |path: &Path| pi_testkit::replay::replay_file(path).map_err(|e| e.to_string());
+    match pi_integration_tests::check_scenarios(fixtures, prefix, &replay, &|v| v) {
+        Ok(count) => assert!(count > 0, "no {prefix} scenarios vendored"),
+        Err(failures) => panic!("{failures}"),
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} scenarios differ:\n{}",
-        failures.len(),
-        scenarios.len(),
-        failures.join("\n")
-    );
 }
 
 #[test]

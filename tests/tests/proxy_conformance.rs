@@ -2,7 +2,7 @@
 //! each scripted response from a faux provider registered in a pi-proxy server, through the
 //! proxy client, and the traces equal the reference's goldens.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use pi_providers::faux::{FauxOptions, FauxProvider, FauxResponse};
@@ -39,72 +39,38 @@ fn via_proxy(responses: Vec<AssistantMessage>, token_size: usize) -> Arc<dyn Str
     Arc::new(ProxyStreamFn::new(url, TOKEN))
 }
 
-/// JSON lines, numbers compared by value (`1 == 1.0`) as compare.py does, without what the
-/// proxy protocol does not carry: the faux provider puts a response's error text on its
-/// partials before the response ends, and the proxy's events carry it only at the end.
-fn lines(text: &str) -> Vec<Value> {
-    fn comparable(value: Value) -> Value {
-        match value {
-            Value::Number(n) => n.as_f64().map_or(Value::Number(n), Value::from),
-            Value::Array(items) => Value::Array(items.into_iter().map(comparable).collect()),
-            Value::Object(mut map) => {
-                if map.get("role").and_then(Value::as_str) == Some("assistant")
-                    && map.get("stopReason").and_then(Value::as_str) == Some("pending")
-                {
-                    map.shift_remove("errorMessage");
-                }
-                Value::Object(map.into_iter().map(|(k, v)| (k, comparable(v))).collect())
+/// Without what the proxy protocol does not carry: the faux provider puts a response's error
+/// text on its partials before the response ends; the proxy's events carry it only at the end.
+fn without_pending_error_text(value: Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.into_iter().map(without_pending_error_text).collect()),
+        Value::Object(mut map) => {
+            if map.get("role").and_then(Value::as_str) == Some("assistant")
+                && map.get("stopReason").and_then(Value::as_str) == Some("pending")
+            {
+                map.shift_remove("errorMessage");
             }
-            other => other,
+            Value::Object(map.into_iter().map(|(k, v)| (k, without_pending_error_text(v))).collect())
         }
+        other => other,
     }
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| comparable(serde_json::from_str(line).expect("JSON line")))
-        .collect()
-}
-
-fn check(dir: &Path) -> Vec<String> {
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(dir.join("scenarios"))
-        .expect("scenarios")
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
-        .collect();
-    scenarios.sort();
-    let mut failures = Vec::new();
-    for path in &scenarios {
-        let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
-        let golden = std::fs::read_to_string(dir.join("golden").join(format!("{name}.jsonl"))).expect("golden");
-        let trace = match pi_testkit::replay::replay_file_with(path, &via_proxy) {
-            Ok(trace) => trace,
-            Err(error) => {
-                failures.push(format!("{name}: {error}"));
-                continue;
-            }
-        };
-        // A cancelled request ends with the proxy client's own wording, the reference
-        // `streamProxy`'s (before the response started, and while it streamed).
-        let trace = trace
-            .replace("This operation was aborted", "Request was aborted")
-            .replace("Request aborted by user", "Request was aborted");
-        let (expected, actual) = (lines(&golden), lines(&trace));
-        if let Some(line) = (0..expected.len().max(actual.len())).find(|&i| expected.get(i) != actual.get(i)) {
-            failures.push(format!(
-                "{name}, line {}:\n  expected: {:?}\n  actual:   {:?}",
-                line + 1,
-                expected.get(line),
-                actual.get(line)
-            ));
-        }
-    }
-    failures
 }
 
 #[test]
 fn conformance_scenarios_replay_identically_through_the_proxy() {
+    let replay = |path: &Path| {
+        let trace = pi_testkit::replay::replay_file_with(path, &via_proxy).map_err(|e| e.to_string())?;
+        // A cancelled request ends with the proxy client's own wording, the reference
+        // `streamProxy`'s (before the response started, and while it streamed).
+        Ok(trace
+            .replace("This operation was aborted", "Request was aborted")
+            .replace("Request aborted by user", "Request was aborted"))
+    };
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
     for dir in ["conformance", "conformance-extra"] {
-        let failures = check(&fixtures.join(dir));
-        assert!(failures.is_empty(), "{dir}: {} scenarios differ:\n{}", failures.len(), failures.join("\n"));
+        match pi_integration_tests::check_scenarios(&fixtures.join(dir), "", &replay, &without_pending_error_text) {
+            Ok(count) => assert!(count > 0, "no scenarios in {dir}"),
+            Err(failures) => panic!("{dir}: {failures}"),
+        }
     }
 }
