@@ -560,17 +560,7 @@ pub(crate) fn format_provider_error(error: &ApiError, prefix: Option<&str>) -> S
     }
 }
 
-/// JavaScript truthiness of a JSON value.
-pub(crate) fn truthy(value: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
+pub(crate) use pi_types::json::js::truthy;
 
 /// The OpenAI / Anthropic SDKs' `APIError.makeMessage`.
 pub(crate) fn sdk_make_message(

@@ -279,7 +279,7 @@ impl Request {
         let text = String::from_utf8_lossy(&body);
         match pi_types::json::parse_js(&text) {
             Ok(value) => match value.get("error") {
-                Some(error) if truthy(error) => format!("Proxy error: {}", js_string(error)),
+                Some(error) if pi_types::json::js::truthy(error) => format!("Proxy error: {}", js_string(error)),
                 _ => fallback,
             },
             Err(_) => fallback,
@@ -327,17 +327,6 @@ fn decode_event(value: Value) -> Result<Option<ProxyEvent>, String> {
     serde_json::from_value(value).map(Some).map_err(|e| format!("Invalid proxy event: {e}"))
 }
 
-/// JavaScript truthiness of a JSON value.
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(_) | Value::Object(_) => true,
-    }
-}
-
 /// JavaScript's `String(value)` of a JSON value (template-literal conversion).
 fn js_string(value: &Value) -> String {
     match value {
@@ -365,8 +354,8 @@ mod tests {
         assert_eq!(js_string(&json!(42)), "42");
         assert_eq!(js_string(&json!([1, null, "a"])), "1,,a");
         assert_eq!(js_string(&json!({"a": 1})), "[object Object]");
-        assert!(!truthy(&json!("")));
-        assert!(!truthy(&json!(0)));
+        assert!(!pi_types::json::js::truthy(&json!("")));
+        assert!(!pi_types::json::js::truthy(&json!(0)));
     }
 
     #[test]

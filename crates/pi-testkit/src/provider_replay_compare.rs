@@ -49,7 +49,7 @@ pub fn core_request(line: &Value) -> Value {
         Some(other) => other.clone(),
         None => Value::Null,
     };
-    let flag = |name: &str| Value::Bool(headers.get(name).is_some_and(truthy));
+    let flag = |name: &str| Value::Bool(headers.get(name).is_some_and(pi_types::json::js::truthy));
     let mut query = Map::new();
     if let Some(alt) = line.get("query").and_then(|q| q.get("alt")) {
         query.insert("alt".into(), alt.clone());
@@ -67,16 +67,6 @@ pub fn core_request(line: &Value) -> Value {
         },
         "body": core_body,
     })
-}
-
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        _ => true,
-    }
 }
 
 fn engine_error() -> &'static Regex {

@@ -370,6 +370,24 @@ pub fn compare_utf16(left: &str, right: &str) -> std::cmp::Ordering {
     left.encode_utf16().cmp(right.encode_utf16())
 }
 
+/// JavaScript truthiness of a JSON value (`if (value)`): `null`, `false`, `0`, `NaN` and `""`
+/// are falsy, every array and object is truthy.
+///
+/// ```
+/// use pi_types::json::js::truthy;
+/// assert!(!truthy(&serde_json::json!("")) && truthy(&serde_json::json!([])));
+/// ```
+pub fn truthy(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
 /// Trims JavaScript whitespace and line terminators from both ends, like `String.prototype.trim`.
 ///
 /// This differs from [`str::trim`]: `U+FEFF` is trimmed and `U+0085` is not.
