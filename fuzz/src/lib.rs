@@ -82,8 +82,9 @@ fn loopback() -> &'static Loopback {
     })
 }
 
-fn adapter_for(api: &str) -> Box<dyn StreamFn> {
+fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
     match api {
+        "proxy" => Box::new(pi_proxy::ProxyStreamFn::new(base_url, "fuzz-token")),
         "openai-completions" => Box::new(pi_providers::openai_completions::OpenAICompletions),
         "anthropic-messages" => Box::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Box::new(pi_providers::openai_responses::OpenAIResponses),
@@ -92,6 +93,7 @@ fn adapter_for(api: &str) -> Box<dyn StreamFn> {
 }
 
 /// One adapter over a body served in pieces: no panic, one terminal event, last, in bounded time.
+/// `api` `"proxy"` is the proxy client reading a proxy server's event stream.
 pub fn adapter(api: &str, data: &[u8]) {
     let (size, body) = pieces(data);
     if let Ok(mut slot) = BODY.lock() {
@@ -114,7 +116,7 @@ pub fn adapter(api: &str, data: &[u8]) {
         idle_timeout_ms: Some(5_000),
         ..Default::default()
     };
-    let adapter = adapter_for(api);
+    let adapter = adapter_for(api, &server.url);
     let events = server.runtime.block_on(async {
         let collect = async {
             let mut stream = adapter.stream(&model, context, options);

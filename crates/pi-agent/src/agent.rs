@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{AgentContext, AgentEventSink, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
+use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
 use pi_types::transcript::{create_initial_system_message, current_system_message, to_tool_declaration};
 use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::AgentError;
 use crate::options::{default_model, AgentOptions, QueueMode};
+use crate::pending::PendingToolCalls;
 use crate::state::{AgentState, StreamingMessage};
 
 /// An event listener: awaited for every event of a run, in subscription order.
@@ -123,7 +124,13 @@ impl PendingQueue {
 /// Listeners in subscription order; ids grow, so the list is sorted by id.
 struct ListenerEntry {
     id: u64,
-    listener: Listener,
+    listener: ListenerKind,
+}
+
+/// A synchronous listener is called in place: no future, no allocation per event.
+enum ListenerKind {
+    Sync(Arc<dyn Fn(&AgentEvent) + Send + Sync>),
+    Async(Listener),
 }
 
 struct ActiveRun {
@@ -161,27 +168,61 @@ impl Core {
     /// The reference's `processEvents`: reduce the state, then await every listener in order.
     ///
     /// Iterates like a JavaScript `Set`: a listener removed while the event is delivered is
-    /// not called any more, one added meanwhile is called too.
-    async fn process(&self, event: &AgentEvent, cancel: &CancellationToken) -> Result<(), BoxError> {
+    /// not called any more, one added meanwhile is called too. Synchronous listeners are
+    /// called right here; the first asynchronous one turns the rest into a future.
+    fn process<'a>(&'a self, event: &'a AgentEvent, cancel: &'a CancellationToken) -> EmitFuture<'a> {
         lock(&self.state).reduce(event);
-        let delivered = self.call_listeners(event, cancel).await;
-        if matches!(event, AgentEvent::MessageUpdate { .. }) {
-            lock(&self.state).release_partial();
+        match self.call_sync_listeners(event, 0) {
+            None => {
+                self.delivered(event);
+                EmitFuture::done()
+            }
+            Some((last_id, listener)) => EmitFuture::boxed(async move {
+                let outcome = self.call_listeners(event, cancel, last_id, listener).await;
+                self.delivered(event);
+                outcome
+            }),
         }
-        delivered
     }
 
-    async fn call_listeners(&self, event: &AgentEvent, cancel: &CancellationToken) -> Result<(), BoxError> {
-        let mut last_id = 0;
+    /// Call synchronous listeners after `last_id` until an asynchronous one (returned with its
+    /// id) or the end.
+    fn call_sync_listeners(&self, event: &AgentEvent, mut last_id: u64) -> Option<(u64, Listener)> {
         loop {
-            let next = {
-                let listeners = lock(&self.listeners);
-                let index = listeners.partition_point(|entry| entry.id <= last_id);
-                listeners.get(index).cloned()
-            };
-            let Some(entry) = next else { return Ok(()) };
+            let entry = self.next_listener(last_id)?;
             last_id = entry.id;
-            (entry.listener)(event, cancel).await?;
+            match &entry.listener {
+                ListenerKind::Sync(listener) => listener(event),
+                ListenerKind::Async(listener) => return Some((last_id, Arc::clone(listener))),
+            }
+        }
+    }
+
+    async fn call_listeners(
+        &self,
+        event: &AgentEvent,
+        cancel: &CancellationToken,
+        last_id: u64,
+        listener: Listener,
+    ) -> Result<(), BoxError> {
+        let mut next = Some((last_id, listener));
+        while let Some((last_id, listener)) = next {
+            listener(event, cancel).await?;
+            next = self.call_sync_listeners(event, last_id);
+        }
+        Ok(())
+    }
+
+    fn next_listener(&self, last_id: u64) -> Option<Arc<ListenerEntry>> {
+        let listeners = lock(&self.listeners);
+        let index = listeners.partition_point(|entry| entry.id <= last_id);
+        listeners.get(index).cloned()
+    }
+
+    /// After an event's listeners ran.
+    fn delivered(&self, event: &AgentEvent) {
+        if matches!(event, AgentEvent::MessageUpdate { .. }) {
+            lock(&self.state).release_partial();
         }
     }
 
@@ -294,8 +335,8 @@ struct RunSink {
 }
 
 impl AgentEventSink for RunSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(self.core.process(event, &self.cancel))
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
+        self.core.process(event, &self.cancel)
     }
 }
 
@@ -323,7 +364,7 @@ impl Drop for FinishGuard {
             let mut state = lock(&self.core.state);
             state.is_streaming = false;
             state.clear_streaming();
-            state.pending_tool_calls = Arc::from(Vec::new());
+            state.pending_tool_calls = Arc::default();
         }
         if run.as_ref().is_some_and(|r| r.id == self.run_id) {
             *run = None;
@@ -498,14 +539,15 @@ impl Agent {
     where
         F: Fn(&AgentEvent) + Send + Sync + 'static,
     {
-        self.subscribe(move |event, _cancel| {
-            listener(event);
-            Box::pin(std::future::ready(Ok(())))
-        })
+        self.add_listener(ListenerKind::Sync(Arc::new(listener)))
     }
 
     /// Subscribe a shared [`Listener`].
     pub fn subscribe_listener(&self, listener: Listener) -> Subscription {
+        self.add_listener(ListenerKind::Async(listener))
+    }
+
+    fn add_listener(&self, listener: ListenerKind) -> Subscription {
         let core = self.core();
         let id = core.next_id();
         let entry = Arc::new(ListenerEntry { id, listener });
@@ -585,7 +627,7 @@ impl Agent {
     }
 
     /// Ids of tool calls currently executing.
-    pub fn pending_tool_calls(&self) -> Arc<[String]> {
+    pub fn pending_tool_calls(&self) -> Arc<PendingToolCalls> {
         Arc::clone(&lock(&self.core().state).pending_tool_calls)
     }
 
@@ -801,7 +843,7 @@ impl Agent {
             *lock(&core.transcript_cache) = pi_loop::TranscriptCache::new();
             state.is_streaming = false;
             state.clear_streaming();
-            state.pending_tool_calls = Arc::from(Vec::new());
+            state.pending_tool_calls = Arc::default();
             state.error_message = None;
         }
         drop(slot);

@@ -158,6 +158,7 @@
 mod agent;
 mod error;
 mod options;
+mod pending;
 mod state;
 
 pub use agent::{Agent, Listener, PromptInput, RunHandle, Subscription, WeakAgent};
@@ -165,6 +166,7 @@ pub use error::AgentError;
 pub use options::{
     default_model, AgentInitialState, AgentOptions, PrepareNextTurnFn, PrepareNextTurnWithContextFn, QueueMode,
 };
+pub use pending::PendingToolCalls;
 pub use state::{AgentState, StreamingMessage};
 
 pub use pi_types;

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use pi_types::transcript::current_system_prompt;
+
+use crate::pending::PendingToolCalls;
 use pi_types::{
     AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, AssistantMessageEvent, Model,
     ThinkingLevel,
@@ -63,7 +65,7 @@ pub struct AgentState {
     /// (so the copies add up to linear time) and exactly at the call's end.
     pub streaming_message: Option<StreamingMessage>,
     /// Ids of tool calls between `tool_execution_start` and `tool_execution_end`, in start order.
-    pub pending_tool_calls: Arc<[String]>,
+    pub pending_tool_calls: Arc<PendingToolCalls>,
     /// Error text of the last failed turn of the current or last run.
     pub error_message: Option<String>,
     /// The agent's copy of the streaming assistant message while an update's listeners see
@@ -103,7 +105,7 @@ impl AgentState {
             messages: Arc::new(messages),
             is_streaming: false,
             streaming_message: None,
-            pending_tool_calls: Arc::from(Vec::new()),
+            pending_tool_calls: Arc::default(),
             error_message: None,
             own_partial: None,
             arguments: ArgumentRefresh::default(),
@@ -171,16 +173,13 @@ impl AgentState {
                 self.clear_streaming();
                 Arc::make_mut(&mut self.messages).push(message.clone());
             }
-            // A set in insertion order: a new list per change, so snapshots stay as they were.
+            // A set in insertion order, changed in place unless a snapshot holds it (then
+            // copied once: copy on write, so snapshots stay as they were).
             AgentEvent::ToolExecutionStart { tool_call_id, .. } if !self.pending_tool_calls.contains(tool_call_id) => {
-                let mut ids = self.pending_tool_calls.to_vec();
-                ids.push(tool_call_id.clone());
-                self.pending_tool_calls = ids.into();
+                Arc::make_mut(&mut self.pending_tool_calls).insert(tool_call_id);
             }
             AgentEvent::ToolExecutionEnd { tool_call_id, .. } if self.pending_tool_calls.contains(tool_call_id) => {
-                let ids: Vec<String> =
-                    self.pending_tool_calls.iter().filter(|id| *id != tool_call_id).cloned().collect();
-                self.pending_tool_calls = ids.into();
+                Arc::make_mut(&mut self.pending_tool_calls).remove(tool_call_id);
             }
             AgentEvent::TurnEnd { message: AgentMessage::Assistant(message), .. } => {
                 // JavaScript truthiness: an empty error text does not count.
@@ -210,8 +209,68 @@ fn apply_update(
     event: &AssistantMessageEvent,
     arguments: &mut ArgumentRefresh,
 ) {
+    let content = &partial.content;
+    if own.content.len() > content.len() || content.len() > own.content.len() + 1 {
+        *own = partial.clone();
+        return;
+    }
+    own.content.truncate(content.len());
+    // A block the event started is copied whole (it is new, so small). Blocks other than the
+    // event's are final or unchanged, so only the event's block is looked at: an update costs
+    // O(change), not O(blocks).
+    if let Some(block) = content.get(own.content.len()) {
+        own.content.push(block.clone());
+    }
+    let Some(index) = event_index(event) else {
+        return sync_metadata(own, partial);
+    };
+    if let (Some(mine), Some(theirs)) = (own.content.get_mut(index), content.get(index)) {
+        match (mine, theirs, event) {
+            (
+                AssistantContent::Text(mine),
+                AssistantContent::Text(theirs),
+                AssistantMessageEvent::TextDelta { delta, .. },
+            ) => {
+                mine.text.push_str(delta);
+                if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
+                    mine.clone_from(theirs);
+                }
+            }
+            (
+                AssistantContent::Thinking(mine),
+                AssistantContent::Thinking(theirs),
+                AssistantMessageEvent::ThinkingDelta { delta, .. },
+            ) => {
+                mine.thinking.push_str(delta);
+                if mine.thinking.len() != theirs.thinking.len()
+                    || mine.thinking_signature != theirs.thinking_signature
+                    || mine.redacted != theirs.redacted
+                {
+                    mine.clone_from(theirs);
+                }
+            }
+            // Tool-call arguments are re-parsed per delta: copied when their text has doubled,
+            // so the copies stay linear in total.
+            (mine, theirs, AssistantMessageEvent::ToolcallDelta { delta, .. }) => {
+                if arguments.streamed(delta.len()) {
+                    mine.clone_from(theirs);
+                }
+            }
+            (mine, theirs, AssistantMessageEvent::ToolcallStart { .. } | AssistantMessageEvent::ToolcallEnd { .. }) => {
+                *arguments = ArgumentRefresh::default();
+                mine.clone_from(theirs);
+            }
+            // Block ends may finalize; anything unexpected is copied.
+            (mine, theirs, _) => mine.clone_from(theirs),
+        }
+    }
+    sync_metadata(own, partial);
+}
+
+/// Bring the message's fields other than `content` to `partial`'s.
+fn sync_metadata(own: &mut AssistantMessage, partial: &AssistantMessage) {
     let AssistantMessage {
-        content,
+        content: _,
         api,
         provider,
         model,
@@ -229,56 +288,6 @@ fn apply_update(
         timestamp,
         duration_ms,
     } = partial;
-    if own.content.len() > content.len() || content.len() > own.content.len() + 1 {
-        *own = partial.clone();
-        return;
-    }
-    own.content.truncate(content.len());
-    let delta = match event {
-        AssistantMessageEvent::TextDelta { content_index, delta, .. }
-        | AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => Some((*content_index, delta)),
-        _ => None,
-    };
-    for (index, block) in content.iter().enumerate() {
-        match own.content.get_mut(index) {
-            None => own.content.push(block.clone()),
-            Some(mine) => match (mine, block, delta) {
-                (AssistantContent::Text(mine), AssistantContent::Text(theirs), Some((at, delta))) if at == index => {
-                    mine.text.push_str(delta);
-                    if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
-                        mine.clone_from(theirs);
-                    }
-                }
-                (AssistantContent::Thinking(mine), AssistantContent::Thinking(theirs), Some((at, delta)))
-                    if at == index =>
-                {
-                    mine.thinking.push_str(delta);
-                    if mine.thinking.len() != theirs.thinking.len()
-                        || mine.thinking_signature != theirs.thinking_signature
-                        || mine.redacted != theirs.redacted
-                    {
-                        mine.clone_from(theirs);
-                    }
-                }
-                // Blocks other than the event's are final or unchanged: only the event's block is
-                // refreshed (block ends may finalize). Tool-call arguments are re-parsed per
-                // delta: copied when their text has doubled, so the copies stay linear in total.
-                (mine, theirs, _) if Some(index) == event_index(event) => match event {
-                    AssistantMessageEvent::ToolcallDelta { delta, .. } => {
-                        if arguments.streamed(delta.len()) {
-                            mine.clone_from(theirs);
-                        }
-                    }
-                    AssistantMessageEvent::ToolcallStart { .. } | AssistantMessageEvent::ToolcallEnd { .. } => {
-                        *arguments = ArgumentRefresh::default();
-                        mine.clone_from(theirs);
-                    }
-                    _ => mine.clone_from(theirs),
-                },
-                _ => {}
-            },
-        }
-    }
     sync(&mut own.api, api);
     sync(&mut own.provider, provider);
     sync(&mut own.model, model);
@@ -373,7 +382,11 @@ mod tests {
         assert!(state.arguments.copies <= 20, "{} copies for {deltas} deltas", state.arguments.copies);
         let done = Arc::new(AssistantMessage { stop_reason: StopReason::ToolUse, ..with_arguments(&text) });
         let AssistantContent::ToolCall(call) = done.content[0].clone() else { unreachable!() };
-        let end = AssistantMessageEvent::ToolcallEnd { content_index: 0, tool_call: call, partial: Arc::clone(&done) };
+        let end = AssistantMessageEvent::ToolcallEnd {
+            content_index: 0,
+            tool_call: Box::new(call),
+            partial: Arc::clone(&done),
+        };
         state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end });
         state.release_partial();
         assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*done));

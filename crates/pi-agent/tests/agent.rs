@@ -133,7 +133,7 @@ async fn concurrent_calls_are_rejected_while_a_run_is_active() {
     let run = agent.prompt("go");
     guarded(started.notified()).await;
     assert!(agent.is_streaming());
-    assert_eq!(agent.pending_tool_calls().to_vec(), vec!["c1".to_owned()]);
+    assert_eq!(agent.pending_tool_calls().iter().collect::<Vec<_>>(), vec!["c1"]);
     assert_eq!(guarded(agent.prompt("again")).await, Err(AgentError::AlreadyProcessingPrompt));
     assert_eq!(guarded(agent.continue_run()).await, Err(AgentError::AlreadyProcessingContinue));
     assert_eq!(agent.reset(), Err(AgentError::AlreadyProcessingReset));

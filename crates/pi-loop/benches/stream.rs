@@ -33,9 +33,9 @@ impl CountingSink {
 }
 
 impl AgentEventSink for CountingSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> futures::future::BoxFuture<'a, Result<(), pi_types::BoxError>> {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
         self.count(event);
-        Box::pin(std::future::ready(Ok(())))
+        pi_loop::EmitFuture::done()
     }
 }
 

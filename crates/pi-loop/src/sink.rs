@@ -1,6 +1,9 @@
 //! Where a run's events go.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use pi_types::{AgentEvent, BoxError};
@@ -10,9 +13,65 @@ use pi_types::{AgentEvent, BoxError};
 /// The loop waits for `emit` before it goes on, so a sink sees each event while it is
 /// current (the shared partial message in `message_update` is the message right after that
 /// event). Returning `Err` makes the run fail with that error, like a throwing listener.
+///
+/// A sink that handles the event at once returns [`EmitFuture::done`] (no allocation per
+/// event); one that awaits returns [`EmitFuture::boxed`].
 pub trait AgentEventSink: Send + Sync {
     /// Handle one event.
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>>;
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a>;
+}
+
+/// What [`AgentEventSink::emit`] returns: an outcome known at once, or a future for it.
+#[must_use = "the loop awaits the outcome"]
+pub enum EmitFuture<'a> {
+    /// Handled synchronously (taken on the first poll).
+    Ready(Option<Result<(), BoxError>>),
+    /// Handled asynchronously.
+    Boxed(BoxFuture<'a, Result<(), BoxError>>),
+}
+
+impl<'a> EmitFuture<'a> {
+    /// The event was handled.
+    pub fn done() -> Self {
+        Self::Ready(Some(Ok(())))
+    }
+
+    /// The event was handled with this outcome.
+    pub fn ready(outcome: Result<(), BoxError>) -> Self {
+        Self::Ready(Some(outcome))
+    }
+
+    /// The event is handled by this future.
+    pub fn boxed(future: impl Future<Output = Result<(), BoxError>> + Send + 'a) -> Self {
+        Self::Boxed(Box::pin(future))
+    }
+}
+
+impl<'a> From<BoxFuture<'a, Result<(), BoxError>>> for EmitFuture<'a> {
+    fn from(future: BoxFuture<'a, Result<(), BoxError>>) -> Self {
+        Self::Boxed(future)
+    }
+}
+
+impl Future for EmitFuture<'_> {
+    type Output = Result<(), BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            // Polled again after completion: the outcome was taken, report success.
+            Self::Ready(outcome) => Poll::Ready(outcome.take().unwrap_or(Ok(()))),
+            Self::Boxed(future) => future.as_mut().poll(cx),
+        }
+    }
+}
+
+impl std::fmt::Debug for EmitFuture<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ready(outcome) => f.debug_tuple("Ready").field(outcome).finish(),
+            Self::Boxed(_) => f.write_str("Boxed(..)"),
+        }
+    }
 }
 
 /// A synchronous closure sink: `|event| { ... }`.
@@ -22,9 +81,9 @@ impl<F> AgentEventSink for FnSink<F>
 where
     F: Fn(&AgentEvent) + Send + Sync,
 {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
         (self.0)(event);
-        Box::pin(std::future::ready(Ok(())))
+        EmitFuture::done()
     }
 }
 
@@ -33,8 +92,8 @@ where
 pub struct NullSink;
 
 impl AgentEventSink for NullSink {
-    fn emit<'a>(&'a self, _event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(std::future::ready(Ok(())))
+    fn emit<'a>(&'a self, _event: &'a AgentEvent) -> EmitFuture<'a> {
+        EmitFuture::done()
     }
 }
 
@@ -53,7 +112,11 @@ impl Emitter {
     }
 
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
-        let _turn = self.lock.lock().await;
+        // Uncontended (no tool update in flight) the lock is taken without a waiter node.
+        let _turn = match self.lock.try_lock() {
+            Ok(turn) => turn,
+            Err(_) => self.lock.lock().await,
+        };
         deliver(&*self.sink, &event).await
     }
 

@@ -20,7 +20,7 @@ use pi_types::{AgentEvent, AgentMessage, BoxError};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig};
-use crate::sink::AgentEventSink;
+use crate::sink::{AgentEventSink, EmitFuture};
 use crate::LoopError;
 
 /// The one-event slot between the run and the consumer.
@@ -76,8 +76,8 @@ impl Future for Emit<'_> {
 }
 
 impl AgentEventSink for Handoff {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(Emit { handoff: self, event: Some(event) })
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
+        EmitFuture::boxed(Emit { handoff: self, event: Some(event) })
     }
 }
 

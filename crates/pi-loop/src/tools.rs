@@ -354,7 +354,7 @@ fn update_event(call: &ToolCall, partial_result: AgentToolResult) -> AgentEvent 
         tool_call_id: call.id.clone(),
         tool_name: call.name.clone(),
         args: raw_args(call),
-        partial_result,
+        partial_result: Box::new(partial_result),
     }
 }
 
@@ -366,7 +366,7 @@ fn end_event(outcome: &ToolCallOutcome) -> AgentEvent {
     AgentEvent::ToolExecutionEnd {
         tool_call_id: outcome.tool_call.id.clone(),
         tool_name: outcome.tool_call.name.clone(),
-        result: outcome.result.clone(),
+        result: Box::new(outcome.result.clone()),
         is_error: outcome.is_error,
         duration_ms: outcome.duration_ms,
     }

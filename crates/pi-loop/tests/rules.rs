@@ -80,9 +80,9 @@ impl Recorder {
 }
 
 impl AgentEventSink for Recorder {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> futures::future::BoxFuture<'a, Result<(), pi_types::BoxError>> {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
         self.events.lock().unwrap().push(event.clone());
-        Box::pin(async { Ok(()) })
+        pi_loop::EmitFuture::done()
     }
 }
 

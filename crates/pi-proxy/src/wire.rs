@@ -151,7 +151,7 @@ impl ProxyEvent {
                 Self::ToolcallDelta { content_index: *content_index, delta: delta.clone() }
             }
             E::ToolcallEnd { content_index, tool_call, .. } => {
-                Self::ToolcallEnd { content_index: *content_index, tool_call: tool_call.clone() }
+                Self::ToolcallEnd { content_index: *content_index, tool_call: (**tool_call).clone() }
             }
             E::Done { reason, message } => Self::Done {
                 reason: *reason,

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use pi_loop::{
     AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult, LoopConfig, TurnDecision, TurnUpdate,
 };
@@ -355,14 +354,14 @@ struct LoopSink {
 }
 
 impl AgentEventSink for LoopSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
         self.trace.record(&json!({"kind": "event", "event": event}));
         for action in self.counter.fire(&self.scenario, event) {
             if action.action == "abort" {
                 self.cancel.cancel();
             }
         }
-        Box::pin(std::future::ready(Ok(())))
+        pi_loop::EmitFuture::done()
     }
 }
 

@@ -314,7 +314,7 @@ fn update_view(event: &AssistantMessageEvent) -> Map<String, Value> {
         }
         AssistantMessageEvent::ToolcallEnd { content_index, tool_call, .. } => {
             view.insert("contentIndex".into(), json!(content_index));
-            view.insert("toolCall".into(), to_value(&AssistantContent::ToolCall(tool_call.clone())));
+            view.insert("toolCall".into(), to_value(&AssistantContent::ToolCall((**tool_call).clone())));
         }
         AssistantMessageEvent::Done { reason, message } => {
             view.insert("reason".into(), to_value(reason));
@@ -382,7 +382,7 @@ mod tests {
             message: Arc::clone(&partial),
             assistant_message_event: AssistantMessageEvent::ToolcallEnd {
                 content_index: 0,
-                tool_call: call,
+                tool_call: Box::new(call),
                 partial: Arc::clone(&partial),
             },
         };

@@ -508,7 +508,7 @@ impl AssistantMessageBuilder {
                 AssistantMessageEvent::ThinkingEnd { content_index: index, content: block.thinking.clone(), partial }
             }
             Some(AssistantContent::ToolCall(call)) => {
-                AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call: call.clone(), partial }
+                AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call: Box::new(call.clone()), partial }
             }
             None => return,
         };

@@ -100,7 +100,7 @@ pub enum AssistantMessageEvent {
         content_index: usize,
         /// The finished call (serialized as a `toolCall` content block).
         #[serde(with = "tagged_tool_call")]
-        tool_call: ToolCall,
+        tool_call: Box<ToolCall>,
         /// The message so far.
         partial: Arc<AssistantMessage>,
     },
@@ -226,7 +226,7 @@ pub enum AgentEvent {
         /// Raw arguments.
         args: Value,
         /// The progress.
-        partial_result: AgentToolResult,
+        partial_result: Box<AgentToolResult>,
     },
     /// A tool call finished.
     ToolExecutionEnd {
@@ -235,7 +235,7 @@ pub enum AgentEvent {
         /// Tool name.
         tool_name: String,
         /// The final result.
-        result: AgentToolResult,
+        result: Box<AgentToolResult>,
         /// Whether it failed.
         is_error: bool,
         /// How long `execute` took; absent when the tool did not run.
@@ -269,13 +269,15 @@ mod tagged_tool_call {
 
     use crate::content::{AssistantContent, ToolCall};
 
-    pub(super) fn serialize<S: Serializer>(call: &ToolCall, serializer: S) -> Result<S::Ok, S::Error> {
-        AssistantContent::ToolCall(call.clone()).serialize(serializer)
+    // serde's `with` hands over the field itself.
+    #[allow(clippy::borrowed_box)]
+    pub(super) fn serialize<S: Serializer>(call: &Box<ToolCall>, serializer: S) -> Result<S::Ok, S::Error> {
+        AssistantContent::ToolCall((**call).clone()).serialize(serializer)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ToolCall, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Box<ToolCall>, D::Error> {
         match AssistantContent::deserialize(deserializer)? {
-            AssistantContent::ToolCall(call) => Ok(call),
+            AssistantContent::ToolCall(call) => Ok(Box::new(call)),
             _ => Err(D::Error::custom("expected a toolCall block")),
         }
     }

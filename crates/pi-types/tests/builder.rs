@@ -104,7 +104,7 @@ fn events_follow_the_deltas_of_interleaved_blocks() {
     match &events[12] {
         AssistantMessageEvent::ToolcallEnd { content_index: 2, tool_call, partial } => {
             assert_eq!(Value::Object(tool_call.arguments.clone()), json!({"q": "oslo", "n": 3}));
-            assert_eq!(partial.content[2].as_tool_call(), Some(tool_call));
+            assert_eq!(partial.content[2].as_tool_call(), Some(&**tool_call));
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -199,7 +199,7 @@ fn malformed_arguments_end_with_an_error_and_no_arguments() {
     };
     assert!(tool_call.arguments.is_empty());
     assert!(tool_call.arguments_error.is_some());
-    assert_eq!(partial.content[0].as_tool_call(), Some(tool_call));
+    assert_eq!(partial.content[0].as_tool_call(), Some(&**tool_call));
 }
 
 #[test]

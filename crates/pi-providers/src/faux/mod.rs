@@ -278,20 +278,21 @@ impl FauxProvider {
         }
         let mut state = self.state();
         let mut chunks = Vec::new();
-        let mut current = String::new();
+        let mut start = 0;
         let mut units = 0;
-        let mut limit = self.next_token_size(&mut state) * 4;
-        for c in text.chars() {
-            current.push(c);
+        let mut limit = self.next_token_size(&mut state).saturating_mul(4);
+        for (at, c) in text.char_indices() {
             units += c.len_utf16();
             if units >= limit {
-                chunks.push(std::mem::take(&mut current));
+                let end = at + c.len_utf8();
+                chunks.push(text[start..end].to_owned());
+                start = end;
                 units = 0;
-                limit = self.next_token_size(&mut state) * 4;
+                limit = self.next_token_size(&mut state).saturating_mul(4);
             }
         }
-        if !current.is_empty() {
-            chunks.push(current);
+        if start < text.len() {
+            chunks.push(text[start..].to_owned());
         }
         chunks
     }
