@@ -781,7 +781,10 @@ impl Agent {
             Err(error) => return RunHandle::failed(error),
         };
         let cancel = CancellationToken::new();
-        let context = AgentContext::new(snapshot.messages.to_vec(), snapshot.tools.to_vec());
+        // Room for the run's first messages, so adding them does not move the whole history.
+        let mut messages = Vec::with_capacity(snapshot.messages.len().saturating_add(16));
+        messages.extend_from_slice(&snapshot.messages);
+        let context = AgentContext::new(messages, snapshot.tools.to_vec());
         let config = core.loop_config(&snapshot, transcript_cache, &cancel);
         drop(snapshot);
         {

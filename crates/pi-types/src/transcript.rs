@@ -10,6 +10,7 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
+use serde_json::Value;
 
 use crate::agent_message::AgentMessage;
 use crate::message::{Message, SystemContent, SystemMessage};
@@ -283,6 +284,10 @@ impl ToolStateChanges {
 /// Either side may hold tools or references to them (`&[Tool]`, `&[&Tool]`), so callers
 /// need not copy declarations to compare them.
 pub fn tool_state_changes<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], current: &[C]) -> ToolStateChanges {
+    // The common case, an unchanged tool set, without serializing every declaration.
+    if identical_tool_lists(previous, current) {
+        return ToolStateChanges::default();
+    }
     // Each entry is compared on its own declaration with the other side's last definition of
     // its name: a list that names a tool twice can both keep and change it.
     let previous: Vec<(&Tool, String)> = previous.iter().map(|t| (t.borrow(), declaration_text(t.borrow()))).collect();
@@ -301,6 +306,36 @@ pub fn tool_state_changes<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], curr
         .map(|(tool, _)| ToolReference { name: tool.name.clone() })
         .collect();
     ToolStateChanges { tools_added, tools_removed }
+}
+
+/// Both lists declare the same tools in the same order, field for field and key for key, and
+/// no name repeats (a repeated name can differ from its own last definition).
+fn identical_tool_lists<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], current: &[C]) -> bool {
+    previous.len() == current.len()
+        && previous.iter().zip(current).all(|(p, c)| {
+            let (p, c) = (p.borrow(), c.borrow());
+            p.name == c.name
+                && p.description == c.description
+                && p.constrained_sampling == c.constrained_sampling
+                && same_json(&p.parameters, &c.parameters)
+        })
+        && {
+            let mut names = std::collections::HashSet::with_capacity(previous.len());
+            previous.iter().all(|t| names.insert(t.borrow().name.as_str()))
+        }
+}
+
+/// Equal JSON that also stringifies the same: object keys in the same order, numbers of the
+/// same representation.
+fn same_json(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Object(l), Value::Object(r)) => {
+            l.len() == r.len() && l.iter().zip(r).all(|((lk, lv), (rk, rv))| lk == rk && same_json(lv, rv))
+        }
+        (Value::Array(l), Value::Array(r)) => l.len() == r.len() && l.iter().zip(r).all(|(l, r)| same_json(l, r)),
+        (Value::Number(l), Value::Number(r)) => l.to_string() == r.to_string(),
+        _ => left == right,
+    }
 }
 
 /// Every tool definition the transcript declares, in first-declaration order (the last
