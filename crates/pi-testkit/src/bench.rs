@@ -208,6 +208,8 @@ impl StreamFn for WithoutTranscript {
 
 /// The listener's counters.
 #[derive(Default)]
+// One cache line each: agents on different worker threads do not contend for counters.
+#[repr(align(64))]
 struct Counters {
     events: AtomicUsize,
     type_chars: AtomicUsize,
@@ -270,6 +272,7 @@ pub fn run(
         runtime.block_on(async {
             let mut agents = Vec::with_capacity(agent_count);
             let mut subscriptions = Vec::with_capacity(agent_count);
+            let mut per_agent = Vec::with_capacity(agent_count);
             for _ in 0..agent_count {
                 let options = AgentOptions::new(Arc::clone(&stream_fn))
                     .with_system_prompt(SYSTEM_PROMPT)
@@ -277,8 +280,11 @@ pub fn run(
                     .with_tools([Arc::clone(&tool)])
                     .with_tool_execution(ToolExecutionMode::Parallel);
                 let agent = Agent::new(options);
-                let counters = Arc::clone(&counters);
-                subscriptions.push(agent.subscribe_fn(move |event| counters.count(event)));
+                // Each agent's listener counts into its own counters (summed below), so that
+                // with `--threads` the workers do not serialize on one shared cache line.
+                let own = Arc::new(Counters::default());
+                per_agent.push(Arc::clone(&own));
+                subscriptions.push(agent.subscribe_fn(move |event| own.count(event)));
                 agents.push(agent);
             }
             for _ in 0..prompt_count {
@@ -288,6 +294,10 @@ pub fn run(
                 }
             }
             drop(subscriptions);
+            for own in &per_agent {
+                counters.events.fetch_add(own.events.load(Ordering::Relaxed), Ordering::Relaxed);
+                counters.type_chars.fetch_add(own.type_chars.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
             Ok::<_, String>(agents)
         })?
     };
