@@ -1,5 +1,6 @@
 //! The proxy client against the proxy server over loopback.
 
+mod client_faults;
 mod refusals;
 mod round_trip;
 mod support;
