@@ -18,10 +18,7 @@ use pi_types::{
 };
 use tokio_util::sync::CancellationToken;
 
-#[path = "../../../pi-providers/tests/loopback/mod.rs"]
-mod loopback;
-
-use loopback::{head, sse_head, with_length, Server, Step};
+use crate::loopback::{head, sse_head, with_length, Server, Step};
 
 /// Longest any single run may take before the test calls it a hang.
 const GUARD: Duration = Duration::from_secs(20);
