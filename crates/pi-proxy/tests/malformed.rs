@@ -17,7 +17,7 @@ use pi_proxy::ProxyStreamFn;
 use pi_types::{StreamFn, StreamOptions, TranscriptContext};
 use serde_json::{json, Value};
 
-use support::{body_for, config_with, faux, faux_provider, Stall, TestServer, TOKEN};
+use support::{body_for, config_with, faux, faux_provider, Rng, Stall, TestServer, TOKEN};
 
 const CASES: usize = 10_000;
 const SEED: u64 = 0x5eed_0011;
@@ -25,34 +25,6 @@ const SEED: u64 = 0x5eed_0011;
 const PER_REQUEST: Duration = Duration::from_secs(20);
 /// The server's body limit in this test (smaller than the default, to keep the run short).
 const MAX_BODY: usize = 128 * 1024;
-
-/// SplitMix64: a small, seeded, reproducible generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    /// Random bytes, fewer than `max`.
-    fn bytes(&mut self, max: usize) -> Vec<u8> {
-        let n = self.below(max);
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// One malformed request.
 struct Case {
