@@ -9,4 +9,3 @@ mod never_upstream;
 mod refusals;
 mod round_trip;
 mod support;
-mod tracing_fields;
