@@ -1,4 +1,5 @@
-//! The proxy client against the proxy server over loopback.
+//! The proxy client and server over loopback: the client against scripted raw-socket servers
+//! (faults), the server against our client and raw requests (refusals, load, round trips).
 
 mod client_faults;
 mod load;
