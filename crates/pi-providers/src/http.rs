@@ -520,7 +520,7 @@ pub(crate) fn normalize_body(text: &str) -> Option<String> {
 
 /// An `errorMessage` as stored: whole up to a little over the reference's 4000-unit body cap,
 /// else cut to 4000 UTF-16 units with the reference's truncation note.
-pub(crate) fn bound_error_message(message: String) -> String {
+pub fn bound_error_message(message: String) -> String {
     // UTF-16 units never outnumber UTF-8 bytes: short messages skip the count.
     if message.len() <= MAX_ERROR_MESSAGE_CHARS || utf16_len(&message) <= MAX_ERROR_MESSAGE_CHARS {
         return message;

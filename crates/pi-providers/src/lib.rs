@@ -93,9 +93,9 @@ pub mod sse;
 
 pub use classify::{is_context_overflow, is_recoverable_length, is_retryable_error};
 pub use cost::calculate_cost;
-/// The shared HTTP client and the default idle limit, for crates that stream over HTTP
-/// themselves (the proxy client) with the adapters' settings.
+/// The shared HTTP client, the default idle limit and the `errorMessage` bound, for crates
+/// that stream over HTTP themselves (the proxy client) with the adapters' settings.
 #[cfg(feature = "http")]
-pub use http::{client as http_client, DEFAULT_IDLE_TIMEOUT_MS};
+pub use http::{bound_error_message, client as http_client, DEFAULT_IDLE_TIMEOUT_MS};
 pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};

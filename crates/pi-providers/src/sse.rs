@@ -288,6 +288,8 @@ pub struct GeminiFramer {
     buffer: String,
     /// Search resumes here (no delimiter starts before it).
     scan: usize,
+    /// Bytes decoded, appended, searched, moved and copied so far (see [`GeminiFramer::work`]).
+    work: u64,
 }
 
 /// One item of Gemini's framing.
@@ -307,12 +309,15 @@ impl GeminiFramer {
     /// the buffer once per chunk.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<GeminiItem>) {
         let text = self.utf8.push(chunk);
+        // Decoded, then appended.
+        let mut work = chunk.len().saturating_add(text.len());
         self.buffer.push_str(&text);
         out.push(GeminiItem::Chunk(text));
         let bytes = self.buffer.as_bytes();
         let mut start = 0;
         let mut search = self.scan;
         while let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[search..]) {
+            work = work.saturating_add(offset + 1);
             let index = search + offset;
             let rest = &bytes[index..];
             let len = if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
@@ -325,14 +330,29 @@ impl GeminiFramer {
             };
             let trimmed = crate::jsonx::js_trim(&self.buffer[start..index]);
             if let Some(rest) = trimmed.strip_prefix("data:") {
-                out.push(GeminiItem::Data(crate::jsonx::js_trim(rest).to_owned()));
+                let data = crate::jsonx::js_trim(rest);
+                work = work.saturating_add(data.len());
+                out.push(GeminiItem::Data(data.to_owned()));
             }
             start = index + len;
             search = start;
         }
+        // The last search ran to the end; removing the consumed events moves the rest.
+        work = work.saturating_add(bytes.len() - search);
+        if start > 0 {
+            work = work.saturating_add(bytes.len() - start);
+        }
         self.buffer.drain(..start);
         // A delimiter (at most 4 bytes) not found yet starts within the last 3 bytes.
         self.scan = self.buffer.len().saturating_sub(3);
+        self.work = self.work.saturating_add(work as u64);
+    }
+
+    /// Bytes this framer has decoded, appended to its buffer, searched for delimiters, moved
+    /// when removing consumed events and copied into items, so far. Linear in the input
+    /// (a few times its size, however it is split); `tests/framing_work.rs` holds it there.
+    pub fn work(&self) -> u64 {
+        self.work
     }
 
     /// The end of the body: `Err` when an incomplete segment is left.

@@ -11,15 +11,17 @@
 //! without a terminal event; a cancelled request ends with stop reason `aborted`.
 //!
 //! Waits are bounded: `timeout_ms` (default 300 s, undici's) until the response headers,
-//! `idle_timeout_ms` (default 300 s) between body chunks, and error bodies are read up to
-//! 64 KiB.
+//! `idle_timeout_ms` (default 300 s) between body chunks (0 disables either), error bodies are
+//! read up to 64 KiB, and event-stream lines and events are capped as the adapters cap them
+//! ([`FrameGuard`]). The client's own error texts are bounded like the adapters'
+//! `errorMessage` and never carry the bearer token.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_providers::sse::{LineMode, SseDecoder, SseEvent};
+use pi_providers::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
 use pi_types::{
     AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
 };
@@ -107,9 +109,8 @@ impl StreamFn for ProxyStreamFn {
             endpoint: Arc::clone(&self.endpoint),
             token: Arc::clone(&self.token),
             cancel: options.cancel.clone(),
-            timeout: Duration::from_millis(options.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS)),
-            idle: Some(Duration::from_millis(options.idle_timeout_ms.unwrap_or(pi_providers::DEFAULT_IDLE_TIMEOUT_MS)))
-                .filter(|d| !d.is_zero()),
+            timeout: limit(options.timeout_ms, DEFAULT_TIMEOUT_MS),
+            idle: limit(options.idle_timeout_ms, pi_providers::DEFAULT_IDLE_TIMEOUT_MS),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = AssistantMessageBuilder::for_model(tx, &model);
@@ -120,8 +121,8 @@ impl StreamFn for ProxyStreamFn {
             match ending {
                 Ending::Finish(reason) => out.done(reason).await,
                 // The reference's rule: `aborted` whenever the caller cancelled, whatever failed.
-                Ending::Failed(message) if request.is_cancelled() => out.aborted(message).await,
-                Ending::Failed(message) => out.error(message).await,
+                Ending::Failed(message) if request.is_cancelled() => out.aborted(request.failure(message)).await,
+                Ending::Failed(message) => out.error(request.failure(message)).await,
             }
         })
     }
@@ -131,8 +132,13 @@ struct Request {
     endpoint: Arc<str>,
     token: Arc<str>,
     cancel: Option<CancellationToken>,
-    timeout: Duration,
+    timeout: Option<Duration>,
     idle: Option<Duration>,
+}
+
+/// A limit in ms: `None` takes the default, `Some(0)` disables it (as the adapters read them).
+fn limit(value: Option<u64>, default: u64) -> Option<Duration> {
+    Some(Duration::from_millis(value.unwrap_or(default))).filter(|d| !d.is_zero())
 }
 
 /// How a request ended.
@@ -164,6 +170,18 @@ impl Request {
         self.cancel.as_ref().is_some_and(CancellationToken::is_cancelled)
     }
 
+    /// A failure as `errorMessage`: a proxy that echoes the request's `Authorization` header
+    /// in an error body must not put the token into the transcript, and a huge error text is
+    /// cut like the adapters cut theirs.
+    fn failure(&self, message: String) -> String {
+        let message = if !self.token.is_empty() && message.contains(&*self.token) {
+            message.replace(&*self.token, "<redacted>")
+        } else {
+            message
+        };
+        pi_providers::bound_error_message(message)
+    }
+
     /// Send the request and stream its events into `out`.
     async fn run(&self, body: Vec<u8>, out: &mut AssistantMessageBuilder) -> Ending {
         let failed = |message: String| Ending::Failed(message);
@@ -183,8 +201,13 @@ impl Request {
         let response = tokio::select! {
             biased;
             () = cancelled(self.cancel.as_ref()) => return failed(ABORTED_BEFORE_HEADERS.into()),
-            result = tokio::time::timeout(self.timeout, send) => match result {
-                Err(_) => return failed("fetch failed: Headers Timeout Error".into()),
+            result = async {
+                match self.timeout {
+                    Some(limit) => tokio::time::timeout(limit, send).await.map_err(|_| ()),
+                    None => Ok(send.await),
+                }
+            } => match result {
+                Err(()) => return failed("fetch failed: Headers Timeout Error".into()),
                 Ok(Err(error)) => return failed(format!("fetch failed: {}", deepest_cause(&error))),
                 Ok(Ok(response)) => response,
             },
@@ -194,6 +217,7 @@ impl Request {
         }
         let mut chunks = response.bytes_stream();
         let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut guard = FrameGuard::default();
         let mut events = Vec::new();
         loop {
             let next = tokio::select! {
@@ -212,6 +236,10 @@ impl Request {
                 }
                 Ok(Some(Err(error))) => return failed(format!("terminated: {}", deepest_cause(&error))),
                 Ok(Some(Ok(bytes))) => {
+                    // A line or event over its cap ends the stream before it is buffered.
+                    if let Err(message) = guard.check(&bytes) {
+                        return failed(message);
+                    }
                     decoder.push(&bytes, &mut events);
                     false
                 }

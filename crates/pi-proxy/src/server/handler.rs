@@ -68,21 +68,44 @@ fn refusal_response(refusal: &Refusal) -> Response {
     json(refusal.status, serde_json::json!({"error": refusal.message}))
 }
 
-/// The tower-http limit and timeout layers answer in plain text; every refusal is JSON.
+/// Every refusal is JSON (the tower-http limit and timeout layers and the router's
+/// unknown-path and wrong-method answers are plain text or empty) and closes the connection.
+///
+/// Most refusals come before the request body is read; hyper then cannot reuse the
+/// connection, and without `connection: close` a pooling client would send its next request
+/// on a connection the server is closing and get a broken pipe instead of an answer.
 async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let mut response = json_refusal(response);
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+fn json_refusal(response: Response) -> Response {
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json") || v.as_bytes().starts_with(b"text/event"));
-    match response.status() {
-        StatusCode::PAYLOAD_TOO_LARGE if !is_json => {
-            refusal_response(&Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))
-        }
-        StatusCode::REQUEST_TIMEOUT if !is_json => {
-            refusal_response(&Refusal::new(StatusCode::REQUEST_TIMEOUT, "Request body not received in time"))
-        }
-        _ => response,
+    let status = response.status();
+    if is_json {
+        return response;
     }
+    let message = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
+        StatusCode::REQUEST_TIMEOUT => "Request body not received in time",
+        StatusCode::NOT_FOUND => "Not found: the proxy serves POST /api/stream and GET /healthz",
+        StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
+        other => other.canonical_reason().unwrap_or("Request refused"),
+    };
+    let mut refused = refusal_response(&Refusal::new(status, message));
+    // Keep what the client needs from the original answer (`allow` of a 405).
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        refused.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    refused
 }
 
 /// The id of the token in `Authorization: Bearer <token>`. Every configured token is compared,
@@ -104,6 +127,21 @@ fn authenticate<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a str,
         }
     }
     found.ok_or_else(|| unauthorized("Invalid token"))
+}
+
+/// The body must be declared JSON (`application/json`, parameters allowed), as the reference
+/// client sends it: a body sent as a form or as text is not read as a request.
+fn check_content_type(headers: &HeaderMap) -> Result<(), Refusal> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if is_json {
+        Ok(())
+    } else {
+        Err(Refusal::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "Content-Type must be application/json"))
+    }
 }
 
 /// Slots held for the life of one stream.
@@ -191,6 +229,7 @@ async fn accept(
     let (parts, body) = request.into_parts();
     let token_id = authenticate(state, &parts.headers)?;
     log.span.record("token_id", token_id);
+    check_content_type(&parts.headers)?;
     if state.drain.is_cancelled() {
         return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Proxy server is shutting down"));
     }

@@ -4,13 +4,14 @@
 //! JSON body `{"error": "…"}`:
 //! 1. `Authorization: Bearer <token>` against the configured tokens, compared in constant
 //!    time (401);
-//! 2. a free stream slot, in total and for the token (503 with `retry-after`);
-//! 3. the body: at most [`Limits::max_body_bytes`] (413), read within
+//! 2. `Content-Type: application/json` (415);
+//! 3. a free stream slot, in total and for the token (503 with `retry-after`);
+//! 4. the body: at most [`Limits::max_body_bytes`] (413), read within
 //!    [`Limits::body_read_timeout`] (408), valid JSON of the right shape (400 naming the field);
-//! 4. the model: resolved by provider and id in the server's own [`Models`] registry; the
+//! 5. the model: resolved by provider and id in the server's own [`Models`] registry; the
 //!    body's `baseUrl`, `api` and `headers` must agree with the server's model (400), so the
 //!    server's keys only ever go where the server's configuration points;
-//! 5. `options.headers` and `options.samplingParams` names against allow-lists (400);
+//! 6. `options.headers` and `options.samplingParams` names against allow-lists (400);
 //!    `authorization`, `proxy-authorization`, `x-api-key`, `x-goog-api-key`, `cookie` and
 //!    `host` are never accepted.
 //!

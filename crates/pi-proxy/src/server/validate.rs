@@ -15,9 +15,18 @@ pub(crate) struct Refusal {
     pub message: String,
 }
 
+/// Longest refusal text, in characters: messages quote the client's input (a model id, a
+/// header name, a parser's view of a value), which is not echoed back at any length.
+const MAX_MESSAGE_CHARS: usize = 1000;
+
 impl Refusal {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        let mut message = message.into();
+        if let Some((cut, _)) = message.char_indices().nth(MAX_MESSAGE_CHARS) {
+            message.truncate(cut);
+            message.push_str("... [truncated]");
+        }
+        Self { status, message }
     }
 
     fn bad(message: impl Into<String>) -> Self {

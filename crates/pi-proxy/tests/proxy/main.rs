@@ -1,6 +1,12 @@
-//! The proxy client against the proxy server over loopback.
+//! The proxy client and server over loopback: the client against scripted raw-socket servers
+//! (faults), the server against our client and raw requests (refusals, load, round trips).
 
+mod client_faults;
+mod load;
+/// The adapters' scripted raw-socket servers.
+#[path = "../../../pi-providers/tests/loopback/mod.rs"]
+mod loopback;
+mod never_upstream;
 mod refusals;
 mod round_trip;
 mod support;
-mod tracing_fields;

@@ -25,8 +25,44 @@ fn error_of(body: &str) -> String {
 #[tokio::test]
 async fn no_token() {
     let (server, model) = faux_server().await;
-    let (status, _, body) = post(&server.url, None, body_for(&model).to_string()).await;
+    let (status, headers, body) = post(&server.url, None, body_for(&model).to_string()).await;
     assert_eq!((status, error_of(&body).as_str()), (401, "Missing bearer token"));
+    // Refused before the body was read: the connection is not offered for reuse.
+    assert_eq!(headers.get("connection").and_then(|v| v.to_str().ok()), Some("close"));
+}
+
+#[tokio::test]
+async fn wrong_content_type_path_or_method() {
+    let (server, model) = faux_server().await;
+    let client = pi_providers::http_client().expect("http client");
+    let response = client
+        .post(format!("{}/api/stream", server.url))
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .header("content-type", "text/plain")
+        .body(body_for(&model).to_string())
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status().as_u16(), 415);
+    assert_eq!(error_of(&response.text().await.unwrap_or_default()), "Content-Type must be application/json");
+    let response = client.get(format!("{}/api/stream", server.url)).send().await.expect("answer");
+    assert_eq!(response.status().as_u16(), 405);
+    assert_eq!(response.headers().get("allow").and_then(|v| v.to_str().ok()), Some("POST"));
+    assert_eq!(error_of(&response.text().await.unwrap_or_default()), "Method not allowed");
+    let response = client.post(format!("{}/api/other", server.url)).send().await.expect("answer");
+    assert_eq!(response.status().as_u16(), 404);
+    assert!(error_of(&response.text().await.unwrap_or_default()).starts_with("Not found: "));
+}
+
+#[tokio::test]
+async fn refusals_quote_at_most_1000_characters_of_the_input() {
+    let (server, model) = faux_server().await;
+    let unknown = Model { id: "m".repeat(100_000), ..model };
+    let (status, _, body) = post(&server.url, Some(TOKEN), body_for(&unknown).to_string()).await;
+    assert_eq!(status, 400);
+    let error = error_of(&body);
+    assert!(error.starts_with("Model not served: faux/mmm") && error.ends_with("m... [truncated]"), "{}", error.len());
+    assert_eq!(error.chars().count(), 1000 + "... [truncated]".len());
 }
 
 #[tokio::test]

@@ -1,5 +1,13 @@
 //! One span per request with token id, model, status, outcome and duration; no secrets and no
 //! message content in any field.
+//!
+//! Its own test binary: `tracing` caches each call site's interest process-wide, and a server
+//! span first entered by a concurrent test (the proxy binary runs hundreds of streams at once)
+//! while this test installs its subscriber could be cached as uninteresting and go missing.
+
+#[allow(dead_code)]
+#[path = "proxy/support.rs"]
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +19,7 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-use crate::support::{config_with, faux, faux_provider, TestServer, TOKEN};
+use support::{config_with, faux, faux_provider, TestServer, TOKEN};
 
 /// Every field value recorded, as `name=debug`.
 #[derive(Clone, Default)]
