@@ -162,7 +162,7 @@ pub(crate) fn apply_usage_estimate(
         output,
         cache_read,
         cache_write,
-        total_tokens: input + output + cache_read + cache_write,
+        total_tokens: input.saturating_add(output).saturating_add(cache_read).saturating_add(cache_write),
         ..Default::default()
     };
 }

@@ -304,6 +304,10 @@ pub fn write_string(out: &mut String, text: &str) {
 
 /// The length of `text` in UTF-16 code units, JavaScript's `string.length`.
 pub fn utf16_len(text: &str) -> usize {
+    // Most text is ASCII: one unit per byte, checked a word at a time.
+    if text.is_ascii() {
+        return text.len();
+    }
     // One unit per UTF-8 sequence, two for four-byte sequences (supplementary characters).
     text.bytes()
         .map(|byte| match byte {
