@@ -374,28 +374,39 @@ impl Drop for FinishGuard {
     }
 }
 
-async fn drive(
+/// A run's task: the loop, then the failure report if it failed.
+///
+/// Not an `async fn`: the loop's future is made here, so the context and configuration go
+/// straight into its heap box instead of staying in this task's state for the whole run.
+fn drive(
     core: Arc<Core>,
     guard: FinishGuard,
     work: RunWork,
     context: AgentContext,
     config: LoopConfig,
     cancel: CancellationToken,
-) -> Result<(), AgentError> {
+) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
     let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone() });
-    // Boxed: a future built as a local and then moved into `catch_panic` would otherwise
-    // take its (large) size twice in this task's state.
-    let run = Box::pin(async {
-        match work {
-            RunWork::Prompt(prompts) => {
-                pi_loop::run_agent_loop(prompts, context, config, sink.clone(), cancel.clone()).await
-            }
-            RunWork::Resume(prompts) => {
-                pi_loop::run_agent_loop_resume(prompts, context, config, sink.clone(), cancel.clone()).await
-            }
-            RunWork::Continue => pi_loop::run_agent_loop_continue(context, config, sink.clone(), cancel.clone()).await,
+    let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
+    let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
+        RunWork::Prompt(prompts) => {
+            Box::pin(pi_loop::run_agent_loop(prompts, context, config, loop_sink, cancel.clone()))
         }
-    });
+        RunWork::Resume(prompts) => {
+            Box::pin(pi_loop::run_agent_loop_resume(prompts, context, config, loop_sink, cancel.clone()))
+        }
+        RunWork::Continue => Box::pin(pi_loop::run_agent_loop_continue(context, config, loop_sink, cancel.clone())),
+    };
+    settle(core, guard, sink, run, cancel)
+}
+
+async fn settle(
+    core: Arc<Core>,
+    guard: FinishGuard,
+    sink: Arc<RunSink>,
+    run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>>,
+    cancel: CancellationToken,
+) -> Result<(), AgentError> {
     let failure = match catch_panic(run).await {
         Ok(Ok(_)) => None,
         Ok(Err(error)) => Some(error.to_string()),

@@ -1,5 +1,6 @@
 //! The two-level loop: steering inside, follow-ups outside.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -15,66 +16,86 @@ use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
+/// The loop's large inputs, moved to the heap once per run: an `async fn` keeps its arguments
+/// in its future for the whole run (and a second copy once they move into locals), so taking
+/// them by value there would make every running agent's future kilobytes larger.
+struct Inputs {
+    context: AgentContext,
+    config: LoopConfig,
+}
+
+type RunOutcome = Result<Vec<AgentMessage>, LoopError>;
+
 /// Run a new prompt: the prompts enter the transcript (after any tool-declaration system
 /// message) and the loop runs until the agent stops. Returns the messages the run added.
-pub async fn run_agent_loop(
+pub fn run_agent_loop(
     prompts: Vec<AgentMessage>,
     context: AgentContext,
     config: LoopConfig,
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
-) -> Result<Vec<AgentMessage>, LoopError> {
-    run_with_prompts(prompts, context, config, sink, cancel, true).await
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_with_prompts(prompts, Box::new(Inputs { context, config }), sink, cancel, true)
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
 /// results). Refuses an empty transcript and one that ends with an assistant message.
-pub async fn run_agent_loop_continue(
+pub fn run_agent_loop_continue(
     context: AgentContext,
     config: LoopConfig,
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
-) -> Result<Vec<AgentMessage>, LoopError> {
-    check_continue(&context)?;
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_continue(Box::new(Inputs { context, config }), sink, cancel)
+}
+
+async fn run_continue(inputs: Box<Inputs>, sink: Arc<dyn AgentEventSink>, cancel: CancellationToken) -> RunOutcome {
+    check_continue(&inputs.context)?;
     let emitter = Emitter::new(sink);
     let mut new_messages = Vec::new();
+    let Inputs { context, config } = *inputs;
+    let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
-    Run::new(context, config, cancel, &emitter, &mut new_messages).run(true).await?;
+    run.run(true).await?;
+    drop(run);
     Ok(new_messages)
 }
 
 /// Like [`run_agent_loop`], but the first steering poll is skipped (the caller already
 /// drained the queue into `prompts`): what the Agent's `continue` does.
-pub async fn run_agent_loop_resume(
+pub fn run_agent_loop_resume(
     prompts: Vec<AgentMessage>,
     context: AgentContext,
     config: LoopConfig,
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
-) -> Result<Vec<AgentMessage>, LoopError> {
-    run_with_prompts(prompts, context, config, sink, cancel, false).await
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_with_prompts(prompts, Box::new(Inputs { context, config }), sink, cancel, false)
 }
 
 async fn run_with_prompts(
     prompts: Vec<AgentMessage>,
-    mut context: AgentContext,
-    config: LoopConfig,
+    inputs: Box<Inputs>,
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
     poll_initial_steering: bool,
-) -> Result<Vec<AgentMessage>, LoopError> {
+) -> RunOutcome {
     let emitter = Emitter::new(sink);
+    let Inputs { mut context, config } = *inputs;
     let initial = declare_tool_changes(&context, prompts);
     context.messages.extend(initial.iter().cloned());
     let mut new_messages = initial.clone();
+    // Built before the first await, so the context and configuration live only in this box.
+    let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
     for message in initial {
         emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
         emitter.emit(AgentEvent::MessageEnd { message }).await?;
     }
-    Run::new(context, config, cancel, &emitter, &mut new_messages).run(poll_initial_steering).await?;
+    run.run(poll_initial_steering).await?;
+    drop(run);
     Ok(new_messages)
 }
 

@@ -144,9 +144,7 @@ pub fn agent_loop(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> AgentEventStream {
-    AgentEventStream::start(|sink| {
-        async move { crate::run_agent_loop(prompts, context, config, sink, cancel).await }.boxed()
-    })
+    AgentEventStream::start(|sink| crate::run_agent_loop(prompts, context, config, sink, cancel).boxed())
 }
 
 /// Continue from the current transcript, as a stream of events. Fails at once on an
@@ -157,7 +155,5 @@ pub fn agent_loop_continue(
     cancel: CancellationToken,
 ) -> Result<AgentEventStream, LoopError> {
     crate::run::check_continue(&context)?;
-    Ok(AgentEventStream::start(|sink| {
-        async move { crate::run_agent_loop_continue(context, config, sink, cancel).await }.boxed()
-    }))
+    Ok(AgentEventStream::start(|sink| crate::run_agent_loop_continue(context, config, sink, cancel).boxed()))
 }

@@ -321,16 +321,20 @@ impl FauxProvider {
         }
     }
 
-    async fn respond(self, tx: EventSender, step: Option<FauxResponse>, request: FauxRequest) {
-        if let Some(on_response) = &request.options.on_response {
+    /// The response to one request. The request and the scripted step are moved to the heap
+    /// once (`Pending`): held by value, an `async fn`'s arguments would stay in its future for
+    /// the whole response, twice, making every streaming request kilobytes larger.
+    async fn respond(self, tx: EventSender, mut pending: Box<Pending>) {
+        if let Some(on_response) = &pending.request.options.on_response {
             let response = ProviderResponse { status: 200, ..Default::default() };
-            on_response(&response, &request.model).await;
+            on_response(&response, &pending.request.model).await;
         }
         if self.inner.tokens_per_second.is_none() {
             // Behave like a network call: let other tasks run once per request.
             tokio::task::yield_now().await;
         }
-        let message = match step {
+        let request = &pending.request;
+        let message = match pending.step.take() {
             None => Err("No more faux responses queued".to_owned()),
             Some(FauxResponse::Message(message)) => Ok(message),
             Some(FauxResponse::Build(build)) => catch_failure(build(request.clone())).await,
@@ -453,6 +457,12 @@ async fn abort(mut out: AssistantMessageBuilder) {
     out.aborted("Request was aborted").await;
 }
 
+/// What a request's response is made from.
+struct Pending {
+    step: Option<FauxResponse>,
+    request: FauxRequest,
+}
+
 impl StreamFn for FauxProvider {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let (step, call_count) = {
@@ -465,8 +475,9 @@ impl StreamFn for FauxProvider {
             (step, state.call_count)
         };
         let request = FauxRequest { context, options, model: model.clone(), call_count };
+        let pending = Box::new(Pending { step, request });
         let this = self.clone();
-        AssistantMessageEventStream::from_producer(move |tx| this.respond(tx, step, request))
+        AssistantMessageEventStream::from_producer(move |tx| this.respond(tx, pending))
     }
 }
 
