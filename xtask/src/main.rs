@@ -13,6 +13,7 @@
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
 //! ```
 
+mod bench_runs;
 mod diff_fuzz;
 mod proxy_common;
 mod proxy_interop;
@@ -27,11 +28,12 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   replay SCENARIO.json            run a conformance scenario, print its trace
   replay-provider CASE.json       replay a recorded provider response, print its trace
-  bench [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
+  bench [--runs N] [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
                                   run benchmark workloads (stream, tools, turns, agents, args, loopstream,
-                                  prompts), each in its own process; --threads N: multi-thread runtime with N
-                                  workers (default current_thread); --no-usage-estimate: the faux provider
-                                  gets an empty transcript (turns, prompts)
+                                  prompts), each in its own process; --runs N: N interleaved rounds, then a
+                                  table of medians; --threads N: multi-thread runtime with N workers (default
+                                  current_thread); --no-usage-estimate: the faux provider gets an empty
+                                  transcript (turns, prompts)
   diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
   gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
@@ -76,14 +78,21 @@ fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
 struct BenchArgs {
     options: pi_testkit::bench::BenchOptions,
     specs: Vec<(String, usize)>,
+    /// Runs per case (`--runs N`); above one, a table of medians follows the lines.
+    runs: usize,
 }
 
 fn parse_bench_args(args: &[String]) -> Result<BenchArgs, String> {
     let mut options = pi_testkit::bench::BenchOptions::default();
     let mut specs = Vec::new();
+    let mut runs = 1;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--runs" => {
+                let count = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
+                runs = count.ok_or("--runs needs a number of runs")?;
+            }
             "--threads" => {
                 let threads = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
                 options.threads = Some(threads.ok_or("--threads needs a number of worker threads")?);
@@ -110,10 +119,11 @@ fn parse_bench_args(args: &[String]) -> Result<BenchArgs, String> {
             .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
             .collect();
     }
-    Ok(BenchArgs { options, specs })
+    Ok(BenchArgs { options, specs, runs })
 }
 
-/// Run each case in its own process (peak RSS is per process), one JSON line each.
+/// Run each case in its own process (peak RSS is per process), one JSON line each; with
+/// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`).
 fn bench(args: &[String]) -> ExitCode {
     let parsed = match parse_bench_args(args) {
         Ok(parsed) => parsed,
@@ -123,20 +133,43 @@ fn bench(args: &[String]) -> ExitCode {
         Ok(exe) => exe,
         Err(error) => return fail(error),
     };
-    for (workload, size) in &parsed.specs {
-        let mut command = std::process::Command::new(&exe);
-        command.arg("bench-one").arg(format!("{workload}:{size}"));
-        if let Some(threads) = parsed.options.threads {
-            command.arg("--threads").arg(threads.to_string());
+    let mut flags = Vec::new();
+    if let Some(threads) = parsed.options.threads {
+        flags.extend(["--threads".to_owned(), threads.to_string()]);
+    }
+    if !parsed.options.usage_estimate {
+        flags.push("--no-usage-estimate".to_owned());
+    }
+    let mut cases: Vec<bench_runs::CaseRuns> = parsed
+        .specs
+        .iter()
+        .map(|(workload, size)| {
+            let label = std::iter::once(format!("{workload}:{size}")).chain(flags.iter().cloned()).collect::<Vec<_>>();
+            bench_runs::CaseRuns { label: label.join(" "), lines: Vec::new() }
+        })
+        .collect();
+    for _round in 0..parsed.runs {
+        for ((workload, size), case) in parsed.specs.iter().zip(cases.iter_mut()) {
+            let output = std::process::Command::new(&exe)
+                .arg("bench-one")
+                .arg(format!("{workload}:{size}"))
+                .args(&flags)
+                .stderr(std::process::Stdio::inherit())
+                .output();
+            match output {
+                Ok(output) if output.status.success() => {
+                    let text = String::from_utf8_lossy(&output.stdout);
+                    print!("{text}");
+                    case.lines.extend(text.lines().filter_map(|line| serde_json::from_str(line).ok()));
+                }
+                Ok(output) => return fail(format!("{workload}:{size} failed: {}", output.status)),
+                Err(error) => return fail(error),
+            }
         }
-        if !parsed.options.usage_estimate {
-            command.arg("--no-usage-estimate");
-        }
-        match command.status() {
-            Ok(status) if status.success() => {}
-            Ok(status) => return fail(format!("{workload}:{size} failed: {status}")),
-            Err(error) => return fail(error),
-        }
+    }
+    if parsed.runs > 1 {
+        println!();
+        print!("{}", bench_runs::table(&cases));
     }
     ExitCode::SUCCESS
 }

@@ -1,0 +1,106 @@
+//! `cargo xtask bench --runs N`: every case N times, runs interleaved (run 1 of every case, then
+//! run 2, ...) so a slow phase of the machine spreads over all cases, as the reference's
+//! `run-all.mjs` does; then a Markdown table of medians and min–max.
+
+use serde_json::Value;
+
+/// The output lines of one case's runs.
+pub struct CaseRuns {
+    /// `WORKLOAD:SIZE` plus the flags that changed the case.
+    pub label: String,
+    /// One parsed output line per run.
+    pub lines: Vec<Value>,
+}
+
+fn number(line: &Value, key: &str) -> Option<f64> {
+    line.get(key).and_then(Value::as_f64)
+}
+
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => values.get(middle).copied(),
+        _ => Some((values.get(middle - 1)? + values.get(middle)?) / 2.0),
+    }
+}
+
+fn spread(values: &[f64]) -> Option<(f64, f64)> {
+    let min = values.iter().copied().reduce(f64::min)?;
+    let max = values.iter().copied().reduce(f64::max)?;
+    Some((min, max))
+}
+
+fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.round());
+    let (sign, digits) = digits.strip_prefix('-').map_or(("", digits.as_str()), |d| ("-", d));
+    let mut out = String::new();
+    for (index, c) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+/// Milliseconds: one decimal below a second, else whole milliseconds with separators.
+fn millis(value: f64) -> String {
+    if value < 1000.0 {
+        format!("{value:.1}")
+    } else {
+        thousands(value)
+    }
+}
+
+/// The Markdown table: per case, events, wall ms median (min–max), events/s median, peak RSS
+/// median (min–max).
+pub fn table(cases: &[CaseRuns]) -> String {
+    let mut out = String::from(
+        "| case | events | wall ms, median (min–max) | events/s, median | peak RSS MB, median (min–max) | runs |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
+    for case in cases {
+        let column = |key: &str| case.lines.iter().filter_map(|l| number(l, key)).collect::<Vec<f64>>();
+        let (mut wall, mut rate, mut rss) = (column("wallMs"), column("eventsPerSec"), column("peakRssMb"));
+        let events = case.lines.first().and_then(|l| number(l, "events")).unwrap_or_default();
+        let (wall_lo, wall_hi) = spread(&wall).unwrap_or_default();
+        let (rss_lo, rss_hi) = spread(&rss).unwrap_or_default();
+        out.push_str(&format!(
+            "| {} | {} | {} ({}–{}) | {} | {:.1} ({:.1}–{:.1}) | {} |\n",
+            case.label,
+            thousands(events),
+            millis(median(&mut wall).unwrap_or_default()),
+            millis(wall_lo),
+            millis(wall_hi),
+            thousands(median(&mut rate).unwrap_or_default()),
+            median(&mut rss).unwrap_or_default(),
+            rss_lo,
+            rss_hi,
+            case.lines.len(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_spreads_and_thousands() {
+        let lines = [(120.0, 2_000_000.0, 20.0), (100.0, 2_500_000.0, 22.0), (140.0, 1_800_000.0, 21.0)]
+            .iter()
+            .map(|(wall, rate, rss)| {
+                serde_json::json!({"events": 250010, "wallMs": wall, "eventsPerSec": rate, "peakRssMb": rss})
+            })
+            .collect();
+        let text = table(&[CaseRuns { label: "stream:1000000".into(), lines }]);
+        assert!(
+            text.ends_with("| stream:1000000 | 250,010 | 120.0 (100.0–140.0) | 2,000,000 | 21.0 (20.0–22.0) | 3 |\n"),
+            "{text}"
+        );
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+}
