@@ -43,23 +43,18 @@ impl FrameGuard {
     }
 
     /// Account for one chunk; `Err` with the error text once a cap is exceeded.
+    ///
+    /// The caps are checked as each byte counts, so the verdict does not depend on how the
+    /// network split the bytes.
     pub fn check(&mut self, chunk: &[u8]) -> Result<(), String> {
         let mut from = 0;
         for index in memchr::memchr2_iter(b'\n', b'\r', chunk) {
             self.text(index - from)?;
-            self.event = self.event.saturating_add(1);
+            self.grow_event(1)?;
             self.line_break(chunk[index]);
             from = index + 1;
         }
-        self.text(chunk.len() - from)?;
-        if self.event > self.max_event {
-            return Err(format!(
-                "Server-sent event larger than {} bytes (pi caps events at {} MiB)",
-                self.max_event,
-                self.max_event >> 20
-            ));
-        }
-        Ok(())
+        self.text(chunk.len() - from)
     }
 
     fn text(&mut self, len: usize) -> Result<(), String> {
@@ -68,12 +63,23 @@ impl FrameGuard {
         }
         self.run = 0;
         self.line = self.line.saturating_add(len);
-        self.event = self.event.saturating_add(len);
         if self.line > self.max_line {
             return Err(format!(
                 "Server-sent event line longer than {} bytes without a line break (pi caps lines at {} MiB)",
                 self.max_line,
                 self.max_line >> 20
+            ));
+        }
+        self.grow_event(len)
+    }
+
+    fn grow_event(&mut self, len: usize) -> Result<(), String> {
+        self.event = self.event.saturating_add(len);
+        if self.event > self.max_event {
+            return Err(format!(
+                "Server-sent event larger than {} bytes (pi caps events at {} MiB)",
+                self.max_event,
+                self.max_event >> 20
             ));
         }
         Ok(())
@@ -459,5 +465,20 @@ mod tests {
         assert!(guard.check(b"\nc: 3\nd: 4\ne: 5\n").is_ok());
         let error = guard.check(b"f: 66\n").expect_err("event cap");
         assert!(error.starts_with("Server-sent event larger than 20 bytes"), "{error}");
+    }
+
+    /// Found by the `sse_framing` fuzz target: an event over the cap that ended later in the
+    /// same chunk passed when it arrived whole and failed when split before its end. The caps
+    /// now hold at every byte, whatever the split.
+    #[test]
+    fn frame_guard_verdict_does_not_depend_on_the_split() {
+        let body = b"data: 0123456789abcdefghij\n\ndata: x\n\n";
+        let whole = FrameGuard::new(64, 16).check(body).is_ok();
+        for size in 1..body.len() {
+            let mut guard = FrameGuard::new(64, 16);
+            let split = body.chunks(size).all(|chunk| guard.check(chunk).is_ok());
+            assert_eq!(split, whole, "split into {size}-byte pieces");
+        }
+        assert!(!whole);
     }
 }
