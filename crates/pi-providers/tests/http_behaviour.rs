@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod loopback;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -16,7 +18,7 @@ use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
@@ -53,34 +55,6 @@ impl Scripted {
         let mut headers = headers;
         headers.push(("content-type", "application/json".into()));
         Self { status, headers, chunks: vec![body.as_bytes().to_vec()], end: End::Normal, silent: false }
-    }
-}
-
-async fn read_request(socket: &mut TcpStream) -> bool {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
-            let length = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            while buffer.len() < end + 4 + length {
-                let n = socket.read(&mut chunk).await.unwrap_or(0);
-                if n == 0 {
-                    return false;
-                }
-                buffer.extend_from_slice(&chunk[..n]);
-            }
-            return true;
-        }
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return false;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -123,7 +97,7 @@ async fn serve(scripts: Vec<Scripted>) -> (String, Arc<AtomicUsize>) {
             let scripts = scripts.clone();
             let counter = Arc::clone(&counter);
             tokio::spawn(async move {
-                if !read_request(&mut socket).await {
+                if loopback::read_request(&mut socket).await.is_none() {
                     return;
                 }
                 let index = counter.fetch_add(1, Ordering::SeqCst);

@@ -1,5 +1,6 @@
 //! Scripted loopback HTTP servers on raw sockets: every byte and every pause of an answer is
-//! chosen by the test. Shared by the adapters' fault suite (`tests/faults.rs`) and the proxy
+//! chosen by the test. Shared by the adapters' fault suite (`tests/faults.rs`), the transport tests
+//! (`tests/http_behaviour.rs`) and the proxy
 //! client's (`pi-proxy/tests/proxy/client_faults.rs`, which includes this file by path).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
@@ -93,7 +94,8 @@ impl Server {
     }
 }
 
-async fn read_request(socket: &mut TcpStream) -> Option<String> {
+/// Read one request (head and `content-length` body); its lowercased head, `None` at EOF.
+pub async fn read_request(socket: &mut TcpStream) -> Option<String> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
