@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pi_types::transcript::{current_tools, normalize_context, tool_state_changes, ToolStateChanges};
+use pi_types::transcript::{current_tool_declarations, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::{
     catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent, ClientIdentity,
     Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
@@ -523,7 +523,7 @@ pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessag
             false => m.as_system(),
         }))
         .collect();
-    let declared = current_tools(&systems);
+    let declared = current_tool_declarations(&systems);
     let changes = tool_state_changes(&declared, &executable);
     if let Some(index) = system_index {
         if let AgentMessage::System(system) = &pending[index] {

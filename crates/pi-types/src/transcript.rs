@@ -149,9 +149,19 @@ fn apply_tool_changes(tools: &mut IndexMap<String, Tool>, message: &SystemMessag
 
 /// The tools available after replaying every tool change in order.
 pub fn current_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
-    let mut tools = IndexMap::new();
+    current_tool_declarations(messages).into_iter().cloned().collect()
+}
+
+/// [`current_tools`] without copying them: the transcript's own declarations.
+pub fn current_tool_declarations<T: TranscriptEntry>(messages: &[T]) -> Vec<&Tool> {
+    let mut tools: IndexMap<&str, &Tool> = IndexMap::new();
     for message in systems(messages) {
-        apply_tool_changes(&mut tools, message);
+        for removed in message.tools_removed.iter().flatten() {
+            tools.shift_remove(removed.name.as_str());
+        }
+        for added in message.tools_added.iter().flatten() {
+            tools.insert(added.name.as_str(), added);
+        }
     }
     tools.into_values().collect()
 }
