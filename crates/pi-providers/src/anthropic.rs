@@ -493,12 +493,7 @@ impl BlockState {
                 m.usage.cache_write = count(usage.get("cache_creation_input_tokens"));
                 m.usage.cache_write_1h =
                     Some(count(usage.get("cache_creation").and_then(|c| c.get("ephemeral_1h_input_tokens"))));
-                m.usage.total_tokens = m
-                    .usage
-                    .input
-                    .saturating_add(m.usage.output)
-                    .saturating_add(m.usage.cache_read)
-                    .saturating_add(m.usage.cache_write);
+                m.usage.total_tokens = m.usage.token_sum();
                 let usage_model = fallback_model(model, response_model);
                 crate::cost::calculate_cost(&usage_model, &mut m.usage);
             }
@@ -592,12 +587,7 @@ impl BlockState {
                         m.usage.reasoning = Some(v);
                     }
                 }
-                m.usage.total_tokens = m
-                    .usage
-                    .input
-                    .saturating_add(m.usage.output)
-                    .saturating_add(m.usage.cache_read)
-                    .saturating_add(m.usage.cache_write);
+                m.usage.total_tokens = m.usage.token_sum();
                 let response_model = m.response_model.clone();
                 let usage_model = fallback_model(model, response_model.as_deref().or(Some(model.id.as_str())));
                 crate::cost::calculate_cost(&usage_model, &mut m.usage);

@@ -491,15 +491,8 @@ fn parse_chunk_usage(raw: &Value, model: &Model) -> Usage {
             num(raw.get("reasoning_tokens"))
         }
     };
-    let mut usage = Usage {
-        input,
-        output,
-        cache_read,
-        cache_write,
-        reasoning: Some(reasoning),
-        total_tokens: input.saturating_add(output).saturating_add(cache_read).saturating_add(cache_write),
-        ..Default::default()
-    };
+    let mut usage = Usage { input, output, cache_read, cache_write, reasoning: Some(reasoning), ..Default::default() };
+    usage.total_tokens = usage.token_sum();
     crate::cost::calculate_cost(model, &mut usage);
     if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
         if let Some(cost) = raw.get("cost").and_then(Value::as_f64) {

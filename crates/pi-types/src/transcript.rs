@@ -138,12 +138,14 @@ pub fn without_initial_system_message(messages: &[Message]) -> &[Message] {
     }
 }
 
-fn apply_tool_changes(tools: &mut IndexMap<String, Tool>, message: &SystemMessage) {
+/// One message's tool changes, applied by name to the tools declared so far (a changed
+/// definition keeps its place).
+fn apply_tool_changes<'a>(tools: &mut IndexMap<&'a str, &'a Tool>, message: &'a SystemMessage) {
     for removed in message.tools_removed.iter().flatten() {
-        tools.shift_remove(&removed.name);
+        tools.shift_remove(removed.name.as_str());
     }
     for added in message.tools_added.iter().flatten() {
-        tools.insert(added.name.clone(), added.clone());
+        tools.insert(added.name.as_str(), added);
     }
 }
 
@@ -154,14 +156,9 @@ pub fn current_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
 
 /// [`current_tools`] without copying them: the transcript's own declarations.
 pub fn current_tool_declarations<T: TranscriptEntry>(messages: &[T]) -> Vec<&Tool> {
-    let mut tools: IndexMap<&str, &Tool> = IndexMap::new();
+    let mut tools = IndexMap::new();
     for message in systems(messages) {
-        for removed in message.tools_removed.iter().flatten() {
-            tools.shift_remove(removed.name.as_str());
-        }
-        for added in message.tools_added.iter().flatten() {
-            tools.insert(added.name.as_str(), added);
-        }
+        apply_tool_changes(&mut tools, message);
     }
     tools.into_values().collect()
 }
@@ -197,7 +194,7 @@ pub fn current_system_message<T: TranscriptEntry>(messages: &[T]) -> Option<Syst
     Some(SystemMessage {
         content: SystemContent::Text(content.join("\n\n")),
         sections: (!sections.is_empty()).then(|| sections.into_iter().map(|(k, v)| (k, Some(v))).collect()),
-        tools_added: (!tools.is_empty()).then(|| tools.into_values().collect()),
+        tools_added: (!tools.is_empty()).then(|| tools.into_values().cloned().collect()),
         tools_removed: None,
         timestamp: timestamp.unwrap_or(0),
     })

@@ -44,3 +44,11 @@ pub struct Usage {
     /// Cost in dollars.
     pub cost: UsageCost,
 }
+
+impl Usage {
+    /// Input, output and both cache counts added up (saturating): the total every provider
+    /// reports when it sends no total of its own.
+    pub fn token_sum(&self) -> u64 {
+        self.input.saturating_add(self.output).saturating_add(self.cache_read).saturating_add(self.cache_write)
+    }
+}

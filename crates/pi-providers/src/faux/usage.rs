@@ -157,12 +157,6 @@ pub(crate) fn apply_usage_estimate(
         input = 0;
         cache.insert(session.to_owned(), prompt);
     }
-    message.usage = Usage {
-        input,
-        output,
-        cache_read,
-        cache_write,
-        total_tokens: input.saturating_add(output).saturating_add(cache_read).saturating_add(cache_write),
-        ..Default::default()
-    };
+    message.usage = Usage { input, output, cache_read, cache_write, ..Default::default() };
+    message.usage.total_tokens = message.usage.token_sum();
 }
