@@ -193,6 +193,46 @@ impl AgentState {
     }
 }
 
+#[inline]
+fn metadata_matches(own: &AssistantMessage, partial: &AssistantMessage) -> bool {
+    // Destructured so that a new field cannot be forgotten here.
+    let AssistantMessage {
+        content: _,
+        api,
+        provider,
+        model,
+        response_model,
+        response_id,
+        provider_thinking_level,
+        thinking_level,
+        diagnostics,
+        usage,
+        stop_reason,
+        deferred,
+        error_message,
+        raw_stop_reason,
+        end_turn,
+        timestamp,
+        duration_ms,
+    } = partial;
+    own.timestamp == *timestamp
+        && own.stop_reason == *stop_reason
+        && own.usage == *usage
+        && own.duration_ms == *duration_ms
+        && own.end_turn == *end_turn
+        && own.thinking_level == *thinking_level
+        && own.response_id == *response_id
+        && own.response_model == *response_model
+        && own.provider_thinking_level == *provider_thinking_level
+        && own.error_message == *error_message
+        && own.raw_stop_reason == *raw_stop_reason
+        && own.diagnostics == *diagnostics
+        && own.deferred == *deferred
+        && own.model == *model
+        && own.provider == *provider
+        && own.api == *api
+}
+
 fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
     if target != source {
         target.clone_from(source);
@@ -269,6 +309,11 @@ fn apply_update(
 
 /// Bring the message's fields other than `content` to `partial`'s.
 fn sync_metadata(own: &mut AssistantMessage, partial: &AssistantMessage) {
+    // Metadata rarely changes mid-stream: one inlined comparison, cheapest fields first,
+    // settles the common case without a call per field.
+    if metadata_matches(own, partial) {
+        return;
+    }
     let AssistantMessage {
         content: _,
         api,

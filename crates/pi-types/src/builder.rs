@@ -141,11 +141,29 @@ impl ArgumentText {
 }
 
 /// Kinds of content block, for error messages.
-const TEXT: &str = "text";
-const THINKING: &str = "thinking";
-const TOOL_CALL: &str = "toolCall";
+const TEXT: Kind = Kind::Text;
+const THINKING: Kind = Kind::Thinking;
+const TOOL_CALL: Kind = Kind::ToolCall;
 
-fn kind_of(block: &AssistantContent) -> &'static str {
+/// A content block's kind: compared per delta, so an enum rather than its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Thinking,
+    ToolCall,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Thinking => "thinking",
+            Self::ToolCall => "toolCall",
+        }
+    }
+}
+
+fn kind_of(block: &AssistantContent) -> Kind {
     match block {
         AssistantContent::Text(_) => TEXT,
         AssistantContent::Thinking(_) => THINKING,
@@ -516,7 +534,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Checks that `index` is an open block of `kind`.
-    fn open_block(&self, index: usize, kind: &'static str) -> Result<(), TypesError> {
+    fn open_block(&self, index: usize, kind: Kind) -> Result<(), TypesError> {
         let is_kind = self.message.content.get(index).is_some_and(|block| kind_of(block) == kind);
         if is_kind && self.is_open(index) {
             Ok(())
@@ -538,12 +556,12 @@ impl AssistantMessageBuilder {
         }
     }
 
-    fn not_open(&self, index: usize, expected: &'static str) -> TypesError {
-        self.wrong_block(index, format!("an open {expected} block"))
+    fn not_open(&self, index: usize, expected: Kind) -> TypesError {
+        self.wrong_block(index, format!("an open {} block", expected.name()))
     }
 
-    fn not_kind(&self, index: usize, expected: &'static str) -> TypesError {
-        self.wrong_block(index, format!("a {expected} block"))
+    fn not_kind(&self, index: usize, expected: Kind) -> TypesError {
+        self.wrong_block(index, format!("a {} block", expected.name()))
     }
 
     fn wrong_block(&self, index: usize, expected: String) -> TypesError {
@@ -551,7 +569,7 @@ impl AssistantMessageBuilder {
             None => TypesError::NoSuchBlock { index, count: self.message.content.len() },
             Some(block) => {
                 let state = if self.is_open(index) { "an open" } else { "an ended" };
-                TypesError::WrongBlock { index, expected, found: format!("{state} {} block", kind_of(block)) }
+                TypesError::WrongBlock { index, expected, found: format!("{state} {} block", kind_of(block).name()) }
             }
         }
     }

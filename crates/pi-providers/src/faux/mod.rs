@@ -272,29 +272,34 @@ impl FauxProvider {
         min + (x % (max - min + 1) as u64) as usize
     }
 
-    fn chunks(&self, text: &str) -> Vec<String> {
-        if text.is_empty() {
-            return vec![String::new()];
+    /// The end (a byte offset) of the chunk of `text` that starts at `start`: `4 × token size`
+    /// UTF-16 units, the last character included even when it overshoots.
+    fn chunk_end(&self, text: &str, start: usize) -> usize {
+        let limit = self.token_size().saturating_mul(4).max(1);
+        let rest = text.get(start..).unwrap_or_default();
+        // ASCII: one unit per byte, no character walk.
+        if let Some(window) = rest.as_bytes().get(..limit) {
+            if window.is_ascii() {
+                return start + limit;
+            }
+        } else if rest.is_ascii() {
+            return text.len();
         }
-        let mut state = self.state();
-        let mut chunks = Vec::new();
-        let mut start = 0;
         let mut units = 0;
-        let mut limit = self.next_token_size(&mut state).saturating_mul(4);
-        for (at, c) in text.char_indices() {
+        for (at, c) in rest.char_indices() {
             units += c.len_utf16();
             if units >= limit {
-                let end = at + c.len_utf8();
-                chunks.push(text[start..end].to_owned());
-                start = end;
-                units = 0;
-                limit = self.next_token_size(&mut state).saturating_mul(4);
+                return start + at + c.len_utf8();
             }
         }
-        if start < text.len() {
-            chunks.push(text[start..].to_owned());
+        text.len()
+    }
+
+    fn token_size(&self) -> usize {
+        if self.inner.min_token_size == self.inner.max_token_size {
+            return self.inner.min_token_size;
         }
-        chunks
+        self.next_token_size(&mut self.state())
     }
 
     async fn pace(&self, chunk: &str) {
@@ -431,7 +436,14 @@ impl FauxProvider {
                 (index, Cow::Owned(text))
             }
         };
-        for chunk in self.chunks(&text) {
+        // Each piece is cut when it is sent, so one small allocation is live at a time.
+        let mut start = 0;
+        let mut first = true;
+        while first || start < text.len() {
+            first = false;
+            let end = self.chunk_end(&text, start);
+            let chunk = text.get(start..end).unwrap_or_default().to_owned();
+            start = end;
             self.pace(&chunk).await;
             if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Ok(false);
