@@ -8,12 +8,11 @@
 
 use std::collections::HashMap;
 
-use std::fmt::Write as _;
-
-use pi_types::json::{stringify, utf16_len, write_stringify_object};
+use pi_types::json::{stringify, stringify_object_utf16_len, utf16_len, write_stringify_object};
 use pi_types::transcript::system_message_text;
 use pi_types::{
-    AssistantContent, AssistantMessage, CacheRetention, Message, StreamOptions, Usage, UserContent, UserMessageContent,
+    AssistantContent, AssistantMessage, CacheRetention, JsonObject, Message, StreamOptions, Usage, UserContent,
+    UserMessageContent,
 };
 
 /// Prompts of previous requests per session id.
@@ -23,47 +22,67 @@ fn ceil_div4(length: usize) -> u64 {
     length.div_ceil(4) as u64
 }
 
-fn write_user_content(out: &mut String, content: &[UserContent]) {
+/// What a message is rendered into: the prompt text (kept per session for the cache
+/// simulation) or only its UTF-16 length. One renderer serves both.
+trait Render {
+    fn text(&mut self, text: &str);
+    fn arguments(&mut self, arguments: &JsonObject);
+}
+
+impl Render for String {
+    fn text(&mut self, text: &str) {
+        self.push_str(text);
+    }
+    fn arguments(&mut self, arguments: &JsonObject) {
+        write_stringify_object(self, arguments);
+    }
+}
+
+/// UTF-16 units rendered so far.
+struct Length(usize);
+
+impl Render for Length {
+    fn text(&mut self, text: &str) {
+        self.0 = self.0.saturating_add(utf16_len(text));
+    }
+    fn arguments(&mut self, arguments: &JsonObject) {
+        self.0 = self.0.saturating_add(stringify_object_utf16_len(arguments));
+    }
+}
+
+fn write_user_content(out: &mut impl Render, content: &[UserContent]) {
     for (index, block) in content.iter().enumerate() {
         if index > 0 {
-            out.push('\n');
+            out.text("\n");
         }
         match block {
-            UserContent::Text(t) => out.push_str(&t.text),
-            UserContent::Image(i) => {
-                let _ = write!(out, "[image:{}:{}]", i.mime_type, utf16_len(&i.data));
-            }
+            UserContent::Text(t) => out.text(&t.text),
+            UserContent::Image(i) => out.text(&format!("[image:{}:{}]", i.mime_type, utf16_len(&i.data))),
         }
     }
 }
 
-fn write_assistant_content(out: &mut String, content: &[AssistantContent]) {
+fn write_assistant_content(out: &mut impl Render, content: &[AssistantContent]) {
     for (index, block) in content.iter().enumerate() {
         if index > 0 {
-            out.push('\n');
+            out.text("\n");
         }
         match block {
-            AssistantContent::Text(t) => out.push_str(&t.text),
-            AssistantContent::Thinking(t) => out.push_str(&t.thinking),
+            AssistantContent::Text(t) => out.text(&t.text),
+            AssistantContent::Thinking(t) => out.text(&t.thinking),
             AssistantContent::ToolCall(call) => {
-                out.push_str(&call.name);
-                out.push(':');
-                write_stringify_object(out, &call.arguments);
+                out.text(&call.name);
+                out.text(":");
+                out.arguments(&call.arguments);
             }
         }
     }
 }
 
-pub(crate) fn assistant_content_text(content: &[AssistantContent]) -> String {
-    let mut out = String::new();
-    write_assistant_content(&mut out, content);
-    out
-}
-
-/// `role:` + the message rendered as text, appended to `out`.
-fn write_message(out: &mut String, message: &Message) {
-    out.push_str(message.role());
-    out.push(':');
+/// `role:` + the message rendered as text.
+fn write_message(out: &mut impl Render, message: &Message) {
+    out.text(message.role());
+    out.text(":");
     match message {
         Message::System(system) => {
             let mut parts = vec![system_message_text(system)];
@@ -74,17 +93,17 @@ fn write_message(out: &mut String, message: &Message) {
                 parts.push(format!("tool+:{}", to_json_text(added)));
             }
             parts.retain(|p| !p.is_empty());
-            out.push_str(&parts.join("\n"));
+            out.text(&parts.join("\n"));
         }
         Message::User(user) => match &user.content {
-            UserMessageContent::Text(text) => out.push_str(text),
+            UserMessageContent::Text(text) => out.text(text),
             UserMessageContent::Blocks(blocks) => write_user_content(out, blocks),
         },
         Message::Assistant(assistant) => write_assistant_content(out, &assistant.content),
         Message::ToolResult(result) => {
-            out.push_str(&result.tool_name);
+            out.text(&result.tool_name);
             for block in &result.content {
-                out.push('\n');
+                out.text("\n");
                 write_user_content(out, std::slice::from_ref(block));
             }
         }
@@ -131,20 +150,23 @@ pub(crate) fn apply_usage_estimate(
         .session_id
         .as_deref()
         .filter(|s| !s.is_empty() && options.cache_retention != Some(CacheRetention::None));
-    // Without a session only the prompt's length matters: render into one reused buffer.
-    let mut buffer = String::new();
+    // Without a session only the prompt's length matters: count it without writing the text.
     let mut prompt = Vec::new();
-    let mut prompt_length = transcript.len().saturating_sub(1) * 2;
+    let mut length = Length(transcript.len().saturating_sub(1) * 2);
     for message in transcript {
-        buffer.clear();
-        write_message(&mut buffer, message);
-        prompt_length += utf16_len(&buffer);
         if session.is_some() {
-            prompt.push(buffer.clone());
+            let mut text = String::new();
+            write_message(&mut text, message);
+            length.text(&text);
+            prompt.push(text);
+        } else {
+            write_message(&mut length, message);
         }
     }
-    let prompt_tokens = ceil_div4(prompt_length);
-    let output = ceil_div4(utf16_len(&assistant_content_text(&message.content)));
+    let prompt_tokens = ceil_div4(length.0);
+    let mut output = Length(0);
+    write_assistant_content(&mut output, &message.content);
+    let output = ceil_div4(output.0);
     let (mut input, mut cache_read, mut cache_write) = (prompt_tokens, 0, 0);
     if let Some(session) = session {
         match cache.get(session) {

@@ -39,13 +39,79 @@ pub fn stringify_pretty(value: &Value, indent: usize) -> String {
     out
 }
 
-fn write_value(out: &mut String, value: &Value, indent: usize, level: usize) {
+/// Where JSON text goes: the text itself, or only its UTF-16 length (one writer for both, so
+/// a length is always that of the text the writer would produce).
+trait JsonText {
+    fn push_str(&mut self, text: &str);
+    fn push(&mut self, c: char);
+    fn push_number(&mut self, number: &Number);
+    fn reserve(&mut self, _additional: usize) {}
+    /// A string value or key, quoted and escaped.
+    fn push_json_string(&mut self, text: &str) {
+        write_escaped(self, text);
+    }
+}
+
+impl JsonText for String {
+    fn push_str(&mut self, text: &str) {
+        String::push_str(self, text);
+    }
+    fn push(&mut self, c: char) {
+        String::push(self, c);
+    }
+    fn push_number(&mut self, number: &Number) {
+        write_number(self, number);
+    }
+    fn reserve(&mut self, additional: usize) {
+        String::reserve(self, additional);
+    }
+}
+
+/// Counts UTF-16 code units instead of writing.
+struct Utf16Length(usize);
+
+impl JsonText for Utf16Length {
+    fn push_str(&mut self, text: &str) {
+        self.0 = self.0.saturating_add(utf16_len(text));
+    }
+    fn push(&mut self, c: char) {
+        self.0 = self.0.saturating_add(c.len_utf16());
+    }
+    fn push_number(&mut self, number: &Number) {
+        let mut text = String::new();
+        write_number(&mut text, number);
+        self.push_str(&text);
+    }
+    fn push_json_string(&mut self, text: &str) {
+        // One pass over the bytes: the units each byte adds to the escaped text (see
+        // `escape_of`; a UTF-8 sequence counts once, twice when it is four bytes long).
+        let units: usize = text
+            .bytes()
+            .map(|byte| match byte {
+                0x00..=0x1f | b'"' | b'\\' => escape_of(byte).map_or(6, str::len),
+                0x80..=0xbf => 0,
+                0xf0..=0xff => 2,
+                _ => 1,
+            })
+            .sum();
+        self.0 = self.0.saturating_add(units).saturating_add(2);
+    }
+}
+
+/// The UTF-16 length of `JSON.stringify(object)` (compact), without building the text.
+pub fn stringify_object_utf16_len(members: &Map<String, Value>) -> usize {
+    let mut length = Utf16Length(0);
+    write_object(&mut length, members, 0, 0);
+    length.0
+}
+
+fn write_value<O: JsonText>(out: &mut O, value: &Value, indent: usize, level: usize) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
-        Value::Number(number) => write_number(out, number),
-        Value::String(text) => write_string(out, text),
+        Value::Number(number) => out.push_number(number),
+        Value::String(text) => write_string_to(out, text),
         Value::Array(items) => {
             if items.is_empty() {
                 out.push_str("[]");
@@ -72,7 +138,7 @@ pub fn write_stringify_object(out: &mut String, members: &Map<String, Value>) {
     write_object(out, members, 0, 0);
 }
 
-fn write_object(out: &mut String, members: &Map<String, Value>, indent: usize, level: usize) {
+fn write_object<O: JsonText>(out: &mut O, members: &Map<String, Value>, indent: usize, level: usize) {
     if members.is_empty() {
         out.push_str("{}");
         return;
@@ -85,7 +151,7 @@ fn write_object(out: &mut String, members: &Map<String, Value>, indent: usize, l
         }
         first = false;
         newline(out, indent, level + 1);
-        write_string(out, key);
+        write_string_to(out, key);
         out.push(':');
         if indent > 0 {
             out.push(' ');
@@ -96,7 +162,7 @@ fn write_object(out: &mut String, members: &Map<String, Value>, indent: usize, l
     out.push('}');
 }
 
-fn newline(out: &mut String, indent: usize, level: usize) {
+fn newline<O: JsonText>(out: &mut O, indent: usize, level: usize) {
     if indent == 0 {
         return;
     }
@@ -272,29 +338,45 @@ pub fn number_value(value: f64) -> Value {
 
 /// Escapes `text` as a `JSON.stringify` string literal, quotes included, appending to `out`.
 pub fn write_string(out: &mut String, text: &str) {
+    write_string_to(out, text);
+}
+
+fn write_string_to<O: JsonText>(out: &mut O, text: &str) {
+    out.push_json_string(text);
+}
+
+/// The short escape `JSON.stringify` writes for a byte, if it has one; other control
+/// characters are written as `\u00XX`, everything else as is.
+fn escape_of(byte: u8) -> Option<&'static str> {
+    Some(match byte {
+        b'"' => "\\\"",
+        b'\\' => "\\\\",
+        0x08 => "\\b",
+        0x0c => "\\f",
+        b'\n' => "\\n",
+        b'\r' => "\\r",
+        b'\t' => "\\t",
+        _ => return None,
+    })
+}
+
+fn write_escaped<O: JsonText + ?Sized>(out: &mut O, text: &str) {
     out.reserve(text.len() + 2);
     out.push('"');
     let mut run_start = 0;
     for (position, byte) in text.bytes().enumerate() {
-        let escape: &str = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
+        if byte >= 0x20 && byte != b'"' && byte != b'\\' {
+            continue;
+        }
         out.push_str(&text[run_start..position]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0xf)]));
-        } else {
-            out.push_str(escape);
+        match escape_of(byte) {
+            Some(escape) => out.push_str(escape),
+            None => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xf)]));
+            }
         }
         run_start = position + 1;
     }
@@ -412,6 +494,23 @@ pub fn is_js_whitespace(c: char) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_stringified_length_is_the_length_of_the_stringified_text() {
+        let cases = [
+            json!({}),
+            json!({"n": "00000007"}),
+            json!({"quote\"d": "back\\slash", "ctl": "\u{1}\u{8}\u{c}\n\r\t\u{1f}", "del": "\u{7f}"}),
+            json!({"wide": "é漢字😀\u{2028}", "😀": ["😀", 1.5, -0.0, 1e21, null, true, {"2": 1, "1": 2}]}),
+            json!({"nested": {"deep": [[], {}, [{"a": "b"}]], "big": 12345678901234567890u64}}),
+        ];
+        for case in cases {
+            let Value::Object(members) = &case else { unreachable!() };
+            let mut text = String::new();
+            write_stringify_object(&mut text, members);
+            assert_eq!(stringify_object_utf16_len(members), utf16_len(&text), "{text}");
+        }
+    }
 
     fn float(value: f64) -> Value {
         Value::Number(Number::from_f64(value).expect("finite"))
