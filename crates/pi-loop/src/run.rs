@@ -377,7 +377,10 @@ impl<'r> Run<'r> {
         }
         options.cancel = Some(self.cancel.clone());
         // Agent loops attribute requests to pi unless the configuration says otherwise.
-        options.identity = Some(ClientIdentity::agent_default().merged_with(options.identity.as_ref()));
+        options.identity = Some(match options.identity.take() {
+            None => ClientIdentity::agent_default(),
+            Some(given) => ClientIdentity::agent_default().merged_with(Some(&given)),
+        });
         let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
         let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
 

@@ -342,14 +342,14 @@ impl Models {
             let error = ProviderError::NoApi { provider: provider.id.clone(), api: model.api.clone() };
             return failed_stream(model, error.to_string());
         };
-        let model = model.clone();
         if options.api_key.is_some() || matches!(provider.auth, Auth::None) {
-            return adapter.stream(&model, context, options);
+            return adapter.stream(model, context, options);
         }
         if let Auth::ApiKey(key) = &provider.auth {
             options.api_key = Some(key.clone());
-            return adapter.stream(&model, context, options);
+            return adapter.stream(model, context, options);
         }
+        let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let key = match provider.resolve_key(&model).await {
                 Ok(key) => key,

@@ -107,10 +107,16 @@ enum BlockState {
 ///
 /// The parser's object snapshot lives in the tool-call block itself (see
 /// `StreamingJsonParser::publish_object_into`), so publishing edits the block in place.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ArgumentText {
     text: String,
     parser: StreamingJsonParser,
+}
+
+impl Default for ArgumentText {
+    fn default() -> Self {
+        Self { text: String::new(), parser: StreamingJsonParser::without_changes() }
+    }
 }
 
 impl ArgumentText {
@@ -133,7 +139,7 @@ impl ArgumentText {
         }
         // Start over: the partial arguments become those of the new text alone.
         self.text.clear();
-        self.parser = StreamingJsonParser::new();
+        self.parser = StreamingJsonParser::without_changes();
         arguments.clear();
         self.append(text, arguments);
         None

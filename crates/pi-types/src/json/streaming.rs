@@ -193,6 +193,9 @@ pub struct StreamingJsonParser {
     credit: u64,
     dirty: bool,
     changes: Vec<JsonChange>,
+    /// Whether `append` reports its changes (a caller that only publishes snapshots, such as
+    /// the message builder, skips building them: an allocation per piece of a long string).
+    reporting: bool,
     published: Option<Value>,
     revision: u64,
     /// Edits since the last snapshot, starting with the way down to the open container then.
@@ -221,11 +224,18 @@ impl StreamingJsonParser {
             credit: 0,
             dirty: false,
             changes: Vec::new(),
+            reporting: true,
             published: None,
             revision: 0,
             log: Vec::new(),
             capture: None,
         }
+    }
+
+    /// A parser whose [`append`](Self::append) reports no changes (returns an empty list): for
+    /// callers that only take snapshots.
+    pub(crate) fn without_changes() -> Self {
+        Self { reporting: false, ..Self::new() }
     }
 
     /// Reads the next piece of text; returns the changes it made, in order. Costs time linear in
@@ -448,6 +458,9 @@ impl StreamingJsonParser {
     }
 
     fn report(&mut self, change: JsonChange) -> usize {
+        if !self.reporting {
+            return self.changes.len();
+        }
         self.changes.push(change);
         self.changes.len() - 1
     }
@@ -587,7 +600,7 @@ impl StreamingJsonParser {
         let Some(slot) = open.slot.clone() else {
             return;
         };
-        let path = open.path.clone();
+        let path = if self.reporting { open.path.clone() } else { None };
         let change = open.change;
         self.dirty = true;
         let cursor = self.stack.len().checked_sub(1);
