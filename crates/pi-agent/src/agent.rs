@@ -12,7 +12,7 @@ use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextT
 use pi_types::transcript::{create_initial_system_message, current_system_message, to_tool_declaration};
 use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
-    ImageContent, Model, StopReason, ThinkingLevel, Tool, UserContent, UserMessage, UserMessageContent,
+    ImageContent, MessageList, Model, StopReason, ThinkingLevel, Tool, UserContent, UserMessage, UserMessageContent,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
@@ -577,14 +577,14 @@ impl Agent {
     }
 
     /// The transcript (shared, not copied).
-    pub fn messages(&self) -> Arc<Vec<AgentMessage>> {
-        Arc::clone(&lock(&self.core().state).messages)
+    pub fn messages(&self) -> MessageList {
+        lock(&self.core().state).messages.clone()
     }
 
     /// Replace the transcript (the list is copied into the agent; a running loop keeps its own
     /// context, later `message_end`s append to the new list).
     pub fn set_messages(&self, messages: impl IntoIterator<Item = AgentMessage>) {
-        let messages = Arc::new(messages.into_iter().collect());
+        let messages: MessageList = messages.into_iter().collect();
         let mut state = lock(&self.core().state);
         state.messages = messages;
         *lock(&self.core().transcript_cache) = pi_loop::TranscriptCache::new();
@@ -593,7 +593,7 @@ impl Agent {
     /// The system prompt replayed from the transcript's system messages.
     pub fn system_prompt(&self) -> String {
         let messages = self.messages();
-        pi_types::transcript::current_system_prompt(&messages)
+        pi_types::transcript::current_system_prompt(messages.systems())
     }
 
     /// The model of the next run.
@@ -751,7 +751,8 @@ impl Agent {
         self.start(AgentError::AlreadyProcessingContinue, |core, state| {
             let messages = &state.messages;
             let Some(last) = messages.last() else { return Err(AgentError::NoMessagesToContinue) };
-            if messages.iter().all(|m| matches!(m, AgentMessage::System(_))) {
+            // System-only: the list counts its system messages, no walk over the history.
+            if messages.systems().len() == messages.len() {
                 return Err(AgentError::NoMessagesToContinue);
             }
             if !matches!(last, AgentMessage::Assistant(_)) {
@@ -792,10 +793,8 @@ impl Agent {
             Err(error) => return RunHandle::failed(error),
         };
         let cancel = CancellationToken::new();
-        // Room for the run's first messages, so adding them does not move the whole history.
-        let mut messages = Vec::with_capacity(snapshot.messages.len().saturating_add(16));
-        messages.extend_from_slice(&snapshot.messages);
-        let context = AgentContext::new(messages, snapshot.tools.to_vec());
+        // The run shares the transcript: a prompt costs its new messages, not the history.
+        let context = AgentContext::new(snapshot.messages.clone(), snapshot.tools.to_vec());
         let config = core.loop_config(&snapshot, transcript_cache, &cancel);
         drop(snapshot);
         {
@@ -852,8 +851,8 @@ impl Agent {
         }
         {
             let mut state = lock(&core.state);
-            let baseline = current_system_message(&state.messages);
-            state.messages = Arc::new(baseline.map(AgentMessage::from).into_iter().collect());
+            let baseline = current_system_message(state.messages.systems());
+            state.messages = baseline.map(AgentMessage::from).into_iter().collect();
             *lock(&core.transcript_cache) = pi_loop::TranscriptCache::new();
             state.is_streaming = false;
             state.clear_streaming();

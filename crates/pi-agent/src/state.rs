@@ -6,7 +6,7 @@ use pi_types::transcript::current_system_prompt;
 
 use crate::pending::PendingToolCalls;
 use pi_types::{
-    AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, AssistantMessageEvent, Model,
+    AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, AssistantMessageEvent, MessageList, Model,
     ThinkingLevel,
 };
 
@@ -51,8 +51,8 @@ pub struct AgentState {
     pub thinking_level: ThinkingLevel,
     /// Executable tools.
     pub tools: Arc<[Arc<dyn AgentTool>]>,
-    /// The transcript.
-    pub messages: Arc<Vec<AgentMessage>>,
+    /// The transcript (shared structurally: a snapshot and the run hold it without copies).
+    pub messages: MessageList,
     /// Whether a run is active (until its `agent_end` listeners finished).
     pub is_streaming: bool,
     /// The message being streamed, if any.
@@ -102,7 +102,7 @@ impl AgentState {
             model: Arc::new(model),
             thinking_level,
             tools: tools.into(),
-            messages: Arc::new(messages),
+            messages: messages.into(),
             is_streaming: false,
             streaming_message: None,
             pending_tool_calls: Arc::default(),
@@ -141,7 +141,7 @@ impl AgentState {
 
     /// The system prompt: the replay of every system message of the transcript.
     pub fn system_prompt(&self) -> String {
-        current_system_prompt(&self.messages)
+        current_system_prompt(self.messages.systems())
     }
 
     /// Apply one event, as the reference's `processEvents` does before calling listeners.
@@ -171,7 +171,7 @@ impl AgentState {
             }
             AgentEvent::MessageEnd { message } => {
                 self.clear_streaming();
-                Arc::make_mut(&mut self.messages).push(message.clone());
+                self.messages.push(message.clone());
             }
             // A set in insertion order, changed in place unless a snapshot holds it (then
             // copied once: copy on write, so snapshots stay as they were).

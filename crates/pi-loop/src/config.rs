@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use pi_types::{
-    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, BoxError, Message, Model, StreamFn, StreamOptions,
-    ThinkingLevel, ToolCall, ToolExecutionMode, ToolResultMessage, Usage, UserContent,
+    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, BoxError, Message, MessageList, Model, StreamFn,
+    StreamOptions, ThinkingLevel, ToolCall, ToolExecutionMode, ToolResultMessage, Usage, UserContent,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -21,8 +21,9 @@ use tokio_util::sync::CancellationToken;
 /// The transcript and the executable tools of a run.
 #[derive(Clone, Default)]
 pub struct AgentContext {
-    /// Transcript visible to the model.
-    pub messages: Vec<AgentMessage>,
+    /// Transcript visible to the model: shared structurally with whoever else holds it (the
+    /// agent's state), so handing a long conversation to a run copies nothing.
+    pub messages: MessageList,
     /// Tools that can be executed in this run.
     pub tools: Vec<Arc<dyn AgentTool>>,
 }
@@ -36,8 +37,8 @@ impl std::fmt::Debug for AgentContext {
 
 impl AgentContext {
     /// A context of messages and tools.
-    pub fn new(messages: Vec<AgentMessage>, tools: Vec<Arc<dyn AgentTool>>) -> Self {
-        Self { messages, tools }
+    pub fn new(messages: impl Into<MessageList>, tools: Vec<Arc<dyn AgentTool>>) -> Self {
+        Self { messages: messages.into(), tools }
     }
 
     /// The executable tool of that name.

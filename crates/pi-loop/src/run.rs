@@ -331,19 +331,17 @@ impl<'r> Run<'r> {
             }
             let messages = &self.context.messages;
             let cache = Arc::make_mut(&mut self.llm_cache);
-            cache.extend(messages[self.llm_converted..].iter().filter_map(AgentMessage::to_llm));
+            cache.extend(messages.iter_from(self.llm_converted).filter_map(AgentMessage::to_llm));
             self.llm_converted = messages.len();
             return Ok(TranscriptContext::from_shared(Arc::clone(&self.llm_cache)));
         }
-        let transformed;
-        let messages: &[AgentMessage] = match &self.config.transform_context {
-            Some(hook) => {
-                transformed =
-                    catch_call(|| hook(&self.context.messages, &self.cancel)).await.map_err(LoopError::Hook)?;
-                &transformed
-            }
-            None => &self.context.messages,
+        // The hooks see the transcript as a slice: a copy of the pointers, once per request.
+        let history = self.context.messages.to_vec();
+        let messages = match &self.config.transform_context {
+            Some(hook) => catch_call(|| hook(&history, &self.cancel)).await.map_err(LoopError::Hook)?,
+            None => history,
         };
+        let messages: &[AgentMessage] = &messages;
         let messages = match &self.config.convert_to_llm {
             Some(hook) => catch_call(|| hook(messages)).await.map_err(LoopError::Hook)?,
             None => pi_types::default_convert_to_llm(messages),
@@ -519,8 +517,7 @@ pub fn declare_tool_changes(context: &AgentContext, mut pending: Vec<AgentMessag
         system_index.and_then(|i| pending[i].as_system()).map(|s| with_tool_changes(s, &ToolStateChanges::default()));
     let systems: Vec<&SystemMessage> = context
         .messages
-        .iter()
-        .filter_map(AgentMessage::as_system)
+        .systems()
         .chain(pending.iter().enumerate().filter_map(|(i, m)| match Some(i) == system_index {
             true => stripped.as_ref(),
             false => m.as_system(),

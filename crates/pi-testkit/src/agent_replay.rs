@@ -30,7 +30,7 @@ fn state_line(agent: &Agent) -> String {
     let state = agent.state();
     canonical_line(&json!({
         "kind": "state",
-        "messages": *state.messages,
+        "messages": state.messages,
         "systemPrompt": state.system_prompt(),
         "errorMessage": state.error_message,
         "isStreaming": state.is_streaming,

@@ -222,11 +222,17 @@ impl Counters {
     }
 }
 
-fn check_last(workload: &str, size: usize, messages: &[AgentMessage], expected: usize) -> Result<(), String> {
-    if messages.len() != expected {
-        return Err(format!("{workload} {size}: transcript of {} messages, expected {expected}", messages.len()));
+fn check_last<'a>(
+    workload: &str,
+    size: usize,
+    mut messages: impl DoubleEndedIterator<Item = &'a AgentMessage> + ExactSizeIterator,
+    expected: usize,
+) -> Result<(), String> {
+    let len = messages.len();
+    if len != expected {
+        return Err(format!("{workload} {size}: transcript of {len} messages, expected {expected}"));
     }
-    match messages.last() {
+    match messages.next_back() {
         Some(AgentMessage::Assistant(m)) if m.stop_reason == StopReason::Stop && m.error_message.is_none() => Ok(()),
         other => Err(format!("{workload} {size}: last message {other:?}")),
     }
@@ -264,7 +270,7 @@ pub fn run(
     let started = Instant::now();
     let agents = if workload == "loopstream" {
         let messages = runtime.block_on(loop_stream(model, stream_fn, tool, &counters))?;
-        check_last(workload, size, &messages, expect.transcript)?;
+        check_last(workload, size, messages.iter(), expect.transcript)?;
         Vec::new()
     } else {
         let agent_count = if workload == "agents" { size } else { 1 };
@@ -311,7 +317,7 @@ pub fn run(
         return Err("listener saw no event types".into());
     }
     for agent in &agents {
-        check_last(workload, size, &agent.messages(), expect.transcript)?;
+        check_last(workload, size, agent.messages().iter(), expect.transcript)?;
     }
     if faux.pending_response_count() != 0 {
         return Err(format!("{workload} {size}: scripted responses left"));

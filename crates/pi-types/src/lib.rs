@@ -24,6 +24,7 @@ pub mod error;
 mod event;
 pub mod json;
 mod message;
+pub mod message_list;
 mod model;
 mod options;
 mod serde_util;
@@ -45,6 +46,7 @@ pub use message::{
     NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemBlock, SystemContent, SystemMessage,
     ToolResultMessage, UserMessage, UserMessageContent,
 };
+pub use message_list::MessageList;
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,

@@ -96,8 +96,10 @@ impl<T: TranscriptEntry> TranscriptEntry for &T {
     }
 }
 
-fn systems<T: TranscriptEntry>(messages: &[T]) -> impl Iterator<Item = &SystemMessage> {
-    messages.iter().filter_map(TranscriptEntry::system)
+fn systems<'a, T: TranscriptEntry + 'a>(
+    messages: impl IntoIterator<Item = &'a T>,
+) -> impl Iterator<Item = &'a SystemMessage> {
+    messages.into_iter().filter_map(TranscriptEntry::system)
 }
 
 /// The leading system message for a prompt and tool set; `None` when both are empty.
@@ -150,12 +152,17 @@ fn apply_tool_changes<'a>(tools: &mut IndexMap<&'a str, &'a Tool>, message: &'a 
 }
 
 /// The tools available after replaying every tool change in order.
-pub fn current_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
+///
+/// The replay functions take any sequence of entries: a slice, or a
+/// [`MessageList`](crate::MessageList)'s `systems()`, which skips the rest of the history.
+pub fn current_tools<'a, T: TranscriptEntry + 'a>(messages: impl IntoIterator<Item = &'a T>) -> Vec<Tool> {
     current_tool_declarations(messages).into_iter().cloned().collect()
 }
 
 /// [`current_tools`] without copying them: the transcript's own declarations.
-pub fn current_tool_declarations<T: TranscriptEntry>(messages: &[T]) -> Vec<&Tool> {
+pub fn current_tool_declarations<'a, T: TranscriptEntry + 'a>(
+    messages: impl IntoIterator<Item = &'a T>,
+) -> Vec<&'a Tool> {
     let mut tools = IndexMap::new();
     for message in systems(messages) {
         apply_tool_changes(&mut tools, message);
@@ -165,7 +172,9 @@ pub fn current_tool_declarations<T: TranscriptEntry>(messages: &[T]) -> Vec<&Too
 
 /// Replay every system message into one: contents joined by a blank line, sections patched
 /// by name, the current tools; `None` when there is no system message and no tool.
-pub fn current_system_message<T: TranscriptEntry>(messages: &[T]) -> Option<SystemMessage> {
+pub fn current_system_message<'a, T: TranscriptEntry + 'a>(
+    messages: impl IntoIterator<Item = &'a T>,
+) -> Option<SystemMessage> {
     let mut content = Vec::new();
     let mut sections: IndexMap<String, String> = IndexMap::new();
     let mut timestamp = None;
@@ -209,7 +218,7 @@ pub fn system_message_text(message: &SystemMessage) -> String {
 }
 
 /// The current system prompt text after replaying every system message.
-pub fn current_system_prompt<T: TranscriptEntry>(messages: &[T]) -> String {
+pub fn current_system_prompt<'a, T: TranscriptEntry + 'a>(messages: impl IntoIterator<Item = &'a T>) -> String {
     current_system_message(messages).map(|m| system_message_text(&m)).unwrap_or_default()
 }
 

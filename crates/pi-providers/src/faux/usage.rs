@@ -8,12 +8,17 @@
 
 use std::collections::HashMap;
 
-use pi_types::json::{stringify, stringify_object_utf16_len, utf16_len, write_stringify_object};
+use pi_types::json::js::write_string;
+use pi_types::json::{
+    string_utf16_len, stringify, stringify_object_utf16_len, stringify_utf16_len, utf16_len, write_stringify,
+    write_stringify_object,
+};
 use pi_types::transcript::system_message_text;
 use pi_types::{
-    AssistantContent, AssistantMessage, CacheRetention, JsonObject, Message, StreamOptions, Usage, UserContent,
+    AssistantContent, AssistantMessage, CacheRetention, JsonObject, Message, StreamOptions, Tool, Usage, UserContent,
     UserMessageContent,
 };
+use serde_json::Value;
 
 /// Prompts of previous requests per session id.
 pub(crate) type PromptCache = HashMap<String, Vec<String>>;
@@ -27,6 +32,10 @@ fn ceil_div4(length: usize) -> u64 {
 trait Render {
     fn text(&mut self, text: &str);
     fn arguments(&mut self, arguments: &JsonObject);
+    /// `JSON.stringify` of a string.
+    fn json_string(&mut self, text: &str);
+    /// `JSON.stringify` of a value.
+    fn json_value(&mut self, value: &Value);
 }
 
 impl Render for String {
@@ -35,6 +44,12 @@ impl Render for String {
     }
     fn arguments(&mut self, arguments: &JsonObject) {
         write_stringify_object(self, arguments);
+    }
+    fn json_string(&mut self, text: &str) {
+        write_string(self, text);
+    }
+    fn json_value(&mut self, value: &Value) {
+        write_stringify(self, value);
     }
 }
 
@@ -48,6 +63,27 @@ impl Render for Length {
     fn arguments(&mut self, arguments: &JsonObject) {
         self.0 = self.0.saturating_add(stringify_object_utf16_len(arguments));
     }
+    fn json_string(&mut self, text: &str) {
+        self.0 = self.0.saturating_add(string_utf16_len(text));
+    }
+    fn json_value(&mut self, value: &Value) {
+        self.0 = self.0.saturating_add(stringify_utf16_len(value));
+    }
+}
+
+/// A tool declaration as `JSON.stringify` writes the reference's object: its serde fields in
+/// order, without building a JSON value (that would copy the parameter schema per request).
+fn write_tool(out: &mut impl Render, tool: &Tool) {
+    if tool.constrained_sampling.is_some() {
+        return out.text(&to_json_text(tool));
+    }
+    out.text("{\"name\":");
+    out.json_string(&tool.name);
+    out.text(",\"description\":");
+    out.json_string(&tool.description);
+    out.text(",\"parameters\":");
+    out.json_value(&tool.parameters);
+    out.text("}");
 }
 
 fn write_user_content(out: &mut impl Render, content: &[UserContent]) {
@@ -85,15 +121,20 @@ fn write_message(out: &mut impl Render, message: &Message) {
     out.text(":");
     match message {
         Message::System(system) => {
-            let mut parts = vec![system_message_text(system)];
+            // The non-empty parts, one per line: the text, then each tool change.
+            let text = system_message_text(system);
+            let mut first = text.is_empty();
+            out.text(&text);
             for removed in system.tools_removed.iter().flatten() {
-                parts.push(format!("tool-:{}", to_json_text(removed)));
+                out.text(if first { "tool-:" } else { "\ntool-:" });
+                out.text(&to_json_text(removed));
+                first = false;
             }
             for added in system.tools_added.iter().flatten() {
-                parts.push(format!("tool+:{}", to_json_text(added)));
+                out.text(if first { "tool+:" } else { "\ntool+:" });
+                write_tool(out, added);
+                first = false;
             }
-            parts.retain(|p| !p.is_empty());
-            out.text(&parts.join("\n"));
         }
         Message::User(user) => match &user.content {
             UserMessageContent::Text(text) => out.text(text),
@@ -181,4 +222,38 @@ pub(crate) fn apply_usage_estimate(
     }
     message.usage = Usage { input, output, cache_read, cache_write, ..Default::default() };
     message.usage.total_tokens = message.usage.token_sum();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pi_types::{ConstrainedSampling, Strictness};
+    use serde_json::json;
+
+    fn tools() -> Vec<Tool> {
+        let parameters = json!({"type": "object", "properties": {"q": {"type": "string", "description": "é \"x\"\n"}}});
+        let plain = Tool {
+            name: "find\u{1F600}".into(),
+            description: "Finds \"things\"".into(),
+            parameters,
+            ..Default::default()
+        };
+        let strict = Tool {
+            constrained_sampling: Some(ConstrainedSampling::JsonSchema { strict: Strictness::Require }),
+            ..plain.clone()
+        };
+        vec![plain, strict]
+    }
+
+    #[test]
+    fn a_tool_renders_as_its_serialized_declaration() {
+        for tool in tools() {
+            let mut text = String::new();
+            write_tool(&mut text, &tool);
+            assert_eq!(text, to_json_text(&tool));
+            let mut length = Length(0);
+            write_tool(&mut length, &tool);
+            assert_eq!(length.0, utf16_len(&text));
+        }
+    }
 }

@@ -105,6 +105,20 @@ pub fn stringify_object_utf16_len(members: &Map<String, Value>) -> usize {
     length.0
 }
 
+/// The UTF-16 length of `JSON.stringify(value)` (compact), without building the text.
+pub fn stringify_utf16_len(value: &Value) -> usize {
+    let mut length = Utf16Length(0);
+    write_value(&mut length, value, 0, 0);
+    length.0
+}
+
+/// The UTF-16 length of `JSON.stringify(text)`: the string quoted and escaped.
+pub fn string_utf16_len(text: &str) -> usize {
+    let mut length = Utf16Length(0);
+    length.push_json_string(text);
+    length.0
+}
+
 fn write_value<O: JsonText>(out: &mut O, value: &Value, indent: usize, level: usize) {
     match value {
         Value::Null => out.push_str("null"),

@@ -14,8 +14,8 @@ pub mod parse;
 pub mod streaming;
 
 pub use js::{
-    sort_keys_recursive, stringify, stringify_object_utf16_len, stringify_pretty, utf16_chunks, utf16_len,
-    write_stringify, write_stringify_object,
+    sort_keys_recursive, string_utf16_len, stringify, stringify_object_utf16_len, stringify_pretty,
+    stringify_utf16_len, utf16_chunks, utf16_len, write_stringify, write_stringify_object,
 };
 pub use parse::{
     parse_js, parse_json_with_repair, parse_streaming_json, parse_tool_call_arguments, repair_json, JsonSyntaxError,
