@@ -32,9 +32,9 @@ use crate::message::SystemMessage;
 /// ```
 #[derive(Clone, Default)]
 pub struct MessageList {
-    all: Vector<AgentMessage>,
+    all: Shared<AgentMessage>,
     /// The system messages among `all`, in order.
-    systems: Vector<Arc<SystemMessage>>,
+    systems: Shared<Arc<SystemMessage>>,
 }
 
 impl MessageList {
@@ -50,15 +50,15 @@ impl MessageList {
 
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
-        self.all.is_empty()
+        self.all.len() == 0
     }
 
     /// Append a message.
     pub fn push(&mut self, message: AgentMessage) {
         if let AgentMessage::System(system) = &message {
-            self.systems.push_back(Arc::clone(system));
+            self.systems.push(Arc::clone(system));
         }
-        self.all.push_back(message);
+        self.all.push(message);
     }
 
     /// The message at `index`.
@@ -68,28 +68,27 @@ impl MessageList {
 
     /// The first message.
     pub fn first(&self) -> Option<&AgentMessage> {
-        self.all.front()
+        self.all.get(0)
     }
 
     /// The last message.
     pub fn last(&self) -> Option<&AgentMessage> {
-        self.all.back()
+        self.all.len().checked_sub(1).and_then(|last| self.all.get(last))
     }
 
     /// The messages in order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.all.iter())
+        Iter(self.all.iter_from(0))
     }
 
     /// The messages from `start` on (none when `start` is past the end), found in O(log n).
-    pub fn iter_from(&self, start: usize) -> impl DoubleEndedIterator<Item = &AgentMessage> + '_ {
-        let start = start.min(self.all.len());
-        self.all.focus().narrow(start..).into_iter()
+    pub fn iter_from(&self, start: usize) -> Iter<'_> {
+        Iter(self.all.iter_from(start))
     }
 
     /// The system messages in order, without walking the rest of the transcript.
     pub fn systems(&self) -> impl DoubleEndedIterator<Item = &SystemMessage> + ExactSizeIterator + '_ {
-        self.systems.iter().map(|system| &**system)
+        self.systems.iter_from(0).map(|system| &**system)
     }
 
     /// Keep the first `len` messages.
@@ -98,19 +97,18 @@ impl MessageList {
             return;
         }
         self.all.truncate(len);
-        let systems = self.all.iter().filter(|m| matches!(m, AgentMessage::System(_))).count();
+        let systems = self.iter().filter(|m| matches!(m, AgentMessage::System(_))).count();
         self.systems.truncate(systems);
     }
 
     /// Remove every message.
     pub fn clear(&mut self) {
-        self.all.clear();
-        self.systems.clear();
+        *self = Self::new();
     }
 
     /// The messages as a `Vec` (pointer copies: each message is shared, not cloned).
     pub fn to_vec(&self) -> Vec<AgentMessage> {
-        self.all.iter().cloned().collect()
+        self.iter().cloned().collect()
     }
 
     /// Whether both lists hold the same messages (by value).
@@ -119,56 +117,108 @@ impl MessageList {
     }
 }
 
-impl PartialEq for MessageList {
-    fn eq(&self, other: &Self) -> bool {
-        self.all == other.all
+/// Up to this many entries a list is one shared `Vec`, copied whole when a holder appends to
+/// a shared one (a bounded copy); past it, a persistent vector. A persistent vector allocates
+/// its leaves whole (64 entries), far more than a short conversation needs, and an agent's
+/// transcript is usually short.
+const SMALL: usize = 32;
+
+type Pointer = imbl::shared_ptr::DefaultSharedPtr;
+
+/// A sequence shared between clones: a small `Vec` behind an `Arc`, or an RRB tree.
+#[derive(Clone)]
+enum Shared<T: Clone> {
+    Small(Arc<Vec<T>>),
+    Large(Vector<T>),
+}
+
+impl<T: Clone> Default for Shared<T> {
+    fn default() -> Self {
+        Self::Small(Arc::default())
     }
 }
 
-impl fmt::Debug for MessageList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.all.iter()).finish()
+impl<T: Clone> Shared<T> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Small(items) => items.len(),
+            Self::Large(items) => items.len(),
+        }
     }
-}
 
-impl From<Vec<AgentMessage>> for MessageList {
-    fn from(messages: Vec<AgentMessage>) -> Self {
-        messages.into_iter().collect()
+    fn push(&mut self, item: T) {
+        match self {
+            Self::Small(items) if items.len() < SMALL => Arc::make_mut(items).push(item),
+            Self::Small(items) => {
+                let mut large: Vector<T> = items.iter().cloned().collect();
+                large.push_back(item);
+                *self = Self::Large(large);
+            }
+            Self::Large(items) => items.push_back(item),
+        }
     }
-}
 
-impl From<&[AgentMessage]> for MessageList {
-    fn from(messages: &[AgentMessage]) -> Self {
-        messages.iter().cloned().collect()
+    fn get(&self, index: usize) -> Option<&T> {
+        match self {
+            Self::Small(items) => items.get(index),
+            Self::Large(items) => items.get(index),
+        }
     }
-}
 
-impl From<MessageList> for Vec<AgentMessage> {
-    fn from(list: MessageList) -> Self {
-        list.all.into_iter().collect()
+    fn truncate(&mut self, len: usize) {
+        match self {
+            Self::Small(items) => Arc::make_mut(items).truncate(len),
+            Self::Large(items) => items.truncate(len),
+        }
     }
-}
 
-impl FromIterator<AgentMessage> for MessageList {
-    fn from_iter<I: IntoIterator<Item = AgentMessage>>(messages: I) -> Self {
-        let mut list = Self::new();
-        list.extend(messages);
-        list
-    }
-}
-
-impl Extend<AgentMessage> for MessageList {
-    fn extend<I: IntoIterator<Item = AgentMessage>>(&mut self, messages: I) {
-        for message in messages {
-            self.push(message);
+    fn iter_from(&self, start: usize) -> SharedIter<'_, T> {
+        match self {
+            Self::Small(items) => SharedIter::Small(items.get(start..).unwrap_or_default().iter()),
+            Self::Large(items) => {
+                let start = start.min(items.len());
+                SharedIter::Large(items.focus().narrow(start..).into_iter())
+            }
         }
     }
 }
 
-type Pointer = imbl::shared_ptr::DefaultSharedPtr;
+enum SharedIter<'a, T: Clone> {
+    Small(std::slice::Iter<'a, T>),
+    Large(imbl::vector::Iter<'a, T, Pointer>),
+}
+
+impl<'a, T: Clone> Iterator for SharedIter<'a, T> {
+    type Item = &'a T;
+
+    fn next(&mut self) -> Option<&'a T> {
+        match self {
+            Self::Small(items) => items.next(),
+            Self::Large(items) => items.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            Self::Small(items) => items.size_hint(),
+            Self::Large(items) => items.size_hint(),
+        }
+    }
+}
+
+impl<T: Clone> DoubleEndedIterator for SharedIter<'_, T> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match self {
+            Self::Small(items) => items.next_back(),
+            Self::Large(items) => items.next_back(),
+        }
+    }
+}
+
+impl<T: Clone> ExactSizeIterator for SharedIter<'_, T> {}
 
 /// The messages of a [`MessageList`], by reference.
-pub struct Iter<'a>(imbl::vector::Iter<'a, AgentMessage, Pointer>);
+pub struct Iter<'a>(SharedIter<'a, AgentMessage>);
 
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a AgentMessage;
@@ -190,24 +240,84 @@ impl DoubleEndedIterator for Iter<'_> {
 
 impl ExactSizeIterator for Iter<'_> {}
 
+impl PartialEq for MessageList {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl fmt::Debug for MessageList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Vec<AgentMessage>> for MessageList {
+    fn from(messages: Vec<AgentMessage>) -> Self {
+        messages.into_iter().collect()
+    }
+}
+
+impl From<&[AgentMessage]> for MessageList {
+    fn from(messages: &[AgentMessage]) -> Self {
+        messages.iter().cloned().collect()
+    }
+}
+
+impl From<MessageList> for Vec<AgentMessage> {
+    fn from(list: MessageList) -> Self {
+        list.into_iter().collect()
+    }
+}
+
+impl FromIterator<AgentMessage> for MessageList {
+    fn from_iter<I: IntoIterator<Item = AgentMessage>>(messages: I) -> Self {
+        let mut list = Self::new();
+        list.extend(messages);
+        list
+    }
+}
+
+impl Extend<AgentMessage> for MessageList {
+    fn extend<I: IntoIterator<Item = AgentMessage>>(&mut self, messages: I) {
+        for message in messages {
+            self.push(message);
+        }
+    }
+}
+
 /// The messages of a [`MessageList`], by value.
-pub struct IntoIter(imbl::vector::ConsumingIter<AgentMessage, Pointer>);
+pub struct IntoIter(IntoIterRepr);
+
+enum IntoIterRepr {
+    Small(std::vec::IntoIter<AgentMessage>),
+    Large(imbl::vector::ConsumingIter<AgentMessage, Pointer>),
+}
 
 impl Iterator for IntoIter {
     type Item = AgentMessage;
 
     fn next(&mut self) -> Option<AgentMessage> {
-        self.0.next()
+        match &mut self.0 {
+            IntoIterRepr::Small(items) => items.next(),
+            IntoIterRepr::Large(items) => items.next(),
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        match &self.0 {
+            IntoIterRepr::Small(items) => items.size_hint(),
+            IntoIterRepr::Large(items) => items.size_hint(),
+        }
     }
 }
 
 impl DoubleEndedIterator for IntoIter {
     fn next_back(&mut self) -> Option<AgentMessage> {
-        self.0.next_back()
+        match &mut self.0 {
+            IntoIterRepr::Small(items) => items.next_back(),
+            IntoIterRepr::Large(items) => items.next_back(),
+        }
     }
 }
 
@@ -227,7 +337,13 @@ impl IntoIterator for MessageList {
     type IntoIter = IntoIter;
 
     fn into_iter(self) -> IntoIter {
-        IntoIter(self.all.into_iter())
+        IntoIter(match self.all {
+            // Moved out when no other list shares it.
+            Shared::Small(items) => {
+                IntoIterRepr::Small(Arc::try_unwrap(items).unwrap_or_else(|shared| (*shared).clone()).into_iter())
+            }
+            Shared::Large(items) => IntoIterRepr::Large(items.into_iter()),
+        })
     }
 }
 
@@ -236,13 +352,16 @@ impl std::ops::Index<usize> for MessageList {
 
     /// Panics when `index` is out of bounds, like a slice.
     fn index(&self, index: usize) -> &AgentMessage {
-        &self.all[index]
+        match self.all.get(index) {
+            Some(message) => message,
+            None => panic!("index {index} out of bounds for a MessageList of {}", self.len()),
+        }
     }
 }
 
 impl Serialize for MessageList {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.all.iter())
+        serializer.collect_seq(self.iter())
     }
 }
 
@@ -280,6 +399,26 @@ mod tests {
         assert_eq!(list.iter_from(98).count(), 2);
         assert_eq!(list.iter_from(500).count(), 0);
         assert!(list.iter_from(0).eq(list.iter()));
+    }
+
+    #[test]
+    fn small_and_large_lists_behave_alike() {
+        for len in [0, 1, SMALL - 1, SMALL, SMALL + 1, 200] {
+            let messages: Vec<AgentMessage> = (0..len).map(|i| AgentMessage::from(format!("m{i}"))).collect();
+            let list = MessageList::from(messages.clone());
+            assert!(list.same_messages(&messages), "{len}");
+            assert_eq!(list.iter().rev().count(), len);
+            assert_eq!(list.iter_from(len / 2).count(), len - len / 2);
+            assert_eq!(list.last(), messages.last());
+            assert_eq!(list.get(len), None);
+            let mut shared = list.clone();
+            shared.push(system("s"));
+            assert_eq!((list.len(), shared.len(), shared.systems().count()), (len, len + 1, 1));
+            assert_eq!(Vec::from(shared.clone()).len(), len + 1);
+            shared.truncate(len);
+            assert_eq!(shared, list);
+            assert_eq!(shared.systems().count(), 0);
+        }
     }
 
     #[test]
