@@ -9,10 +9,10 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
-use pi_types::transcript::{create_initial_system_message, current_system_message, to_tool_declaration};
+use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
-    ImageContent, MessageList, Model, StopReason, ThinkingLevel, Tool, UserContent, UserMessage, UserMessageContent,
+    ImageContent, MessageList, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
 };
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinHandle};
@@ -478,11 +478,10 @@ impl Agent {
     pub fn new(options: AgentOptions) -> Self {
         let mut options = options;
         let initial = std::mem::take(&mut options.initial_state);
-        let declarations: Vec<Tool> =
-            initial.tools.iter().map(|t| to_tool_declaration(&t.spec().declaration)).collect();
         let mut messages = initial.messages;
         if !matches!(messages.first(), Some(AgentMessage::System(_))) {
-            let lead = create_initial_system_message(initial.system_prompt.as_deref(), Some(&declarations));
+            let declarations = || initial.tools.iter().map(|t| to_tool_declaration(&t.spec().declaration)).collect();
+            let lead = initial_system_message_of(initial.system_prompt.as_deref(), declarations);
             if let Some(lead) = lead {
                 messages.insert(0, lead.into());
             }

@@ -258,12 +258,20 @@ fn apply_update(
     // A block the event started is copied whole (it is new, so small). Blocks other than the
     // event's are final or unchanged, so only the event's block is looked at: an update costs
     // O(change), not O(blocks).
-    if let Some(block) = content.get(own.content.len()) {
+    let known = own.content.len();
+    if let Some(block) = content.get(known) {
         own.content.push(block.clone());
     }
-    let Some(index) = event_index(event) else {
+    let Some(index) = event.content_index() else {
         return sync_metadata(own, partial);
     };
+    if index >= known {
+        // The event's block was just copied whole; a tool call's argument copies start over.
+        if matches!(event, AssistantMessageEvent::ToolcallStart { .. }) {
+            *arguments = ArgumentRefresh::default();
+        }
+        return sync_metadata(own, partial);
+    }
     if let (Some(mine), Some(theirs)) = (own.content.get_mut(index), content.get(index)) {
         match (mine, theirs, event) {
             (
@@ -351,21 +359,6 @@ fn sync_metadata(own: &mut AssistantMessage, partial: &AssistantMessage) {
     sync(&mut own.duration_ms, duration_ms);
 }
 
-fn event_index(event: &AssistantMessageEvent) -> Option<usize> {
-    match event {
-        AssistantMessageEvent::TextStart { content_index, .. }
-        | AssistantMessageEvent::TextDelta { content_index, .. }
-        | AssistantMessageEvent::TextEnd { content_index, .. }
-        | AssistantMessageEvent::ThinkingStart { content_index, .. }
-        | AssistantMessageEvent::ThinkingDelta { content_index, .. }
-        | AssistantMessageEvent::ThinkingEnd { content_index, .. }
-        | AssistantMessageEvent::ToolcallStart { content_index, .. }
-        | AssistantMessageEvent::ToolcallDelta { content_index, .. }
-        | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
-        _ => None,
-    }
-}
-
 /// When to copy the partial arguments of the tool call being streamed: whenever the argument
 /// text has doubled since the last copy. Copy sizes then form a geometric series, so a call
 /// whose arguments are n characters costs O(n) in copies instead of O(n²).
@@ -435,5 +428,24 @@ mod tests {
         state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end });
         state.release_partial();
         assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*done));
+    }
+
+    /// A block whose first event is a delta (no start) is copied once, not appended twice.
+    #[test]
+    fn a_block_first_seen_on_a_delta_is_copied_once() {
+        let mut state = AgentState::new(Model::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
+        state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        for (text, delta) in [("ab", "ab"), ("abc", "c")] {
+            let partial =
+                Arc::new(AssistantMessage { content: vec![AssistantContent::text(text)], ..Default::default() });
+            let event = AssistantMessageEvent::TextDelta {
+                content_index: 0,
+                delta: delta.into(),
+                partial: Arc::clone(&partial),
+            };
+            state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&partial), assistant_message_event: event });
+            state.release_partial();
+            assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*partial));
+        }
     }
 }

@@ -274,11 +274,12 @@ impl<'r> Run<'r> {
                     };
                     has_more_tool_calls = !batch.terminate;
                     for result in &batch.messages {
-                        let result = AgentMessage::from(result.clone());
+                        let result = AgentMessage::ToolResult(Arc::clone(result));
                         self.context.messages.push(result.clone());
                         self.new_messages.push(result);
                     }
-                    tool_results = batch.messages;
+                    // The turn's hooks and `turn_end` take the results by value.
+                    tool_results = batch.messages.iter().map(|result| (**result).clone()).collect();
                 }
 
                 let turn = CompletedTurn { message, tool_results };
@@ -457,8 +458,15 @@ impl Streamed {
     fn observe(&mut self, event: &AssistantMessageEvent, partial: &AssistantMessage) {
         let own = &mut self.0;
         own.content.truncate(partial.content.len());
-        for block in partial.content.iter().skip(own.content.len()) {
+        // Blocks new in this event are copied here, so the event's own refresh skips them.
+        let known = own.content.len();
+        for block in partial.content.iter().skip(known) {
             own.content.push(block.clone());
+        }
+        if event.content_index().is_some_and(|index| index >= known) {
+            // The event's block was just copied whole.
+            own.usage.clone_from(&partial.usage);
+            return;
         }
         let refresh = match event {
             AssistantMessageEvent::TextDelta { content_index, delta, .. } => {

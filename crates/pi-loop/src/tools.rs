@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use pi_types::validation::validate_tool_arguments;
 use pi_types::{
-    catch_call, AgentEvent, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
+    catch_call, AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
     ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
@@ -49,7 +49,8 @@ pub struct ToolCallOutcome {
 }
 
 pub(crate) struct ToolBatch {
-    pub(crate) messages: Vec<ToolResultMessage>,
+    /// Shared by the events, the context and the run's new messages.
+    pub(crate) messages: Vec<Arc<ToolResultMessage>>,
     pub(crate) terminate: bool,
 }
 
@@ -386,9 +387,15 @@ fn result_message(outcome: &ToolCallOutcome) -> ToolResultMessage {
     }
 }
 
-async fn emit_result_message(message: &ToolResultMessage, emitter: &Emitter) -> Result<(), LoopError> {
-    emitter.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
-    emitter.emit(AgentEvent::MessageEnd { message: message.clone().into() }).await
+/// Emit the result's start and end with one shared message, which the batch keeps.
+async fn emit_result_message(
+    message: ToolResultMessage,
+    emitter: &Emitter,
+) -> Result<Arc<ToolResultMessage>, LoopError> {
+    let message = Arc::new(message);
+    emitter.emit(AgentEvent::MessageStart { message: AgentMessage::ToolResult(Arc::clone(&message)) }).await?;
+    emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::ToolResult(Arc::clone(&message)) }).await?;
+    Ok(message)
 }
 
 fn terminates(outcomes: &[ToolCallOutcome]) -> bool {
@@ -409,9 +416,7 @@ pub(crate) async fn fail_truncated_tool_calls(
         );
         let outcome = immediate(call, error_result(text));
         emitter.emit(end_event(&outcome)).await?;
-        let message = result_message(&outcome);
-        emit_result_message(&message, emitter).await?;
-        messages.push(message);
+        messages.push(emit_result_message(result_message(&outcome), emitter).await?);
     }
     Ok(ToolBatch { messages, terminate: false })
 }
@@ -482,9 +487,7 @@ async fn execute_sequential(
             }
         };
         emitter.emit(end_event(&outcome)).await?;
-        let message = result_message(&outcome);
-        emit_result_message(&message, emitter).await?;
-        messages.push(message);
+        messages.push(emit_result_message(result_message(&outcome), emitter).await?);
         outcomes.push(outcome);
     }
     Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
@@ -536,9 +539,7 @@ async fn execute_parallel(
     let outcomes: Vec<ToolCallOutcome> = futures::future::try_join_all(runs).await?;
     let mut messages = Vec::with_capacity(outcomes.len());
     for outcome in &outcomes {
-        let message = result_message(outcome);
-        emit_result_message(&message, emitter).await?;
-        messages.push(message);
+        messages.push(emit_result_message(result_message(outcome), emitter).await?);
     }
     Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
 }

@@ -83,3 +83,41 @@ async fn content_streamed_after_start_is_kept() {
     let ends = ends.lock().unwrap();
     assert_eq!(ends.last().and_then(AgentMessage::as_assistant), Some(last));
 }
+
+/// A producer whose first sight of a block is a delta (no `text_start`), then stops.
+fn delta_first(model: &Model, _ctx: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+    let base = AssistantMessage { api: model.api.clone(), model: model.id.clone(), ..Default::default() };
+    AssistantMessageEventStream::from_producer(move |tx| async move {
+        let mut partial = Arc::new(base);
+        tx.send(AssistantMessageEvent::Start { partial: Arc::clone(&partial) }).await;
+        Arc::make_mut(&mut partial).content.push(AssistantContent::text("ab"));
+        let event =
+            AssistantMessageEvent::TextDelta { content_index: 0, delta: "ab".into(), partial: Arc::clone(&partial) };
+        tx.send(event).await;
+        if let Some(AssistantContent::Text(t)) = Arc::make_mut(&mut partial).content.get_mut(0) {
+            t.text.push('c');
+        }
+        tx.send(AssistantMessageEvent::TextDelta {
+            content_index: 0,
+            delta: "c".into(),
+            partial: Arc::clone(&partial),
+        })
+        .await;
+    })
+}
+
+#[tokio::test]
+async fn a_block_first_seen_on_a_delta_is_kept_once() {
+    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(delta_first));
+    let messages = run_agent_loop(
+        prompt(),
+        AgentContext::default(),
+        config,
+        Arc::new(FnSink(|_: &AgentEvent| {})),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let last = messages.last().unwrap().as_assistant().unwrap();
+    assert_eq!(last.content, vec![AssistantContent::text("abc")]);
+}

@@ -156,6 +156,23 @@ impl AssistantMessageEvent {
         }
     }
 
+    /// The index of the content block a block event is about (`None` for `start`, `done`
+    /// and `error`).
+    pub fn content_index(&self) -> Option<usize> {
+        match self {
+            Self::TextStart { content_index, .. }
+            | Self::TextDelta { content_index, .. }
+            | Self::TextEnd { content_index, .. }
+            | Self::ThinkingStart { content_index, .. }
+            | Self::ThinkingDelta { content_index, .. }
+            | Self::ThinkingEnd { content_index, .. }
+            | Self::ToolcallStart { content_index, .. }
+            | Self::ToolcallDelta { content_index, .. }
+            | Self::ToolcallEnd { content_index, .. } => Some(*content_index),
+            Self::Start { .. } | Self::Done { .. } | Self::Error { .. } => None,
+        }
+    }
+
     /// The final message of a terminal (`done`/`error`) event.
     pub fn final_message(&self) -> Option<&Arc<AssistantMessage>> {
         match self {

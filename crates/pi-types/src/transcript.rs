@@ -104,14 +104,23 @@ fn systems<'a, T: TranscriptEntry + 'a>(
 
 /// The leading system message for a prompt and tool set; `None` when both are empty.
 pub fn create_initial_system_message(system_prompt: Option<&str>, tools: Option<&[Tool]>) -> Option<SystemMessage> {
+    initial_system_message_of(system_prompt, || tools.map(<[Tool]>::to_vec).unwrap_or_default())
+}
+
+/// [`create_initial_system_message`] with the declarations made only when needed and moved in,
+/// not copied.
+pub fn initial_system_message_of(
+    system_prompt: Option<&str>,
+    declarations: impl FnOnce() -> Vec<Tool>,
+) -> Option<SystemMessage> {
     let prompt = system_prompt.unwrap_or("");
-    let tools = tools.filter(|t| !t.is_empty());
+    let tools = Some(declarations()).filter(|t| !t.is_empty());
     if prompt.is_empty() && tools.is_none() {
         return None;
     }
     Some(SystemMessage {
         content: SystemContent::Text(prompt.to_owned()),
-        tools_added: tools.map(<[Tool]>::to_vec),
+        tools_added: tools,
         timestamp: 0,
         ..Default::default()
     })
