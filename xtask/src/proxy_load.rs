@@ -101,7 +101,7 @@ async fn load(settings: Settings) -> Result<String, String> {
         .map(|_| {
             let (client, model, text) = (client.clone(), model.clone(), text.clone());
             tokio::spawn(async move {
-                let context = TranscriptContext::from_messages(vec![Message::User(UserMessage::text("go"))]);
+                let context = TranscriptContext::from_messages(vec![Message::from(UserMessage::text("go"))]);
                 let mut stream = client.stream(&model, context, StreamOptions::default());
                 let mut checker = Checker::default();
                 while let Some(event) = stream.next().await {

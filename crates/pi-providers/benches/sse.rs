@@ -110,7 +110,7 @@ fn completions_stream(c: &mut Criterion) {
     model.context_window = 100_000;
     let context = normalize_context(Context {
         system_prompt: None,
-        messages: vec![Message::User(UserMessage::text("go"))],
+        messages: vec![Message::from(UserMessage::text("go"))],
         tools: None,
     });
     let mut group = c.benchmark_group("sse");

@@ -37,7 +37,7 @@
 //! );
 //!
 //! let model = models.get_model("faux", "faux-1").unwrap();
-//! let context = Context { messages: vec![Message::User(UserMessage::text("Hello"))], ..Default::default() };
+//! let context = Context { messages: vec![Message::from(UserMessage::text("Hello"))], ..Default::default() };
 //! let reply = futures::executor::block_on(models.complete(&model, context, StreamOptions::default())).unwrap();
 //! assert_eq!(reply.text(), "Hi!");
 //! assert_eq!(reply.stop_reason, StopReason::Stop);
@@ -53,7 +53,7 @@
 //! # futures::executor::block_on(async {
 //! let models = Models::with_builtins();
 //! let model = models.get_model("anthropic", "claude-sonnet-4-5").expect("in the catalog");
-//! let context = Context { messages: vec![Message::User(UserMessage::text("Hello"))], ..Default::default() };
+//! let context = Context { messages: vec![Message::from(UserMessage::text("Hello"))], ..Default::default() };
 //! let reply = models.complete(&model, context, StreamOptions::default()).await;
 //! # });
 //! # }

@@ -4,6 +4,7 @@
 //! a synthetic "No result provided" error result.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use pi_types::{
     AssistantContent, AssistantMessage, InputModality, Message, Model, StopReason, TextContent, ToolCall,
@@ -61,15 +62,19 @@ fn downgrade_images(message: Message, model: &Model) -> Message {
     if model.input.contains(&InputModality::Image) {
         return message;
     }
+    let has_image = |blocks: &[UserContent]| blocks.iter().any(|b| matches!(b, UserContent::Image(_)));
+    // Messages are shared with the transcript: only one with an image is rebuilt.
     match message {
-        Message::User(UserMessage { content: UserMessageContent::Blocks(blocks), timestamp }) => {
-            Message::User(UserMessage {
-                content: UserMessageContent::Blocks(replace_images(&blocks, NON_VISION_USER_IMAGE)),
-                timestamp,
-            })
-        }
-        Message::ToolResult(mut result) => {
-            result.content = replace_images(&result.content, NON_VISION_TOOL_IMAGE);
+        Message::User(user) => match &user.content {
+            UserMessageContent::Blocks(blocks) if has_image(blocks) => Message::from(UserMessage {
+                content: UserMessageContent::Blocks(replace_images(blocks, NON_VISION_USER_IMAGE)),
+                timestamp: user.timestamp,
+            }),
+            _ => Message::User(user),
+        },
+        Message::ToolResult(mut result) if has_image(&result.content) => {
+            let content = replace_images(&result.content, NON_VISION_TOOL_IMAGE);
+            Arc::make_mut(&mut result).content = content;
             Message::ToolResult(result)
         }
         other => other,
@@ -89,11 +94,13 @@ pub(crate) fn transform_messages(
         let message = match message {
             Message::ToolResult(mut result) => {
                 if let Some(mapped) = id_map.get(&result.tool_call_id) {
-                    result.tool_call_id = mapped.clone();
+                    Arc::make_mut(&mut result).tool_call_id = mapped.clone();
                 }
                 Message::ToolResult(result)
             }
             Message::Assistant(assistant) => {
+                // A message left as it is stays shared with the transcript.
+                let mut changed = false;
                 let same_model =
                     assistant.provider == model.provider && assistant.api == model.api && assistant.model == model.id;
                 let mut content = Vec::with_capacity(assistant.content.len());
@@ -101,19 +108,22 @@ pub(crate) fn transform_messages(
                     match block {
                         AssistantContent::Thinking(thinking) => {
                             if !same_model {
+                                changed = true;
                                 continue;
                             }
                             let signed = thinking.redacted == Some(true)
                                 || thinking.thinking_signature.as_deref().is_some_and(|s| !s.is_empty());
                             if !signed && crate::jsonx::js_trim(&thinking.thinking).is_empty() {
+                                changed = true;
                                 continue;
                             }
                             content.push(block.clone());
                         }
                         AssistantContent::Text(text) => {
-                            if same_model {
+                            if same_model || text.text_signature.is_none() {
                                 content.push(block.clone());
                             } else {
+                                changed = true;
                                 content.push(AssistantContent::Text(TextContent {
                                     text: text.text.clone(),
                                     text_signature: None,
@@ -123,12 +133,13 @@ pub(crate) fn transform_messages(
                         AssistantContent::ToolCall(call) => {
                             let mut call: ToolCall = call.clone();
                             if !same_model {
-                                call.thought_signature = None;
+                                changed |= call.thought_signature.take().is_some();
                                 if let Some(normalize) = normalize {
                                     let id = normalize(&call.id, model, &assistant);
                                     if id != call.id {
                                         id_map.insert(call.id.clone(), id.clone());
                                         call.id = id;
+                                        changed = true;
                                     }
                                 }
                             }
@@ -136,7 +147,11 @@ pub(crate) fn transform_messages(
                         }
                     }
                 }
-                Message::Assistant(AssistantMessage { content, ..assistant })
+                if changed {
+                    Message::from(AssistantMessage { content, ..(*assistant).clone() })
+                } else {
+                    Message::Assistant(assistant)
+                }
             }
             other => other,
         };
@@ -154,7 +169,7 @@ pub(crate) fn transform_messages(
         if !pending.is_empty() {
             for (id, name) in pending.drain(..) {
                 if !answered.contains(&id) {
-                    result.push(Message::ToolResult(ToolResultMessage {
+                    result.push(Message::from(ToolResultMessage {
                         tool_call_id: id,
                         tool_name: name,
                         content: vec![UserContent::text("No result provided")],
@@ -239,7 +254,7 @@ mod tests {
             stop_reason: StopReason::ToolUse,
             ..Default::default()
         };
-        let messages = vec![Message::Assistant(assistant), Message::User(UserMessage::text("next"))];
+        let messages = vec![Message::from(assistant), Message::from(UserMessage::text("next"))];
         let out = transform_messages(&messages, &model, None);
         assert_eq!(out.len(), 3);
         match &out[1] {

@@ -106,7 +106,7 @@ fn options() -> StreamOptions {
 fn context() -> pi_types::TranscriptContext {
     normalize_context(Context {
         system_prompt: Some("Be brief.".into()),
-        messages: vec![Message::User(UserMessage::text("Hi"))],
+        messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: None,
     })
 }

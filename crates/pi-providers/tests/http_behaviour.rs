@@ -120,7 +120,7 @@ fn model(api: &str, base_url: &str) -> Model {
 fn context() -> pi_types::TranscriptContext {
     normalize_context(Context {
         system_prompt: Some("Be brief.".into()),
-        messages: vec![Message::User(UserMessage::text("Hi"))],
+        messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: None,
     })
 }
@@ -403,7 +403,7 @@ async fn registry_resolves_key_and_adapter() {
             .with_api("openai-completions", Arc::new(OpenAICompletions)),
     );
     assert_eq!(models.get_model("local", "test-model").map(|m| m.base_url), Some(url.clone()));
-    let context = Context { system_prompt: None, messages: vec![Message::User(UserMessage::text("Hi"))], tools: None };
+    let context = Context { system_prompt: None, messages: vec![Message::from(UserMessage::text("Hi"))], tools: None };
     let message = models.complete(&local, context.clone(), StreamOptions::default()).await.unwrap();
     assert_eq!(message.text(), "Via registry", "{:?}", message.error_message);
     assert_eq!(count.load(Ordering::SeqCst), 1);

@@ -24,7 +24,7 @@ fn model(id: &str, api: &str, provider: &str, map: &[(ThinkingLevel, Option<&str
 fn context() -> pi_types::TranscriptContext {
     normalize_context(Context {
         system_prompt: Some("Be brief.".into()),
-        messages: vec![Message::User(UserMessage {
+        messages: vec![Message::from(UserMessage {
             content: pi_types::UserMessageContent::Text("Hi".into()),
             timestamp: 0,
         })],

@@ -73,7 +73,7 @@ async fn spans_carry_ids_not_secrets() {
     let faux = faux();
     faux.set_responses([faux_assistant_message(vec![faux_text("SECRET-ANSWER")], StopReason::Stop).into()]);
     let server = TestServer::start(config_with(vec![faux_provider(&faux)])).await;
-    let context = TranscriptContext::from_messages(vec![Message::User(UserMessage::text("SECRET-QUESTION"))]);
+    let context = TranscriptContext::from_messages(vec![Message::from(UserMessage::text("SECRET-QUESTION"))]);
     let client = ProxyStreamFn::new(&server.url, TOKEN);
     let message = client.stream(&faux.model(), context.clone(), StreamOptions::default()).result().await;
     assert_eq!(message.map(|m| m.text()).as_deref(), Some("SECRET-ANSWER"));

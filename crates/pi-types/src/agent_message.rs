@@ -129,10 +129,10 @@ impl AgentMessage {
     /// The standard message, if this is one (a copy).
     pub fn to_llm(&self) -> Option<Message> {
         Some(match self {
-            Self::System(m) => Message::System((**m).clone()),
-            Self::User(m) => Message::User((**m).clone()),
-            Self::Assistant(m) => Message::Assistant((**m).clone()),
-            Self::ToolResult(m) => Message::ToolResult((**m).clone()),
+            Self::System(m) => Message::System(Arc::clone(m)),
+            Self::User(m) => Message::User(Arc::clone(m)),
+            Self::Assistant(m) => Message::Assistant(Arc::clone(m)),
+            Self::ToolResult(m) => Message::ToolResult(Arc::clone(m)),
             Self::Custom(_) => return None,
         })
     }

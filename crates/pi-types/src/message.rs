@@ -1,5 +1,7 @@
 //! The four standard messages of a transcript.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -345,20 +347,21 @@ pub struct ToolResultMessage {
 }
 
 /// A message a provider understands.
-// Boxing the assistant variant would cost an allocation per message and ergonomics at every
-// match; transcripts are dominated by large messages anyway.
-#[allow(clippy::large_enum_variant)]
+///
+/// Each message sits behind an `Arc`, shared with the agent transcript it was converted from:
+/// building a request's transcript copies pointers, not messages. Change one in place with
+/// [`Arc::make_mut`] (copied only if shared); build one with `.into()`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum Message {
     /// System instructions / tool declarations.
-    System(SystemMessage),
+    System(Arc<SystemMessage>),
     /// User input.
-    User(UserMessage),
+    User(Arc<UserMessage>),
     /// Model output.
-    Assistant(AssistantMessage),
+    Assistant(Arc<AssistantMessage>),
     /// Tool output.
-    ToolResult(ToolResultMessage),
+    ToolResult(Arc<ToolResultMessage>),
 }
 
 impl Message {
@@ -375,10 +378,10 @@ impl Message {
     /// Parse a message from a JSON object whose `role` is one of the four standard roles.
     pub fn from_json_object(role: &str, value: Value) -> Result<Self, serde_json::Error> {
         Ok(match role {
-            "system" => Self::System(serde_json::from_value(value)?),
-            "user" => Self::User(serde_json::from_value(value)?),
-            "assistant" => Self::Assistant(serde_json::from_value(value)?),
-            "toolResult" => Self::ToolResult(serde_json::from_value(value)?),
+            "system" => Self::System(Arc::new(serde_json::from_value(value)?)),
+            "user" => Self::User(Arc::new(serde_json::from_value(value)?)),
+            "assistant" => Self::Assistant(Arc::new(serde_json::from_value(value)?)),
+            "toolResult" => Self::ToolResult(Arc::new(serde_json::from_value(value)?)),
             other => return Err(serde_json::Error::custom(format!("unknown message role `{other}`"))),
         })
     }
@@ -394,21 +397,41 @@ impl<'de> Deserialize<'de> for Message {
 
 impl From<SystemMessage> for Message {
     fn from(m: SystemMessage) -> Self {
+        Self::System(Arc::new(m))
+    }
+}
+impl From<Arc<SystemMessage>> for Message {
+    fn from(m: Arc<SystemMessage>) -> Self {
         Self::System(m)
     }
 }
 impl From<UserMessage> for Message {
     fn from(m: UserMessage) -> Self {
+        Self::User(Arc::new(m))
+    }
+}
+impl From<Arc<UserMessage>> for Message {
+    fn from(m: Arc<UserMessage>) -> Self {
         Self::User(m)
     }
 }
 impl From<AssistantMessage> for Message {
     fn from(m: AssistantMessage) -> Self {
+        Self::Assistant(Arc::new(m))
+    }
+}
+impl From<Arc<AssistantMessage>> for Message {
+    fn from(m: Arc<AssistantMessage>) -> Self {
         Self::Assistant(m)
     }
 }
 impl From<ToolResultMessage> for Message {
     fn from(m: ToolResultMessage) -> Self {
+        Self::ToolResult(Arc::new(m))
+    }
+}
+impl From<Arc<ToolResultMessage>> for Message {
+    fn from(m: Arc<ToolResultMessage>) -> Self {
         Self::ToolResult(m)
     }
 }

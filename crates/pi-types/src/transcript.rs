@@ -131,7 +131,7 @@ pub fn normalize_context(context: Context) -> TranscriptContext {
     let lead = create_initial_system_message(context.system_prompt.as_deref(), context.tools.as_deref());
     let mut messages = context.messages;
     if let Some(lead) = lead {
-        messages.insert(0, Message::System(lead));
+        messages.insert(0, Message::from(lead));
     }
     TranscriptContext::from_messages(messages)
 }
@@ -252,7 +252,7 @@ pub fn render_system_message_update(message: &SystemMessage) -> String {
 pub fn collapse_system_messages(context: TranscriptContext) -> TranscriptContext {
     let head = current_system_message(context.messages());
     let mut messages: Vec<Message> = Vec::with_capacity(context.messages.len() + 1);
-    messages.extend(head.map(Message::System));
+    messages.extend(head.map(Message::from));
     messages.extend(context.into_messages().into_iter().filter(|m| !matches!(m, Message::System(_))));
     TranscriptContext::from_messages(messages)
 }

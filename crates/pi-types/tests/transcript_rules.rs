@@ -23,7 +23,7 @@ fn system(content: &str) -> SystemMessage {
 }
 
 fn user(text: &str) -> Message {
-    Message::User(UserMessage { content: pi_types::UserMessageContent::Text(text.into()), timestamp: 0 })
+    Message::from(UserMessage { content: pi_types::UserMessageContent::Text(text.into()), timestamp: 0 })
 }
 
 fn names(tools: &[Tool]) -> Vec<&str> {
@@ -60,7 +60,7 @@ fn replay_applies_removals_then_additions_in_order() {
         tools_added: Some(vec![tool("c", "C"), tool("a", "A2")]),
         ..system("")
     };
-    let messages = vec![Message::System(first), user("x"), Message::System(second)];
+    let messages = vec![Message::from(first), user("x"), Message::from(second)];
     let tools = current_tools(&messages);
     assert_eq!(names(&tools), ["b", "c", "a"], "a removed then re-added moves to the end");
     assert_eq!(tools[2].description, "A2");
@@ -73,7 +73,7 @@ fn replay_joins_contents_and_patches_sections_by_name() {
         Some([("rules".to_owned(), Some("R1".to_owned())), ("style".to_owned(), Some("S1".to_owned()))].into());
     let mut later = system("More");
     later.sections = Some([("rules".to_owned(), None), ("extra".to_owned(), Some("E".to_owned()))].into());
-    let messages = vec![Message::System(lead), user("x"), Message::System(later)];
+    let messages = vec![Message::from(lead), user("x"), Message::from(later)];
     let replayed = current_system_message(&messages).unwrap();
     assert_eq!(replayed.content, SystemContent::Text("Base\n\nMore".into()));
     let sections = replayed.sections.unwrap();
@@ -117,9 +117,9 @@ fn declaration_equality_is_textual_so_key_order_matters() {
 #[test]
 fn collapsing_puts_the_replayed_message_first_and_drops_the_rest() {
     let messages = vec![
-        Message::System(SystemMessage { tools_added: Some(vec![tool("a", "A")]), ..system("Base") }),
+        Message::from(SystemMessage { tools_added: Some(vec![tool("a", "A")]), ..system("Base") }),
         user("one"),
-        Message::System(SystemMessage { tools_added: Some(vec![tool("b", "B")]), ..system("Later") }),
+        Message::from(SystemMessage { tools_added: Some(vec![tool("b", "B")]), ..system("Later") }),
         user("two"),
     ];
     let collapsed = collapse_system_messages(TranscriptContext::from_messages(messages.clone()));
@@ -134,9 +134,9 @@ fn collapsing_puts_the_replayed_message_first_and_drops_the_rest() {
 #[test]
 fn tool_declarations_split_by_transport_capability() {
     let additive = vec![
-        Message::System(SystemMessage { tools_added: Some(vec![tool("a", "A")]), ..system("P") }),
+        Message::from(SystemMessage { tools_added: Some(vec![tool("a", "A")]), ..system("P") }),
         user("x"),
-        Message::System(SystemMessage { tools_added: Some(vec![tool("b", "B")]), ..system("") }),
+        Message::from(SystemMessage { tools_added: Some(vec![tool("b", "B")]), ..system("") }),
     ];
     let none = resolve_transcript_tools(&additive, TranscriptToolSupport::None);
     assert_eq!((names(&none.request_tools), none.folded_system_messages), (vec!["a", "b"], 2));
@@ -147,11 +147,11 @@ fn tool_declarations_split_by_transport_capability() {
     assert!(!has_non_additive_tool_changes(&additive));
 
     let mut with_removal = additive.clone();
-    with_removal.push(Message::System(SystemMessage {
+    with_removal.push(Message::from(SystemMessage {
         tools_removed: Some(vec![ToolReference { name: "a".into() }]),
         ..system("")
     }));
-    with_removal.push(Message::System(SystemMessage { tools_added: Some(vec![tool("c", "C")]), ..system("") }));
+    with_removal.push(Message::from(SystemMessage { tools_added: Some(vec![tool("c", "C")]), ..system("") }));
     assert!(has_non_additive_tool_changes(&with_removal));
     let additions = resolve_transcript_tools(&with_removal, TranscriptToolSupport::Additions);
     assert_eq!(additions.folded_system_messages, 3, "everything up to the removal is folded");

@@ -297,7 +297,7 @@ pub fn respond(messages: &[Message], request_number: usize) -> AssistantMessage 
     let results: Vec<&ToolResultMessage> = messages[since_final..]
         .iter()
         .filter_map(|m| match m {
-            Message::ToolResult(result) => Some(result),
+            Message::ToolResult(result) => Some(&**result),
             _ => None,
         })
         .collect();
@@ -418,7 +418,7 @@ mod tests {
     #[test]
     fn no_tool_no_call() {
         assert!(plan("Tell me a joke").is_empty());
-        let reply = respond(&[Message::User(pi_types::UserMessage::text("hello"))], 1);
+        let reply = respond(&[Message::from(pi_types::UserMessage::text("hello"))], 1);
         assert_eq!(reply.stop_reason, StopReason::Stop);
         assert!(tool_calls(&reply).is_empty());
     }

@@ -34,7 +34,7 @@ fn model() -> Model {
 }
 
 fn context() -> TranscriptContext {
-    TranscriptContext::from_messages(vec![Message::User(UserMessage::text("Hi"))])
+    TranscriptContext::from_messages(vec![Message::from(UserMessage::text("Hi"))])
 }
 
 fn options() -> StreamOptions {

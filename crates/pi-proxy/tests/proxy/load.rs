@@ -123,7 +123,7 @@ enum Plan {
 }
 
 fn context(id: usize) -> TranscriptContext {
-    TranscriptContext::from_messages(vec![Message::User(UserMessage::text(format!("stream {id}")))])
+    TranscriptContext::from_messages(vec![Message::from(UserMessage::text(format!("stream {id}")))])
 }
 
 /// Run one client; `Err` says what was wrong.

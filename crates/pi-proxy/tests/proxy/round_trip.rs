@@ -17,7 +17,7 @@ fn object(value: serde_json::Value) -> pi_types::JsonObject {
 }
 
 fn context() -> TranscriptContext {
-    TranscriptContext::from_messages(vec![Message::User(UserMessage::text("What is the weather in Oslo?"))])
+    TranscriptContext::from_messages(vec![Message::from(UserMessage::text("What is the weather in Oslo?"))])
 }
 
 fn scripted() -> Vec<(&'static str, FauxResponse)> {
