@@ -244,7 +244,7 @@ impl Core {
         cancel: &CancellationToken,
     ) -> LoopConfig {
         let options = lock(&self.options).clone();
-        let mut config = LoopConfig::new((*state.model).clone(), Arc::clone(&options.stream_fn));
+        let mut config = LoopConfig::new(Arc::clone(&state.model), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
         request.reasoning = (state.thinking_level != ThinkingLevel::Off).then_some(state.thinking_level);
         request.session_id = options.session_id;

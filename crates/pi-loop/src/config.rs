@@ -216,8 +216,8 @@ pub type AfterToolCallFn = Arc<
 /// Configuration of one run (the reference's `AgentLoopConfig`).
 #[derive(Clone)]
 pub struct LoopConfig {
-    /// The model of the requests.
-    pub model: Model,
+    /// The model of the requests (shared: an agent's runs and their requests hold one copy).
+    pub model: Arc<Model>,
     /// Request options: temperature, max tokens, reasoning, session id, API key, headers, ...
     /// (`cancel` is set by the loop).
     pub options: StreamOptions,
@@ -262,9 +262,9 @@ impl std::fmt::Debug for LoopConfig {
 
 impl LoopConfig {
     /// A configuration with no hooks.
-    pub fn new(model: Model, stream_fn: Arc<dyn StreamFn>) -> Self {
+    pub fn new(model: impl Into<Arc<Model>>, stream_fn: Arc<dyn StreamFn>) -> Self {
         Self {
-            model,
+            model: model.into(),
             options: StreamOptions::default(),
             stream_fn,
             convert_to_llm: None,

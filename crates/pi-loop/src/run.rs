@@ -213,7 +213,7 @@ impl<'r> Run<'r> {
                             }
                             prepared = update.messages.unwrap_or_default();
                             if let Some(model) = update.model {
-                                self.config.model = model;
+                                self.config.model = Arc::new(model);
                             }
                             self.set_reasoning(update.thinking_level);
                         }
@@ -241,7 +241,7 @@ impl<'r> Run<'r> {
                             self.replace_context(context);
                         }
                         if let Some(model) = update.model {
-                            self.config.model = model;
+                            self.config.model = Arc::new(model);
                         }
                         self.set_reasoning(update.thinking_level);
                     }

@@ -10,8 +10,8 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use pi_types::validation::validate_tool_arguments;
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantMessage, ToolCall, ToolExecutionMode,
-    ToolResultMessage, ToolUpdateFn,
+    catch_call, AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantContent, AssistantMessage, ToolCall,
+    ToolExecutionMode, ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -423,7 +423,7 @@ pub(crate) async fn fail_truncated_tool_calls(
 
 pub(crate) async fn execute_tool_calls(
     context: &AgentContext,
-    assistant: &AssistantMessage,
+    assistant: &Arc<AssistantMessage>,
     mode: ToolExecutionMode,
     hooks: &ToolHooks,
     cancel: &CancellationToken,
@@ -443,7 +443,7 @@ pub(crate) async fn execute_tool_calls(
 /// What every call of one batch shares.
 struct Batch<'a> {
     context: &'a AgentContext,
-    assistant: &'a AssistantMessage,
+    assistant: &'a Arc<AssistantMessage>,
     hooks: &'a ToolHooks,
     cancel: &'a CancellationToken,
     emitter: &'a Emitter,
@@ -459,8 +459,21 @@ impl Batch<'_> {
         args: Value,
     ) -> Result<ToolCallOutcome, LoopError> {
         let emitter = self.emitter.detached();
-        let owned_call = call.clone();
-        let deliver = Box::new(move |update| emitter.emit(update_event(&owned_call, update)));
+        // The callback may outlive the batch: it keeps the shared message and finds the call in
+        // it per update, instead of a copy of the call per execution.
+        let message = Arc::clone(self.assistant);
+        let index = message
+            .content
+            .iter()
+            .position(|block| matches!(block, AssistantContent::ToolCall(c) if std::ptr::eq(c, call)));
+        let fallback = index.is_none().then(|| call.clone());
+        let deliver = Box::new(move |update| {
+            let call = match (&fallback, index.and_then(|i| message.content.get(i))) {
+                (Some(call), _) | (None, Some(AssistantContent::ToolCall(call))) => call,
+                _ => return Box::pin(std::future::ready(Ok(()))) as BoxFuture<'static, Result<(), LoopError>>,
+            };
+            emitter.emit(update_event(call, update))
+        });
         let executed = execute_prepared(call, tool, args.clone(), self.cancel, deliver, self.parallel).await?;
         Ok(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await)
     }
@@ -468,7 +481,7 @@ impl Batch<'_> {
 
 async fn execute_sequential(
     context: &AgentContext,
-    assistant: &AssistantMessage,
+    assistant: &Arc<AssistantMessage>,
     calls: &[&ToolCall],
     hooks: &ToolHooks,
     cancel: &CancellationToken,
@@ -495,7 +508,7 @@ async fn execute_sequential(
 
 async fn execute_parallel(
     context: &AgentContext,
-    assistant: &AssistantMessage,
+    assistant: &Arc<AssistantMessage>,
     calls: &[&ToolCall],
     hooks: &ToolHooks,
     cancel: &CancellationToken,

@@ -344,6 +344,8 @@ impl FauxProvider {
             Some(FauxResponse::Message(message)) => Ok(message),
             Some(FauxResponse::Build(build)) => catch_failure(build(request.clone())).await,
         };
+        // Boxed: a message held by value across the awaits below would sit in this future
+        // (and again in the one it awaits) for the whole response.
         let (mut message, streamed) = match message {
             Ok(message) => {
                 let message = AssistantMessage {
@@ -352,9 +354,9 @@ impl FauxProvider {
                     model: request.model.id.clone(),
                     ..message
                 };
-                (message, true)
+                (Box::new(message), true)
             }
-            Err(text) => (self.error_message(&request.model, text), false),
+            Err(text) => (Box::new(self.error_message(&request.model, text)), false),
         };
         {
             let mut state = self.state();
@@ -363,20 +365,19 @@ impl FauxProvider {
         }
         if !streamed {
             // A failed request never started: one terminal event, no `start`.
-            AssistantMessageBuilder::new(tx, message).done(StopReason::Error).await;
+            AssistantMessageBuilder::new(tx, *message).done(StopReason::Error).await;
             return;
         }
         self.stream_message(tx, message, &request.options).await;
     }
 
     /// Streams a scripted message: its blocks in order, each in chunks, then its ending.
-    async fn stream_message(&self, tx: EventSender, message: AssistantMessage, options: &StreamOptions) {
+    async fn stream_message(&self, tx: EventSender, mut message: Box<AssistantMessage>, options: &StreamOptions) {
         let cancelled = || options.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-        let mut message = message;
         let content = std::mem::take(&mut message.content);
         let reason = message.stop_reason;
         let mut out =
-            AssistantMessageBuilder::new(tx, AssistantMessage { stop_reason: StopReason::Pending, ..message });
+            AssistantMessageBuilder::new(tx, AssistantMessage { stop_reason: StopReason::Pending, ..*message });
         if cancelled() {
             return abort(out).await;
         }
@@ -406,9 +407,12 @@ impl FauxProvider {
             }
         }
         if reason == StopReason::Pending {
-            let model = Model::new(&out.message().model, &out.message().api, &out.message().provider);
-            let error = self.error_message(&model, "Faux response ended without a stop reason".into());
-            let event = AssistantMessageEvent::Error { reason: StopReason::Error, error: Arc::new(error) };
+            // Built in a block: the model must not be held across the await.
+            let error = {
+                let model = Model::new(&out.message().model, &out.message().api, &out.message().provider);
+                Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
+            };
+            let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };
             return out.into_sender().send(event).await;
         }
         // `error` and `aborted` end with the scripted message as the error.
