@@ -162,10 +162,6 @@ impl<'r> Run<'r> {
         }
     }
 
-    async fn emit(&self, event: AgentEvent) -> Result<(), LoopError> {
-        self.emitter.emit(event).await
-    }
-
     async fn poll_steering(&self) -> Vec<AgentMessage> {
         match &self.config.get_steering_messages {
             Some(source) => source().await,
@@ -223,12 +219,12 @@ impl<'r> Run<'r> {
                     if pending.is_empty() {
                         pending = self.poll_steering().await;
                     }
-                    self.emit(AgentEvent::TurnStart).await?;
+                    self.emitter.emit(AgentEvent::TurnStart).await?;
                 }
                 prepared.append(&mut pending);
                 for message in declare_tool_changes(&self.context, prepared) {
-                    self.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
-                    self.emit(AgentEvent::MessageEnd { message: message.clone() }).await?;
+                    self.emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
+                    self.emitter.emit(AgentEvent::MessageEnd { message: message.clone() }).await?;
                     self.context.messages.push(message.clone());
                     self.new_messages.push(message);
                 }
@@ -256,8 +252,10 @@ impl<'r> Run<'r> {
                         let ctx = self.turn_context(&turn);
                         catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
                     }
-                    self.emit(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() }).await?;
-                    self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter
+                        .emit(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
+                        .await?;
+                    self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
                 }
 
@@ -290,14 +288,15 @@ impl<'r> Run<'r> {
                     }
                     None => None,
                 };
-                self.emit(AgentEvent::TurnEnd {
-                    message: AgentMessage::Assistant(Arc::clone(&turn.message)),
-                    tool_results: turn.tool_results.clone(),
-                })
-                .await?;
+                self.emitter
+                    .emit(AgentEvent::TurnEnd {
+                        message: AgentMessage::Assistant(Arc::clone(&turn.message)),
+                        tool_results: turn.tool_results.clone(),
+                    })
+                    .await?;
                 last_turn = Some(turn);
                 if decision == Some(TurnDecision::End) {
-                    self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
                 }
                 explicit_continuation = decision == Some(TurnDecision::Continue);
@@ -319,7 +318,7 @@ impl<'r> Run<'r> {
             }
             break;
         }
-        self.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
+        self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
     }
 
     /// The provider transcript. With the default `convert_to_llm` and no
@@ -392,14 +391,15 @@ impl<'r> Run<'r> {
                     let snapshot = (*partial).clone();
                     started = Some(Streamed(snapshot.clone()));
                     drop(partial);
-                    self.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
+                    self.emitter.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
                 }
                 AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                 event => {
                     if let Some(streamed) = &mut started {
                         let Some(current) = event.partial().cloned() else { continue };
                         streamed.observe(&event, &current);
-                        self.emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
+                        self.emitter
+                            .emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
                             .await?;
                     }
                 }
@@ -419,12 +419,12 @@ impl<'r> Run<'r> {
         let started = started.is_some();
         message.thinking_level = Some(thinking_level);
         if !started {
-            self.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
+            self.emitter.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
         }
         // One shared message for the transcript, the event and the turn.
         let message = Arc::new(message);
         self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
-        self.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
+        self.emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
         Ok(message)
     }
 

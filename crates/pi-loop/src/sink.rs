@@ -1,6 +1,7 @@
 //! Where a run's events go.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -146,9 +147,13 @@ impl DetachedEmitter {
     }
 }
 
+/// Hand one event to the sink; a sink error or panic becomes [`crate::LoopError::Sink`].
 async fn deliver(sink: &dyn AgentEventSink, event: &AgentEvent) -> Result<(), crate::LoopError> {
-    match pi_types::catch_call(|| sink.emit(event)).await {
-        Ok(()) => Ok(()),
-        Err(message) => Err(crate::LoopError::Sink(message)),
-    }
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| sink.emit(event))) {
+        // Handled at once (the common case): no future to poll.
+        Ok(EmitFuture::Ready(outcome)) => outcome.unwrap_or(Ok(())).map_err(|error| error.to_string()),
+        Ok(future) => pi_types::catch_failure(future).await,
+        Err(payload) => Err(pi_types::error::panic_message(payload.as_ref())),
+    };
+    outcome.map_err(crate::LoopError::Sink)
 }

@@ -503,8 +503,9 @@ impl AssistantMessageBuilder {
         self.tx.send(AssistantMessageEvent::Error { reason, error: self.message }).await;
     }
 
-    async fn send(&self, event: AssistantMessageEvent) {
-        self.tx.send(event).await;
+    /// The sender's own future: no extra `async` layer per event.
+    fn send(&self, event: AssistantMessageEvent) -> crate::stream::SendEvent<'_> {
+        self.tx.send(event)
     }
 
     /// Ends open block `index` (checked by the caller) and sends its end event.

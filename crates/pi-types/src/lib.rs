@@ -52,7 +52,7 @@ pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
     StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
-pub use stream::{AssistantMessageEventStream, EventSender, StreamFn};
+pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, StreamFn};
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
     ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
@@ -87,7 +88,7 @@ impl AssistantMessageEventStream {
     {
         // The stream exists from here: whatever the producer stamps comes after.
         let clock = StreamClock::now();
-        let slot = Arc::new(Mutex::new(None));
+        let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
         Self::with_clock(ProducerStream { slot, future: Some(Box::pin(future)) }, clock)
     }
@@ -157,60 +158,85 @@ impl Stream for AssistantMessageEventStream {
 /// Hands events from a producer to its [`AssistantMessageEventStream`], one at a time.
 #[derive(Debug)]
 pub struct EventSender {
-    slot: Arc<Mutex<Option<AssistantMessageEvent>>>,
+    slot: Arc<Slot>,
+}
+
+/// The one event between a producer and its stream.
+#[derive(Debug, Default)]
+struct Slot {
+    event: Mutex<Option<AssistantMessageEvent>>,
+    /// Whether `event` holds one: the stream looks before it locks, and most looks find none.
+    full: AtomicBool,
+}
+
+impl Slot {
+    fn put(&self, event: AssistantMessageEvent) {
+        if let Ok(mut slot) = self.event.lock() {
+            *slot = Some(event);
+            self.full.store(true, Ordering::Release);
+        }
+    }
+
+    fn take(&self) -> Option<AssistantMessageEvent> {
+        if !self.full.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut slot = self.event.lock().ok()?;
+        self.full.store(false, Ordering::Release);
+        slot.take()
+    }
 }
 
 impl EventSender {
     /// Give one event to the consumer; resolves when the consumer asks for the next one.
-    pub async fn send(&self, event: AssistantMessageEvent) {
-        if let Ok(mut slot) = self.slot.lock() {
-            *slot = Some(event);
-        }
-        YieldOnce(false).await;
+    pub fn send(&self, event: AssistantMessageEvent) -> SendEvent<'_> {
+        SendEvent { slot: &self.slot, event: Some(event) }
     }
 }
 
-struct YieldOnce(bool);
+/// What [`EventSender::send`] returns: on its first poll it hands the event over and stays
+/// pending once, while the consumer takes it.
+#[derive(Debug)]
+#[must_use = "the event is handed over when the future is awaited"]
+pub struct SendEvent<'a> {
+    slot: &'a Slot,
+    event: Option<AssistantMessageEvent>,
+}
 
-impl Future for YieldOnce {
+impl Future for SendEvent<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<()> {
         // The producer is only ever polled by its `ProducerStream`, which takes the event
         // and re-polls on the next `poll_next`; no waker is needed for this one yield.
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            Poll::Pending
+        match self.event.take() {
+            Some(event) => {
+                self.slot.put(event);
+                Poll::Pending
+            }
+            None => Poll::Ready(()),
         }
     }
 }
 
 struct ProducerStream {
-    slot: Arc<Mutex<Option<AssistantMessageEvent>>>,
+    slot: Arc<Slot>,
     future: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-}
-
-impl ProducerStream {
-    fn take_event(&self) -> Option<AssistantMessageEvent> {
-        self.slot.lock().ok().and_then(|mut slot| slot.take())
-    }
 }
 
 impl Stream for ProducerStream {
     type Item = AssistantMessageEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(event) = self.take_event() {
+        if let Some(event) = self.slot.take() {
             return Poll::Ready(Some(event));
         }
         let Some(future) = self.future.as_mut() else { return Poll::Ready(None) };
         match future.as_mut().poll(cx) {
             Poll::Ready(()) => {
                 self.future = None;
-                Poll::Ready(self.take_event())
+                Poll::Ready(self.slot.take())
             }
-            Poll::Pending => match self.take_event() {
+            Poll::Pending => match self.slot.take() {
                 Some(event) => Poll::Ready(Some(event)),
                 None => Poll::Pending,
             },
