@@ -12,7 +12,7 @@ use pi_types::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, TurnContext, TurnDecision};
-use crate::sink::{AgentEventSink, Emitter};
+use crate::sink::{AgentEventSink, Emitter, Target};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
@@ -35,7 +35,18 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(prompts, Box::new(Inputs { context, config }), sink, cancel, true)
+    run_with_prompts(prompts, Box::new(Inputs { context, config }), Target::Sink(sink), cancel, true)
+}
+
+/// [`run_agent_loop`] delivering to any target (the `Stream` form's handoff).
+pub(crate) fn run_agent_loop_to(
+    prompts: Vec<AgentMessage>,
+    context: AgentContext,
+    config: LoopConfig,
+    target: Target,
+    cancel: CancellationToken,
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_with_prompts(prompts, Box::new(Inputs { context, config }), target, cancel, true)
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -46,12 +57,22 @@ pub fn run_agent_loop_continue(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Box::new(Inputs { context, config }), sink, cancel)
+    run_continue(Box::new(Inputs { context, config }), Target::Sink(sink), cancel)
 }
 
-async fn run_continue(inputs: Box<Inputs>, sink: Arc<dyn AgentEventSink>, cancel: CancellationToken) -> RunOutcome {
+/// [`run_agent_loop_continue`] delivering to any target (the `Stream` form's handoff).
+pub(crate) fn run_agent_loop_continue_to(
+    context: AgentContext,
+    config: LoopConfig,
+    target: Target,
+    cancel: CancellationToken,
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_continue(Box::new(Inputs { context, config }), target, cancel)
+}
+
+async fn run_continue(inputs: Box<Inputs>, target: Target, cancel: CancellationToken) -> RunOutcome {
     check_continue(&inputs.context)?;
-    let emitter = Emitter::new(sink);
+    let emitter = Emitter::new(target);
     let mut new_messages = Vec::new();
     let Inputs { context, config } = *inputs;
     let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
@@ -71,17 +92,17 @@ pub fn run_agent_loop_resume(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(prompts, Box::new(Inputs { context, config }), sink, cancel, false)
+    run_with_prompts(prompts, Box::new(Inputs { context, config }), Target::Sink(sink), cancel, false)
 }
 
 async fn run_with_prompts(
     prompts: Vec<AgentMessage>,
     inputs: Box<Inputs>,
-    sink: Arc<dyn AgentEventSink>,
+    target: Target,
     cancel: CancellationToken,
     poll_initial_steering: bool,
 ) -> RunOutcome {
-    let emitter = Emitter::new(sink);
+    let emitter = Emitter::new(target);
     let Inputs { mut context, config } = *inputs;
     let initial = declare_tool_changes(&context, prompts);
     context.messages.extend(initial.iter().cloned());

@@ -98,18 +98,38 @@ impl AgentEventSink for NullSink {
     }
 }
 
+/// Where a run's events go: a sink, which each event is lent to, or the `Stream` form's
+/// handoff slot, which each event is given to (moved, not copied).
+#[derive(Clone)]
+pub(crate) enum Target {
+    Sink(Arc<dyn AgentEventSink>),
+    Handoff(Arc<crate::stream::Handoff>),
+}
+
+impl Target {
+    async fn deliver(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
+        match self {
+            Self::Sink(sink) => deliver(&**sink, &event).await,
+            Self::Handoff(handoff) => {
+                handoff.give(event).await;
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Serializes emits: concurrently running tools never call the user's sink at the same time.
 ///
-/// The sink is shared (`Arc`) because tool progress updates are handed to it from inside the
-/// tool's own update callback, which may outlive any borrow the loop holds.
+/// The target is shared (`Arc`) because tool progress updates are handed to it from inside
+/// the tool's own update callback, which may outlive any borrow the loop holds.
 pub(crate) struct Emitter {
-    sink: Arc<dyn AgentEventSink>,
+    target: Target,
     lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Emitter {
-    pub(crate) fn new(sink: Arc<dyn AgentEventSink>) -> Self {
-        Self { sink, lock: Arc::new(tokio::sync::Mutex::new(())) }
+    pub(crate) fn new(target: Target) -> Self {
+        Self { target, lock: Arc::new(tokio::sync::Mutex::new(())) }
     }
 
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
@@ -119,30 +139,30 @@ impl Emitter {
             Ok(turn) => turn,
             Err(_) => self.lock.lock().await,
         };
-        deliver(&*self.sink, &event).await
+        self.target.deliver(event).await
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own
     /// futures (a tool's update callback). They share this emitter's order.
     pub(crate) fn detached(&self) -> DetachedEmitter {
-        DetachedEmitter { sink: Arc::clone(&self.sink), lock: Arc::clone(&self.lock) }
+        DetachedEmitter { target: self.target.clone(), lock: Arc::clone(&self.lock) }
     }
 }
 
 /// See [`Emitter::detached`].
 pub(crate) struct DetachedEmitter {
-    sink: Arc<dyn AgentEventSink>,
+    target: Target,
     lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl DetachedEmitter {
     /// Emit; the future takes its place in the emit order when first polled.
     pub(crate) fn emit(&self, event: AgentEvent) -> BoxFuture<'static, Result<(), crate::LoopError>> {
-        let sink = Arc::clone(&self.sink);
+        let target = self.target.clone();
         let lock = Arc::clone(&self.lock);
         Box::pin(async move {
             let _turn = lock.lock_owned().await;
-            deliver(&*sink, &event).await
+            target.deliver(event).await
         })
     }
 }

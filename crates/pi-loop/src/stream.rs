@@ -16,16 +16,16 @@ use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
-use pi_types::{AgentEvent, AgentMessage, BoxError};
+use pi_types::{AgentEvent, AgentMessage};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig};
-use crate::sink::{AgentEventSink, EmitFuture};
+use crate::sink::Target;
 use crate::LoopError;
 
 /// The one-event slot between the run and the consumer.
 #[derive(Default)]
-struct Handoff {
+pub(crate) struct Handoff {
     slot: Mutex<Slot>,
 }
 
@@ -51,33 +51,33 @@ impl Handoff {
         }
         Some(event)
     }
-}
 
-/// An emit: put the event into the slot, then wait until the consumer took it.
-struct Emit<'a> {
-    handoff: &'a Handoff,
-    event: Option<&'a AgentEvent>,
-}
-
-impl Future for Emit<'_> {
-    type Output = Result<(), BoxError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut slot = self.handoff.slot();
-        if let Some(event) = self.event.take() {
-            // Emits are serialized by the loop, so the slot is empty here.
-            slot.event = Some(event.clone());
-        } else if slot.event.is_none() {
-            return Poll::Ready(Ok(()));
-        }
-        slot.producer = Some(cx.waker().clone());
-        Poll::Pending
+    /// An emit: the event moves into the slot; resolves once the consumer took it.
+    pub(crate) fn give(&self, event: AgentEvent) -> Give<'_> {
+        Give { handoff: self, event: Some(event) }
     }
 }
 
-impl AgentEventSink for Handoff {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        EmitFuture::boxed(Emit { handoff: self, event: Some(event) })
+/// See [`Handoff::give`].
+pub(crate) struct Give<'a> {
+    handoff: &'a Handoff,
+    event: Option<AgentEvent>,
+}
+
+impl Future for Give<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let event = self.event.take();
+        let mut slot = self.handoff.slot();
+        if let Some(event) = event {
+            // Emits are serialized by the loop, so the slot is empty here.
+            slot.event = Some(event);
+        } else if slot.event.is_none() {
+            return Poll::Ready(());
+        }
+        slot.producer = Some(cx.waker().clone());
+        Poll::Pending
     }
 }
 
@@ -144,7 +144,9 @@ pub fn agent_loop(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> AgentEventStream {
-    AgentEventStream::start(|sink| crate::run_agent_loop(prompts, context, config, sink, cancel).boxed())
+    AgentEventStream::start(|handoff| {
+        crate::run::run_agent_loop_to(prompts, context, config, Target::Handoff(handoff), cancel).boxed()
+    })
 }
 
 /// Continue from the current transcript, as a stream of events. Fails at once on an
@@ -155,5 +157,7 @@ pub fn agent_loop_continue(
     cancel: CancellationToken,
 ) -> Result<AgentEventStream, LoopError> {
     crate::run::check_continue(&context)?;
-    Ok(AgentEventStream::start(|sink| crate::run_agent_loop_continue(context, config, sink, cancel).boxed()))
+    Ok(AgentEventStream::start(|handoff| {
+        crate::run::run_agent_loop_continue_to(context, config, Target::Handoff(handoff), cancel).boxed()
+    }))
 }
