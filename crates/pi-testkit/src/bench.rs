@@ -180,18 +180,40 @@ fn script(workload: &str, size: usize, faux: &FauxProvider) {
         }
         "prompts" => faux.set_responses((0..size).map(|_| text_message(FINAL_TEXT))),
         _ => {
-            // Every agent gets the same three steps, chosen from its own transcript.
-            let step: pi_providers::faux::FauxResponseFn = Arc::new(|request: FauxRequest| {
-                let results = request.context.messages().iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
-                let response = match results {
-                    0 => faux_assistant_message(vec![tool_call(0)], StopReason::ToolUse),
-                    1 => faux_assistant_message(vec![tool_call(1)], StopReason::ToolUse),
-                    _ => faux_assistant_message(vec![faux_text(text(AGENT_FINAL_TEXT_CHARS))], StopReason::Stop),
-                };
-                Box::pin(std::future::ready(Ok(response)))
-            });
-            faux.set_responses((0..3 * size).map(|_| FauxResponse::Build(Arc::clone(&step))));
+            // As the reference's harness: one step per agent queued, a step that answers with a
+            // tool call queues the agent's next one (so the queue holds at most SIZE steps), and
+            // each step picks a prebuilt response from the request's own transcript.
+            let step = AgentStep {
+                faux: faux.clone(),
+                responses: Arc::new([
+                    faux_assistant_message(vec![tool_call(0)], StopReason::ToolUse),
+                    faux_assistant_message(vec![tool_call(1)], StopReason::ToolUse),
+                    faux_assistant_message(vec![faux_text(text(AGENT_FINAL_TEXT_CHARS))], StopReason::Stop),
+                ]),
+            };
+            let first = step.into_response_fn();
+            faux.set_responses((0..size).map(|_| FauxResponse::Build(Arc::clone(&first))));
         }
+    }
+}
+
+/// The `agents` workload's scripted step.
+#[derive(Clone)]
+struct AgentStep {
+    faux: FauxProvider,
+    responses: Arc<[pi_types::AssistantMessage; 3]>,
+}
+
+impl AgentStep {
+    fn into_response_fn(self) -> pi_providers::faux::FauxResponseFn {
+        Arc::new(move |request: FauxRequest| {
+            let results = request.context.messages().iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
+            if results < 2 {
+                self.faux.append_responses([FauxResponse::Build(self.clone().into_response_fn())]);
+            }
+            let response = self.responses[results.min(2)].clone();
+            Box::pin(std::future::ready(Ok(response)))
+        })
     }
 }
 
