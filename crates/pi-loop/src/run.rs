@@ -6,8 +6,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use pi_types::transcript::{current_tool_declarations, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent, ClientIdentity,
-    Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
+    catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent,
+    AssistantMessageEventStream, ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage,
+    ThinkingLevel, Tool, TranscriptContext,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -385,32 +386,28 @@ impl<'r> Run<'r> {
 
     async fn stream_assistant_response(&mut self) -> Result<Arc<AssistantMessage>, LoopError> {
         let transcript = self.llm_transcript().await?;
-        let mut options = self.config.options.clone();
-        if let Some(hook) = &self.config.get_api_key {
-            let provider = self.config.model.provider.clone();
-            let key = catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?;
-            // JavaScript `||`: an empty key falls back to the configured one.
-            if let Some(key) = key.filter(|k| !k.is_empty()) {
-                options.api_key = Some(key);
+        // Only the key is awaited here; the request's options are built after it, so they never
+        // sit in this future (which every streaming run holds).
+        let api_key = match &self.config.get_api_key {
+            Some(hook) => {
+                let provider = self.config.model.provider.clone();
+                // JavaScript `||`: an empty key falls back to the configured one.
+                catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?.filter(|k| !k.is_empty())
             }
-        }
-        options.cancel = Some(self.cancel.clone());
-        // Agent loops attribute requests to pi unless the configuration says otherwise.
-        options.identity = Some(match options.identity.take() {
-            None => ClientIdentity::agent_default(),
-            Some(given) => ClientIdentity::agent_default().merged_with(Some(&given)),
-        });
-        let thinking_level = options.reasoning.unwrap_or(ThinkingLevel::Off);
-        let mut stream = self.config.stream_fn.stream(&self.config.model, transcript, options);
+            None => None,
+        };
+        let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
+        let mut stream = self.start_request(transcript, api_key);
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
-        let mut started: Option<Streamed> = None;
+        // Boxed: a message-sized value in this future would stay there for the whole response.
+        let mut started: Option<Box<Streamed>> = None;
         while let Some(event) = stream.next().await {
             match event {
                 AssistantMessageEvent::Start { partial } => {
                     let snapshot = (*partial).clone();
-                    started = Some(Streamed(snapshot.clone()));
+                    started = Some(Box::new(Streamed(snapshot.clone())));
                     drop(partial);
                     self.emitter.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
                 }
@@ -427,26 +424,38 @@ impl<'r> Run<'r> {
             }
         }
         // Without a terminal event the provider's partial is gone: end with the loop's own copy
-        // of what was streamed.
-        let unterminated = match stream.final_message() {
-            Some(_) => None,
-            None => Some(self.unterminated_message(started.as_ref().map(|s| &s.0))),
+        // of what was streamed. Taking the final message out of the stream avoids copying it
+        // when nobody shares it.
+        let mut message = match stream.final_message() {
+            Some(_) => stream.into_final_message().unwrap_or_default(),
+            None => self.unterminated_message(started.as_ref().map(|s| &s.0)),
         };
-        // Taking the final message out of the stream avoids copying it when nobody shares it.
-        let mut message = match unterminated {
-            Some(message) => message,
-            None => stream.into_final_message().unwrap_or_default(),
-        };
-        let started = started.is_some();
+        let was_started = started.take().is_some();
         message.thinking_level = Some(thinking_level);
-        if !started {
-            self.emitter.emit(AgentEvent::MessageStart { message: message.clone().into() }).await?;
-        }
         // One shared message for the transcript, the event and the turn.
         let message = Arc::new(message);
+        if !was_started {
+            let start = AgentMessage::Assistant(Arc::new((*message).clone()));
+            self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
+        }
         self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
         self.emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
         Ok(message)
+    }
+
+    /// Start the request: the configured options with the run's key, cancellation and identity.
+    fn start_request(&self, transcript: TranscriptContext, api_key: Option<String>) -> AssistantMessageEventStream {
+        let mut options = self.config.options.clone();
+        if let Some(key) = api_key {
+            options.api_key = Some(key);
+        }
+        options.cancel = Some(self.cancel.clone());
+        // Agent loops attribute requests to pi unless the configuration says otherwise.
+        options.identity = Some(match options.identity.take() {
+            None => ClientIdentity::agent_default(),
+            Some(given) => ClientIdentity::agent_default().merged_with(Some(&given)),
+        });
+        self.config.stream_fn.stream(&self.config.model, transcript, options)
     }
 
     /// A stream that ended without `done`/`error` must not hang the run: keep what was
