@@ -107,6 +107,7 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The event is lent to a sink, or moved into the handoff slot at once.
     async fn deliver(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
         match self {
             Self::Sink(sink) => deliver(&**sink, &event).await,
@@ -139,7 +140,15 @@ impl Emitter {
             Ok(turn) => turn,
             Err(_) => self.lock.lock().await,
         };
-        self.target.deliver(event).await
+        // Matched here rather than through `Target::deliver`: the event then has one place in
+        // this future, which sits inside every future that emits.
+        match &self.target {
+            Target::Sink(sink) => deliver(&**sink, &event).await,
+            Target::Handoff(handoff) => {
+                handoff.give(event).await;
+                Ok(())
+            }
+        }
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own

@@ -52,28 +52,26 @@ impl Handoff {
         Some(event)
     }
 
-    /// An emit: the event moves into the slot; resolves once the consumer took it.
-    pub(crate) fn give(&self, event: AgentEvent) -> Give<'_> {
-        Give { handoff: self, event: Some(event) }
+    /// An emit: the event moves into the slot now; the future resolves once the consumer took
+    /// it (and holds no event itself).
+    pub(crate) fn give(&self, event: AgentEvent) -> Taken<'_> {
+        // Emits are serialized by the loop, so the slot is empty here.
+        self.slot().event = Some(event);
+        Taken { handoff: self }
     }
 }
 
 /// See [`Handoff::give`].
-pub(crate) struct Give<'a> {
+pub(crate) struct Taken<'a> {
     handoff: &'a Handoff,
-    event: Option<AgentEvent>,
 }
 
-impl Future for Give<'_> {
+impl Future for Taken<'_> {
     type Output = ();
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let event = self.event.take();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut slot = self.handoff.slot();
-        if let Some(event) = event {
-            // Emits are serialized by the loop, so the slot is empty here.
-            slot.event = Some(event);
-        } else if slot.event.is_none() {
+        if slot.event.is_none() {
             return Poll::Ready(());
         }
         slot.producer = Some(cx.waker().clone());

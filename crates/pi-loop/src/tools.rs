@@ -434,7 +434,8 @@ pub(crate) async fn execute_tool_calls(
         .iter()
         .any(|c| context.tool(&c.name).is_some_and(|t| t.spec().execution_mode == Some(ToolExecutionMode::Sequential)));
     if mode == ToolExecutionMode::Sequential || any_sequential {
-        execute_sequential(context, assistant, &calls, hooks, cancel, emitter).await
+        // Boxed: its future (a whole call's execution inline) would otherwise size every batch's.
+        Box::pin(execute_sequential(context, assistant, &calls, hooks, cancel, emitter)).await
     } else {
         execute_parallel(context, assistant, &calls, hooks, cancel, emitter).await
     }

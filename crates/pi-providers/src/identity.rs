@@ -35,8 +35,8 @@ pub fn attribution_headers(model: &Model, identity: Option<&ClientIdentity>) -> 
     let host = host_of(&model.base_url);
     if model.provider == "openrouter" || model.base_url.contains("openrouter.ai") {
         let mut headers = vec![
-            ("HTTP-Referer".to_owned(), attribution.url.clone()),
-            ("X-OpenRouter-Title".to_owned(), attribution.name.clone()),
+            ("HTTP-Referer".to_owned(), attribution.url.to_string()),
+            ("X-OpenRouter-Title".to_owned(), attribution.name.to_string()),
         ];
         if let Some(categories) = attribution.categories.as_ref().filter(|c| !c.is_empty()) {
             headers.push(("X-OpenRouter-Categories".to_owned(), categories.join(",")));
@@ -50,7 +50,7 @@ pub fn attribution_headers(model: &Model, identity: Option<&ClientIdentity>) -> 
         return vec![("X-BILLING-INVOKE-ORIGIN".to_owned(), origin)];
     }
     if matches!(model.provider.as_str(), "opencode" | "opencode-go") || host == Some("opencode.ai") {
-        return vec![("x-opencode-client".to_owned(), attribution.name.clone())];
+        return vec![("x-opencode-client".to_owned(), attribution.name.to_string())];
     }
     Vec::new()
 }

@@ -1,5 +1,6 @@
 //! Options of one provider request.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -84,21 +85,29 @@ pub enum UserAgentMode {
 }
 
 /// The application a request is attributed to (OpenRouter, NVIDIA NIM and OpenCode headers).
+///
+/// The texts are `Cow`s so that pi's own attribution, which every agent request carries by
+/// default, is built and copied without allocating: `"name".into()` and `String`s work alike.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientAttribution {
     /// Application name.
-    pub name: String,
+    pub name: Cow<'static, str>,
     /// Application URL.
-    pub url: String,
+    pub url: Cow<'static, str>,
     /// Application categories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub categories: Option<Vec<String>>,
+    pub categories: Option<Cow<'static, [Cow<'static, str>]>>,
 }
 
 impl ClientAttribution {
     /// pi's own attribution, which agent loops send by default.
     pub fn pi() -> Self {
-        Self { name: "pi".into(), url: "https://pi.dev".into(), categories: Some(vec!["cli-agent".into()]) }
+        const CATEGORIES: &[Cow<'static, str>] = &[Cow::Borrowed("cli-agent")];
+        Self {
+            name: Cow::Borrowed("pi"),
+            url: Cow::Borrowed("https://pi.dev"),
+            categories: Some(Cow::Borrowed(CATEGORIES)),
+        }
     }
 }
 
