@@ -119,7 +119,7 @@ fn answer(name: &str) -> Result<AssistantMessage, pi_types::BoxError> {
 }
 
 fn scripted(faux: &FauxProvider) {
-    let build: FauxResponseFn = Arc::new(|request: FauxRequest| {
+    let build: FauxResponseFn = Arc::new(|request: &FauxRequest| {
         let name = match request.context.messages().last() {
             Some(Message::User(user)) => user.content.text(),
             _ => String::new(),

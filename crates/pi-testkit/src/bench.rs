@@ -206,7 +206,7 @@ struct AgentStep {
 
 impl AgentStep {
     fn into_response_fn(self) -> pi_providers::faux::FauxResponseFn {
-        Arc::new(move |request: FauxRequest| {
+        Arc::new(move |request: &FauxRequest| {
             let results = request.context.messages().iter().filter(|m| matches!(m, Message::ToolResult(_))).count();
             if results < 2 {
                 self.faux.append_responses([FauxResponse::Build(self.clone().into_response_fn())]);

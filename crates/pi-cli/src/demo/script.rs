@@ -331,7 +331,7 @@ impl DemoProvider {
     pub fn new() -> Self {
         let faux =
             FauxProvider::new(FauxOptions { tokens_per_second: Some(DEMO_TOKENS_PER_SECOND), ..Default::default() });
-        let step: FauxResponseFn = Arc::new(|request: FauxRequest| {
+        let step: FauxResponseFn = Arc::new(|request: &FauxRequest| {
             let reply = respond(request.context.messages(), request.call_count);
             Box::pin(std::future::ready(Ok(reply)))
         });

@@ -26,15 +26,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use pi_types::{
-    catch_failure, AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageEvent,
+    catch_call, AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageEvent,
     AssistantMessageEventStream, BoxError, EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason,
     StreamFn, StreamOptions, TranscriptContext, TypesError, Usage,
 };
 use usage::PromptCache;
 
-/// Builds a response from the request (the reference's response factory).
+/// Builds a response from the request (the reference's response factory). It borrows the
+/// request, as the reference's factory gets references; a factory that needs a part of it in
+/// its future copies that part.
 pub type FauxResponseFn =
-    Arc<dyn Fn(FauxRequest) -> BoxFuture<'static, Result<AssistantMessage, BoxError>> + Send + Sync>;
+    Arc<dyn Fn(&FauxRequest) -> BoxFuture<'static, Result<AssistantMessage, BoxError>> + Send + Sync>;
 
 /// One scripted response.
 #[derive(Clone)]
@@ -342,7 +344,7 @@ impl FauxProvider {
         let message = match pending.step.take() {
             None => Err("No more faux responses queued".to_owned()),
             Some(FauxResponse::Message(message)) => Ok(message),
-            Some(FauxResponse::Build(build)) => catch_failure(build(request.clone())).await,
+            Some(FauxResponse::Build(build)) => catch_call(|| build(request)).await,
         };
         // Boxed: a message held by value across the awaits below would sit in this future
         // (and again in the one it awaits) for the whole response.
