@@ -460,23 +460,42 @@ impl Batch<'_> {
         args: Value,
     ) -> Result<ToolCallOutcome, LoopError> {
         let emitter = self.emitter.detached();
-        // The callback may outlive the batch: it keeps the shared message and finds the call in
-        // it per update, instead of a copy of the call per execution.
-        let message = Arc::clone(self.assistant);
-        let index = message
-            .content
-            .iter()
-            .position(|block| matches!(block, AssistantContent::ToolCall(c) if std::ptr::eq(c, call)));
-        let fallback = index.is_none().then(|| call.clone());
-        let deliver = Box::new(move |update| {
-            let call = match (&fallback, index.and_then(|i| message.content.get(i))) {
-                (Some(call), _) | (None, Some(AssistantContent::ToolCall(call))) => call,
-                _ => return Box::pin(std::future::ready(Ok(()))) as BoxFuture<'static, Result<(), LoopError>>,
-            };
-            emitter.emit(update_event(call, update))
+        let kept = KeptCall::new(self.assistant, call);
+        let deliver = Box::new(move |update| match kept.get() {
+            Some(call) => emitter.emit(update_event(call, update)),
+            None => Box::pin(std::future::ready(Ok(()))),
         });
         let executed = execute_prepared(call, tool, args.clone(), self.cancel, deliver, self.parallel).await?;
         Ok(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await)
+    }
+}
+
+/// A tool call kept by an update callback, which may outlive its batch: the shared assistant
+/// message and the call's place in it, so no execution copies its call.
+enum KeptCall {
+    InMessage(Arc<AssistantMessage>, usize),
+    /// A call that is not one of the message's blocks.
+    Copied(Box<ToolCall>),
+}
+
+impl KeptCall {
+    fn new(message: &Arc<AssistantMessage>, call: &ToolCall) -> Self {
+        let is_call =
+            |block: &AssistantContent| matches!(block, AssistantContent::ToolCall(c) if std::ptr::eq(c, call));
+        match message.content.iter().position(is_call) {
+            Some(index) => Self::InMessage(Arc::clone(message), index),
+            None => Self::Copied(Box::new(call.clone())),
+        }
+    }
+
+    fn get(&self) -> Option<&ToolCall> {
+        match self {
+            Self::InMessage(message, index) => match message.content.get(*index) {
+                Some(AssistantContent::ToolCall(call)) => Some(call),
+                _ => None,
+            },
+            Self::Copied(call) => Some(call),
+        }
     }
 }
 
