@@ -486,7 +486,7 @@ impl Agent {
                 messages.insert(0, lead.into());
             }
         }
-        let model = initial.model.unwrap_or_else(default_model);
+        let model = initial.model.unwrap_or_else(|| Arc::new(default_model()));
         let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
         let core = Core {
             state: Mutex::new(state),
@@ -600,9 +600,9 @@ impl Agent {
         Arc::clone(&lock(&self.core().state).model)
     }
 
-    /// Set the model of the next run.
-    pub fn set_model(&self, model: Model) {
-        lock(&self.core().state).model = Arc::new(model);
+    /// Set the model of the next run (a `Model`, or a shared `Arc<Model>`).
+    pub fn set_model(&self, model: impl Into<Arc<Model>>) {
+        lock(&self.core().state).model = model.into();
     }
 
     /// The thinking level of the next run.

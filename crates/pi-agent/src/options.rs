@@ -71,7 +71,8 @@ pub struct AgentInitialState {
     /// System prompt text.
     pub system_prompt: Option<String>,
     /// Model of the requests; default: a placeholder model with id, api and provider `"unknown"`.
-    pub model: Option<Model>,
+    /// Shared: agents given one `Arc` hold one copy.
+    pub model: Option<Arc<Model>>,
     /// Requested thinking level (default `Off`).
     pub thinking_level: ThinkingLevel,
     /// Executable tools.
@@ -206,9 +207,9 @@ impl AgentOptions {
         self
     }
 
-    /// Set the model.
-    pub fn with_model(mut self, model: Model) -> Self {
-        self.initial_state.model = Some(model);
+    /// Set the model (a `Model`, or an `Arc<Model>` that many agents share).
+    pub fn with_model(mut self, model: impl Into<Arc<Model>>) -> Self {
+        self.initial_state.model = Some(model.into());
         self
     }
 

@@ -93,13 +93,13 @@ impl std::fmt::Debug for AgentState {
 
 impl AgentState {
     pub(crate) fn new(
-        model: Model,
+        model: Arc<Model>,
         thinking_level: ThinkingLevel,
         tools: Vec<Arc<dyn AgentTool>>,
         messages: Vec<AgentMessage>,
     ) -> Self {
         Self {
-            model: Arc::new(model),
+            model,
             thinking_level,
             tools: tools.into(),
             messages: messages.into(),
@@ -402,7 +402,7 @@ mod tests {
     /// refreshed O(log n) times, not once per delta, and is exact at the call's end.
     #[test]
     fn streaming_a_long_argument_copies_it_a_logarithmic_number_of_times() {
-        let mut state = AgentState::new(Model::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
+        let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
         state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
         let mut text = String::new();
         let deltas = 25_000;
@@ -433,7 +433,7 @@ mod tests {
     /// A block whose first event is a delta (no start) is copied once, not appended twice.
     #[test]
     fn a_block_first_seen_on_a_delta_is_copied_once() {
-        let mut state = AgentState::new(Model::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
+        let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
         state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
         for (text, delta) in [("ab", "ab"), ("abc", "c")] {
             let partial =

@@ -120,7 +120,7 @@ pub(crate) async fn replay_agent(
     let mut options = AgentOptions::new(Arc::clone(&setup.stream_fn));
     options.initial_state = AgentInitialState {
         system_prompt: scenario.system_prompt.clone(),
-        model: Some(setup.model.clone()),
+        model: Some(Arc::new(setup.model.clone())),
         thinking_level: scenario.thinking_level.unwrap_or(ThinkingLevel::Off),
         tools: setup.initial_tools.clone(),
         messages: parse_messages(&scenario.messages)?,

@@ -276,9 +276,10 @@ pub fn run(
     let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
     script(workload, size, &faux);
     let models = Models::new();
-    let model = faux.model();
+    // One model shared by every agent, as the reference's agents share one object.
+    let model = Arc::new(faux.model());
     models.set_provider(
-        Provider::new(faux.provider_id()).with_model(model.clone()).with_api(faux.api(), Arc::new(faux.clone())),
+        Provider::new(faux.provider_id()).with_model((*model).clone()).with_api(faux.api(), Arc::new(faux.clone())),
     );
     let mut stream_fn: Arc<dyn StreamFn> = Arc::new(models);
     if !options.usage_estimate {
@@ -304,7 +305,7 @@ pub fn run(
             for _ in 0..agent_count {
                 let options = AgentOptions::new(Arc::clone(&stream_fn))
                     .with_system_prompt(SYSTEM_PROMPT)
-                    .with_model(model.clone())
+                    .with_model(Arc::clone(&model))
                     .with_tools([Arc::clone(&tool)])
                     .with_tool_execution(ToolExecutionMode::Parallel);
                 let agent = Agent::new(options);
@@ -362,7 +363,7 @@ pub fn run(
 
 /// `loopstream`: the loop's `Stream` form, the counting listener called per event.
 async fn loop_stream(
-    model: Model,
+    model: Arc<Model>,
     stream_fn: Arc<dyn StreamFn>,
     tool: Arc<dyn pi_types::AgentTool>,
     counters: &Counters,
