@@ -36,7 +36,7 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(prompts, Box::new(Inputs { context, config }), Target::Sink(sink), cancel, true)
+    run_agent_loop_to(prompts, context, config, Target::Sink(sink), cancel)
 }
 
 /// [`run_agent_loop`] delivering to any target (the `Stream` form's handoff).
@@ -58,7 +58,7 @@ pub fn run_agent_loop_continue(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Box::new(Inputs { context, config }), Target::Sink(sink), cancel)
+    run_agent_loop_continue_to(context, config, Target::Sink(sink), cancel)
 }
 
 /// [`run_agent_loop_continue`] delivering to any target (the `Stream` form's handoff).

@@ -106,20 +106,8 @@ pub(crate) enum Target {
     Handoff(Arc<crate::stream::Handoff>),
 }
 
-impl Target {
-    /// The event is lent to a sink, or moved into the handoff slot at once.
-    async fn deliver(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
-        match self {
-            Self::Sink(sink) => deliver(&**sink, &event).await,
-            Self::Handoff(handoff) => {
-                handoff.give(event).await;
-                Ok(())
-            }
-        }
-    }
-}
-
 /// Serializes emits: concurrently running tools never call the user's sink at the same time.
+#[derive(Clone)]
 ///
 /// The target is shared (`Arc`) because tool progress updates are handed to it from inside
 /// the tool's own update callback, which may outlive any borrow the loop holds.
@@ -140,8 +128,8 @@ impl Emitter {
             Ok(turn) => turn,
             Err(_) => self.lock.lock().await,
         };
-        // Matched here rather than through `Target::deliver`: the event then has one place in
-        // this future, which sits inside every future that emits.
+        // Matched here rather than in a nested `async fn`: the event then has one place in this
+        // future, which sits inside every future that emits.
         match &self.target {
             Target::Sink(sink) => deliver(&**sink, &event).await,
             Target::Handoff(handoff) => {
@@ -154,25 +142,18 @@ impl Emitter {
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own
     /// futures (a tool's update callback). They share this emitter's order.
     pub(crate) fn detached(&self) -> DetachedEmitter {
-        DetachedEmitter { target: self.target.clone(), lock: Arc::clone(&self.lock) }
+        DetachedEmitter(self.clone())
     }
 }
 
 /// See [`Emitter::detached`].
-pub(crate) struct DetachedEmitter {
-    target: Target,
-    lock: Arc<tokio::sync::Mutex<()>>,
-}
+pub(crate) struct DetachedEmitter(Emitter);
 
 impl DetachedEmitter {
     /// Emit; the future takes its place in the emit order when first polled.
     pub(crate) fn emit(&self, event: AgentEvent) -> BoxFuture<'static, Result<(), crate::LoopError>> {
-        let target = self.target.clone();
-        let lock = Arc::clone(&self.lock);
-        Box::pin(async move {
-            let _turn = lock.lock_owned().await;
-            target.deliver(event).await
-        })
+        let emitter = self.0.clone();
+        Box::pin(async move { emitter.emit(event).await })
     }
 }
 

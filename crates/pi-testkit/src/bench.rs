@@ -93,8 +93,12 @@ pub fn default_size(workload: &str) -> Option<usize> {
     })
 }
 
+/// `text(n)` of the workloads: the alphabet repeated, cut at `n` characters (ASCII).
 fn text(n: usize) -> String {
-    "abcdefghijklmnopqrstuvwxyz".chars().cycle().take(n).collect()
+    const ALPHABET: &str = "abcdefghijklmnopqrstuvwxyz";
+    let mut text = ALPHABET.repeat(n.div_ceil(ALPHABET.len()));
+    text.truncate(n);
+    text
 }
 
 fn tool_call(i: usize) -> pi_types::AssistantContent {

@@ -110,11 +110,6 @@ impl MessageList {
     pub fn to_vec(&self) -> Vec<AgentMessage> {
         self.iter().cloned().collect()
     }
-
-    /// Whether both lists hold the same messages (by value).
-    pub fn same_messages(&self, other: &[AgentMessage]) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
-    }
 }
 
 /// Up to this many entries a list is one shared `Vec`, copied whole when a holder appends to
@@ -406,7 +401,7 @@ mod tests {
         for len in [0, 1, SMALL - 1, SMALL, SMALL + 1, 200] {
             let messages: Vec<AgentMessage> = (0..len).map(|i| AgentMessage::from(format!("m{i}"))).collect();
             let list = MessageList::from(messages.clone());
-            assert!(list.same_messages(&messages), "{len}");
+            assert!(list.iter().eq(messages.iter()), "{len}");
             assert_eq!(list.iter().rev().count(), len);
             assert_eq!(list.iter_from(len / 2).count(), len - len / 2);
             assert_eq!(list.last(), messages.last());
