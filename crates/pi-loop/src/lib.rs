@@ -33,6 +33,7 @@
 //! ```
 
 mod config;
+mod emit_order;
 mod error;
 mod run;
 mod sink;

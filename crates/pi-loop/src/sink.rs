@@ -9,6 +9,8 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use pi_types::{AgentEvent, BoxError};
 
+use crate::emit_order::EmitOrder;
+
 /// Receives every event of a run, awaited one at a time.
 ///
 /// The loop waits for `emit` before it goes on, so a sink sees each event while it is
@@ -113,21 +115,16 @@ pub(crate) enum Target {
 /// the tool's own update callback, which may outlive any borrow the loop holds.
 pub(crate) struct Emitter {
     target: Target,
-    lock: Arc<tokio::sync::Mutex<()>>,
+    order: Arc<EmitOrder>,
 }
 
 impl Emitter {
     pub(crate) fn new(target: Target) -> Self {
-        Self { target, lock: Arc::new(tokio::sync::Mutex::new(())) }
+        Self { target, order: Arc::default() }
     }
 
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
-        // Uncontended (no tool update in flight), `try_lock` skips building and polling the
-        // acquire future: about 130 instructions per event, 4.5% of a streamed text.
-        let _turn = match self.lock.try_lock() {
-            Ok(turn) => turn,
-            Err(_) => self.lock.lock().await,
-        };
+        let _turn = self.order.lock().await;
         // Matched here rather than in a nested `async fn`: the event then has one place in this
         // future, which sits inside every future that emits.
         match &self.target {
