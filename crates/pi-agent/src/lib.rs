@@ -129,7 +129,7 @@
 //!             if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut partial).content.get_mut(0) {
 //!                 block.text.push_str(&word);
 //!             }
-//!             tx.send(Event::TextDelta { content_index: 0, delta: word, partial: Arc::clone(&partial) }).await;
+//!             tx.send(Event::TextDelta { content_index: 0, delta: word.into(), partial: Arc::clone(&partial) }).await;
 //!         }
 //!         let content = partial.text();
 //!         tx.send(Event::TextEnd { content_index: 0, content, partial: Arc::clone(&partial) }).await;

@@ -533,7 +533,7 @@ impl BlockState {
             Some("content_block_delta") => {
                 let Some(&content_index) = self.open.get(&index) else { return Ok(()) };
                 let delta = event.get("delta").cloned().unwrap_or(Value::Null);
-                let text_of = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+                let text_of = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("");
                 // A delta of another kind than its block is ignored (the builder refuses it), as
                 // the reference ignores it.
                 match delta.get("type").and_then(Value::as_str) {
@@ -541,7 +541,7 @@ impl BlockState {
                     Some("thinking_delta") => out.thinking_delta(content_index, text_of("thinking")).await.ok(),
                     Some("input_json_delta") => out.tool_call_delta(content_index, text_of("partial_json")).await.ok(),
                     Some("signature_delta") => out.thinking_mut(content_index).ok().map(|block| {
-                        block.thinking_signature.get_or_insert_with(String::new).push_str(&text_of("signature"));
+                        block.thinking_signature.get_or_insert_with(String::new).push_str(text_of("signature"));
                     }),
                     _ => None,
                 };

@@ -643,7 +643,7 @@ impl Chunks {
             .into_iter()
             .find(|field| delta.get(*field).and_then(Value::as_str).is_some_and(|s| !s.is_empty()));
         if let Some(field) = reasoning_field {
-            let text = delta.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+            let text = delta.get(field).and_then(Value::as_str).unwrap_or_default();
             let signature =
                 if model.provider == "opencode-go" && field == "reasoning" { "reasoning_content" } else { field };
             let index = self.ensure_thinking(out, signature).await;

@@ -756,7 +756,7 @@ impl ResponsesState {
         out: &mut AssistantMessageBuilder,
     ) -> Result<(), Stop> {
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
-        let delta_text = || event.get("delta").and_then(Value::as_str).unwrap_or("").to_owned();
+        let delta_text = || event.get("delta").and_then(Value::as_str).unwrap_or("");
         match kind {
             "response.created" => {
                 out.metadata_mut().response_id =

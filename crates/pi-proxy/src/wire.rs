@@ -9,7 +9,7 @@
 
 use indexmap::IndexMap;
 use pi_types::{
-    AssistantContent, AssistantMessageEvent, CacheRetention, Message, Model, StopReason, StreamOptions,
+    AssistantContent, AssistantMessageEvent, CacheRetention, CompactString, Message, Model, StopReason, StreamOptions,
     ThinkingBudgets, ThinkingLevel, ToolCall, Transport, Usage,
 };
 use serde::{Deserialize, Serialize};
@@ -31,7 +31,7 @@ pub enum ProxyEvent {
         /// Index of the block.
         content_index: usize,
         /// The new text.
-        delta: String,
+        delta: CompactString,
     },
     /// A text block ended.
     TextEnd {
@@ -51,7 +51,7 @@ pub enum ProxyEvent {
         /// Index of the block.
         content_index: usize,
         /// The new text.
-        delta: String,
+        delta: CompactString,
     },
     /// A thinking block ended.
     ThinkingEnd {
@@ -75,7 +75,7 @@ pub enum ProxyEvent {
         /// Index of the block.
         content_index: usize,
         /// The new argument text.
-        delta: String,
+        delta: CompactString,
     },
     /// A tool call ended; `tool_call` is the finished block.
     ToolcallEnd {

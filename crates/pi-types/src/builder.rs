@@ -75,6 +75,8 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
+use compact_str::CompactString;
+
 use crate::content::{AssistantContent, JsonObject, TextContent, ThinkingContent, ToolCall};
 use crate::error::TypesError;
 use crate::event::AssistantMessageEvent;
@@ -286,8 +288,9 @@ impl AssistantMessageBuilder {
     /// with their JSON text, and `toolcall_end`. Returns its content index.
     pub async fn complete_tool_call(&mut self, call: ToolCall) -> usize {
         let index = self.message.content.len();
-        let mut delta = String::new();
-        crate::json::write_stringify_object(&mut delta, &call.arguments);
+        let mut text = String::new();
+        crate::json::write_stringify_object(&mut text, &call.arguments);
+        let delta = CompactString::from(text);
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::Ended);
         self.send(AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) })
@@ -299,7 +302,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Appends `delta` to open text block `index` and sends `text_delta`.
-    pub async fn text_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+    pub async fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
         let delta = delta.into();
         self.open_block(index, TEXT)?;
         if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
@@ -311,7 +314,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Appends `delta` to open thinking block `index` and sends `thinking_delta`.
-    pub async fn thinking_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+    pub async fn thinking_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
         let delta = delta.into();
         self.open_block(index, THINKING)?;
         if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
@@ -324,7 +327,7 @@ impl AssistantMessageBuilder {
 
     /// Appends argument text to open tool call `index`, publishes the partial arguments when the
     /// parser has a new snapshot, and sends `toolcall_delta`.
-    pub async fn tool_call_delta(&mut self, index: usize, delta: impl Into<String>) -> Result<(), TypesError> {
+    pub async fn tool_call_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
         let delta = delta.into();
         let (text, call) = self.open_tool_call(index)?;
         text.append(&delta, &mut call.arguments);
@@ -339,7 +342,12 @@ impl AssistantMessageBuilder {
     pub async fn tool_call_changed(&mut self, index: usize) -> Result<(), TypesError> {
         self.open_tool_call(index)?;
         let partial = Arc::clone(&self.message);
-        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta: String::new(), partial }).await;
+        self.send(AssistantMessageEvent::ToolcallDelta {
+            content_index: index,
+            delta: CompactString::default(),
+            partial,
+        })
+        .await;
         Ok(())
     }
 
@@ -351,6 +359,7 @@ impl AssistantMessageBuilder {
         let (arguments, call) = self.open_tool_call(index)?;
         let delta = arguments.replace(text, &mut call.arguments);
         if let Some(delta) = delta.filter(|d| !d.is_empty()) {
+            let delta = CompactString::from(delta);
             let partial = Arc::clone(&self.message);
             self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
         }

@@ -8,9 +8,14 @@
 //! response costs time linear in its length. A consumer that keeps an event keeps an
 //! immutable snapshot: the provider then copies the message once, on its next delta (copy
 //! on write). So `partial` is exactly "the message right after this event" whoever holds it.
+//!
+//! A delta's text is a [`CompactString`]: up to 24 bytes (a streamed token, usually) it lives
+//! inside the event, so neither sending nor dropping an event allocates. It derefs to `str`;
+//! build one from a `&str` or `String` with `.into()`.
 
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,7 +45,7 @@ pub enum AssistantMessageEvent {
         /// Index of the block.
         content_index: usize,
         /// The new text.
-        delta: String,
+        delta: CompactString,
         /// The message so far.
         partial: Arc<AssistantMessage>,
     },
@@ -65,7 +70,7 @@ pub enum AssistantMessageEvent {
         /// Index of the block.
         content_index: usize,
         /// The new text.
-        delta: String,
+        delta: CompactString,
         /// The message so far.
         partial: Arc<AssistantMessage>,
     },
@@ -90,7 +95,7 @@ pub enum AssistantMessageEvent {
         /// Index of the block.
         content_index: usize,
         /// The new argument text.
-        delta: String,
+        delta: CompactString,
         /// The message so far.
         partial: Arc<AssistantMessage>,
     },

@@ -36,6 +36,7 @@ pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
 pub use builder::{AssistantMessageBuilder, MetadataMut, ToolCallMut};
+pub use compact_str::CompactString;
 pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
 };

@@ -442,15 +442,14 @@ impl FauxProvider {
                 (index, Cow::Owned(text))
             }
         };
-        // Each piece is cut when it is sent, so one small allocation is live at a time.
         let mut start = 0;
         let mut first = true;
         while first || start < text.len() {
             first = false;
             let end = self.chunk_end(&text, start);
-            let chunk = text.get(start..end).unwrap_or_default().to_owned();
+            let chunk = text.get(start..end).unwrap_or_default();
             start = end;
-            self.pace(&chunk).await;
+            self.pace(chunk).await;
             if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
                 return Ok(false);
             }
