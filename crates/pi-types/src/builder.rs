@@ -124,8 +124,7 @@ impl Default for ArgumentText {
 impl ArgumentText {
     fn append(&mut self, delta: &str, arguments: &mut JsonObject) {
         self.text.push_str(delta);
-        self.parser.append(delta);
-        self.parser.publish_object_into(arguments);
+        self.parser.append_into(delta, arguments);
     }
 
     /// Takes the complete text; the missing piece when it continues the text so far.

@@ -200,6 +200,9 @@ pub struct StreamingJsonParser {
     revision: u64,
     /// Edits since the last snapshot, starting with the way down to the open container then.
     log: Vec<Op>,
+    /// The buffer of the log's last `Append`, kept between snapshots: a string that grows one
+    /// piece per snapshot reuses it instead of allocating a buffer per piece.
+    spare: String,
     capture: Option<Capture>,
 }
 
@@ -228,6 +231,7 @@ impl StreamingJsonParser {
             published: None,
             revision: 0,
             log: Vec::new(),
+            spare: String::new(),
             capture: None,
         }
     }
@@ -318,6 +322,72 @@ impl StreamingJsonParser {
             _ => {}
         }
         changed
+    }
+
+    /// [`append`](Self::append) then [`publish_object_into`](Self::publish_object_into), in
+    /// one step when the piece only continues the open string value: the piece then goes
+    /// straight into that string in `arguments`, without logging and replaying it. The result
+    /// is the same either way.
+    pub(crate) fn append_into(&mut self, text: &str, arguments: &mut Map<String, Value>) -> bool {
+        if !self.continue_string_into(text, arguments) {
+            self.append(text);
+            return self.publish_object_into(arguments);
+        }
+        true
+    }
+
+    /// The fast path of [`append_into`](Self::append_into): only when nothing but the piece is
+    /// left to publish (the last snapshot showed everything), the piece has no quote or
+    /// backslash, and the new snapshot is paid for. Returns whether it applied the piece.
+    fn continue_string_into(&mut self, text: &str, arguments: &mut Map<String, Value>) -> bool {
+        let steady = !self.reporting
+            && !self.done
+            && !self.dirty
+            && self.capture.is_none()
+            && !text.is_empty()
+            && matches!(self.published, Some(Value::Object(_)))
+            && self.string.as_ref().is_some_and(|open| {
+                !open.is_key
+                    && open.slot.is_some()
+                    && matches!(open.escape, Escape::None)
+                    && open.high_surrogate.is_none()
+            })
+            && self.stack.iter().all(|frame| frame.visible)
+            && self.log.iter().all(|op| matches!(op, Op::Enter(_)))
+            && !text.bytes().any(|byte| byte == b'"' || byte == b'\\');
+        if !steady {
+            return false;
+        }
+        let credit = self.credit.saturating_add(CREDIT_PER_APPEND + CREDIT_PER_CHARACTER * utf16_len(text) as u64);
+        if self.path_cost > credit {
+            return false;
+        }
+        let Some(slot) = self.string.as_ref().and_then(|open| open.slot.as_ref()) else { return false };
+        // The root container is `arguments`; each further open container is a child of the one before.
+        let mut root = Value::Object(std::mem::take(arguments));
+        let mut node = Some(&mut root);
+        for frame in self.stack.iter().skip(1) {
+            node = match (node, &frame.slot) {
+                (Some(parent), Some(child)) => child_mut(parent, child),
+                _ => None,
+            };
+        }
+        let applied = match node.and_then(|container| child_mut(container, slot)) {
+            Some(Value::String(existing)) => {
+                existing.push_str(text);
+                true
+            }
+            _ => false,
+        };
+        if let Value::Object(members) = root {
+            *arguments = members;
+        }
+        if applied {
+            self.credit = credit - self.path_cost;
+            // A new container snapshot, as `publish` counts it.
+            self.revision += 1;
+        }
+        applied
     }
 
     // ----- reading -----
@@ -597,14 +667,22 @@ impl StreamingJsonParser {
             open.key_text.push_str(text);
             return;
         }
-        let Some(slot) = open.slot.clone() else {
+        let Some(slot) = &open.slot else {
             return;
         };
         let path = if self.reporting { open.path.clone() } else { None };
         let change = open.change;
         self.dirty = true;
         let cursor = self.stack.len().checked_sub(1);
-        self.log_append(cursor, &slot, text);
+        let visible = cursor.is_none_or(|index| self.stack.get(index).is_none_or(|f| f.visible));
+        if visible {
+            if let Some(capture) = &mut self.capture {
+                if cursor.is_some_and(|index| index >= capture.index) {
+                    append_op(&mut capture.ops, slot, text, &mut String::new());
+                }
+            }
+            append_op(&mut self.log, slot, text, &mut self.spare);
+        }
         let Some(path) = path else {
             return;
         };
@@ -785,26 +863,14 @@ impl StreamingJsonParser {
         self.log.push(op);
     }
 
-    /// Records the growth of the open string at `slot`, merging with the previous growth.
-    fn log_append(&mut self, cursor: Option<usize>, slot: &Slot, text: &str) {
-        let visible = cursor.is_none_or(|index| self.stack.get(index).is_none_or(|f| f.visible));
-        if !visible {
-            return;
-        }
-        if let Some(capture) = &mut self.capture {
-            if cursor.is_some_and(|index| index >= capture.index) {
-                append_op(&mut capture.ops, slot, text);
-            }
-        }
-        append_op(&mut self.log, slot, text);
-    }
-
     // ----- publishing -----
 
     fn publish(&mut self, pending: Option<(Slot, Value)>) {
         let before = Shape::of(self.published.as_ref());
         // Draining keeps the log's buffer for the next pieces.
-        Replay::default().root(&mut self.published, &mut self.log.drain(..));
+        let mut replay = Replay { spare: std::mem::take(&mut self.spare), ..Replay::default() };
+        replay.root(&mut self.published, &mut self.log.drain(..));
+        self.spare = replay.spare;
         // The next log starts with the way down to the innermost open container.
         let mut shown = 0;
         for frame in self.stack.iter().take_while(|frame| frame.visible) {
@@ -827,7 +893,7 @@ impl StreamingJsonParser {
         // Show the pending scalar, and log how to take it back out.
         let mut overlay: Vec<Op> = self.log.iter().map(copy_op).collect();
         overlay.push(Op::Place(slot.clone(), value));
-        let mut replay = Replay { record: true, displaced: None };
+        let mut replay = Replay { record: true, ..Replay::default() };
         replay.root(&mut self.published, &mut overlay.into_iter());
         self.log.push(Op::Restore(slot, replay.displaced));
     }
@@ -864,9 +930,21 @@ struct Replay {
     /// Whether to keep what a `Place` displaces (for the pending-scalar overlay).
     record: bool,
     displaced: Option<Value>,
+    /// The emptied buffer of an applied `Append`, for the parser's next one.
+    spare: String,
 }
 
 impl Replay {
+    /// Keeps a piece's buffer for reuse, unless it is large (a big piece's buffer is not worth
+    /// holding on to for the rest of the stream).
+    fn keep(&mut self, mut buffer: String) {
+        const MAX_SPARE: usize = 4096;
+        if buffer.capacity() > self.spare.capacity() && buffer.capacity() <= MAX_SPARE {
+            buffer.clear();
+            self.spare = buffer;
+        }
+    }
+
     fn root(&mut self, root: &mut Option<Value>, ops: &mut impl Iterator<Item = Op>) {
         while let Some(op) = ops.next() {
             match op {
@@ -880,6 +958,7 @@ impl Replay {
                     if let Some(Value::String(existing)) = root {
                         existing.push_str(&text);
                     }
+                    self.keep(text);
                 }
                 Op::Restore(_, displaced) => *root = displaced,
                 Op::Enter(_) => match root.as_mut() {
@@ -906,6 +985,7 @@ impl Replay {
                     if let Some(Value::String(existing)) = child_mut(node, &slot) {
                         existing.push_str(&text);
                     }
+                    self.keep(text);
                 }
                 Op::Restore(slot, displaced) => restore_slot(node, &slot, displaced),
                 Op::Enter(slot) => match child_mut(node, &slot) {
@@ -939,11 +1019,16 @@ fn skip_container(ops: &mut impl Iterator<Item = Op>) {
     }
 }
 
-/// Logs string growth; the last op is an `Append` only while the same string is open.
-fn append_op(ops: &mut Vec<Op>, slot: &Slot, text: &str) {
+/// Logs string growth; the last op is an `Append` only while the same string is open. A new
+/// `Append` takes its buffer from `spare`.
+fn append_op(ops: &mut Vec<Op>, slot: &Slot, text: &str, spare: &mut String) {
     match ops.last_mut() {
         Some(Op::Append(_, existing)) => existing.push_str(text),
-        _ => ops.push(Op::Append(slot.clone(), text.to_owned())),
+        _ => {
+            let mut buffer = std::mem::take(spare);
+            buffer.push_str(text);
+            ops.push(Op::Append(slot.clone(), buffer));
+        }
     }
 }
 
@@ -1166,6 +1251,58 @@ fn pending_scalar_value(token: &str) -> Option<Value> {
 mod tests {
     use super::*;
     use crate::json::js::stringify;
+
+    /// The one-step path of `append_into` must publish exactly what `append` and
+    /// `publish_object_into` publish, on every document of the reference fixtures, in pieces of
+    /// every recorded size (and the pieces of a long string that take the fast path).
+    #[test]
+    fn append_into_publishes_what_append_then_publish_does() {
+        let fixture: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/streaming-json.json")).unwrap_or_default();
+        let mut documents: Vec<String> = fixture["streams"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry["document"].as_str().map(str::to_owned))
+            .chain(
+                fixture["parses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|entry| entry["input"].as_str().map(str::to_owned)),
+            )
+            .collect();
+        assert!(documents.len() > 300, "fixture documents: {}", documents.len());
+        documents.push(format!(
+            r#"{{"path":"a.txt","content":"{}","more":[{{"x":"{}"}}]}}"#,
+            "ab".repeat(300),
+            "c".repeat(99)
+        ));
+        let mut fast_pieces = 0;
+        for document in &documents {
+            for size in 1..=8 {
+                let mut fused = StreamingJsonParser::without_changes();
+                let mut fused_map = Map::new();
+                let mut stepped = StreamingJsonParser::without_changes();
+                let mut stepped_map = Map::new();
+                for (step, piece) in crate::json::js::utf16_chunks(document, size).into_iter().enumerate() {
+                    let revision = fused.revision();
+                    if fused.continue_string_into(piece, &mut fused_map) {
+                        fast_pieces += 1;
+                    } else {
+                        fused.append(piece);
+                        fused.publish_object_into(&mut fused_map);
+                    }
+                    stepped.append(piece);
+                    stepped.publish_object_into(&mut stepped_map);
+                    assert_eq!(fused_map, stepped_map, "{document} size {size} step {step}");
+                    assert_eq!(fused.revision(), stepped.revision(), "{document} size {size} step {step}");
+                    assert!(fused.revision() >= revision);
+                }
+            }
+        }
+        assert!(fast_pieces > 1_000, "fast path taken {fast_pieces} times");
+    }
 
     fn snapshots(pieces: &[&str]) -> Vec<String> {
         let mut parser = StreamingJsonParser::new();
