@@ -402,35 +402,45 @@ impl<'r> Run<'r> {
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
         // Boxed: a message-sized value in this future would stay there for the whole response.
-        let mut started: Option<Box<Streamed>> = None;
+        let mut was_started = false;
+        // Only for a stream that does not leave its unfinished message (see below).
+        let mut streamed: Option<Box<Streamed>> = None;
         while let Some(event) = stream.next().await {
             match event {
                 AssistantMessageEvent::Start { partial } => {
                     let snapshot = (*partial).clone();
-                    started = Some(Box::new(Streamed(snapshot.clone())));
+                    was_started = true;
+                    if !stream.leaves_unfinished() {
+                        streamed = Some(Box::new(Streamed(snapshot.clone())));
+                    }
                     drop(partial);
                     self.emitter.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
                 }
                 AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
-                event => {
-                    if let Some(streamed) = &mut started {
-                        let Some(current) = event.partial().cloned() else { continue };
+                event if was_started => {
+                    let Some(current) = event.partial().cloned() else { continue };
+                    if let Some(streamed) = &mut streamed {
                         streamed.observe(&event, &current);
-                        self.emitter
-                            .emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
-                            .await?;
                     }
+                    self.emitter
+                        .emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
+                        .await?;
                 }
+                _ => {}
             }
         }
-        // Without a terminal event the provider's partial is gone: end with the loop's own copy
-        // of what was streamed. Taking the final message out of the stream avoids copying it
-        // when nobody shares it.
+        // Without a terminal event, end with what was streamed: the message a builder left with
+        // the stream, or else the loop's own copy. Taking the final message out of the stream
+        // avoids copying it when nobody shares it.
         let mut message = match stream.final_message() {
             Some(_) => stream.into_final_message().unwrap_or_default(),
-            None => self.unterminated_message(started.as_ref().map(|s| &s.0)),
+            None => {
+                let unfinished = stream.take_unfinished().filter(|_| was_started);
+                let partial = unfinished.as_deref().or(streamed.as_ref().map(|s| &s.0));
+                self.unterminated_message(partial)
+            }
         };
-        let was_started = started.take().is_some();
+        drop(streamed);
         message.thinking_level = Some(thinking_level);
         // One shared message for the transcript, the event and the turn.
         let message = Arc::new(message);
@@ -477,7 +487,8 @@ impl<'r> Run<'r> {
 }
 
 /// The loop's copy of a streaming response, for a stream that ends without a terminal event
-/// (the provider's partial is gone by then).
+/// (the provider's partial is gone by then) and whose producer does not leave its message with
+/// the stream (one that sends its events without an `AssistantMessageBuilder`).
 ///
 /// Kept at the cost of the events, never of the message: text and thinking deltas are
 /// appended, a block is copied when an event other than a delta names it (start, end, tool

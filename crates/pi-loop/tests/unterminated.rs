@@ -121,3 +121,48 @@ async fn a_block_first_seen_on_a_delta_is_kept_once() {
     let last = messages.last().unwrap().as_assistant().unwrap();
     assert_eq!(last.content, vec![AssistantContent::text("abc")]);
 }
+
+/// A builder-made response that stops in the middle of a tool call: the builder leaves its
+/// message with the stream, so the loop ends with everything streamed, the open call's partial
+/// arguments included, without having kept a copy along the way.
+fn builder_stops(model: &Model, _ctx: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+    let model = model.clone();
+    AssistantMessageEventStream::from_producer(move |tx| async move {
+        let mut out = pi_types::AssistantMessageBuilder::for_model(tx, &model);
+        out.start().await;
+        let text = out.start_text().await;
+        out.text_delta(text, "Writing").await.unwrap();
+        out.end_text(text).await.unwrap();
+        let call = out.start_tool_call("call_1", "write").await;
+        out.tool_call_delta(call, r#"{"path":"a.txt","content":"hel"#).await.unwrap();
+        out.metadata_mut().usage.output = 9;
+        // Dropped here without `done`: a producer that returned early.
+    })
+}
+
+#[tokio::test]
+async fn a_builder_that_stops_leaves_everything_streamed() {
+    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(builder_stops));
+    let updates = Arc::new(Mutex::new(0));
+    let seen = Arc::clone(&updates);
+    let sink = FnSink(move |event: &AgentEvent| {
+        if matches!(event, AgentEvent::MessageUpdate { .. }) {
+            *seen.lock().unwrap() += 1;
+        }
+    });
+    let messages = run_agent_loop(prompt(), AgentContext::default(), config, Arc::new(sink), CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(*updates.lock().unwrap(), 5);
+    let last = messages.last().unwrap().as_assistant().unwrap();
+    assert_eq!(last.stop_reason, StopReason::Error);
+    assert_eq!(last.error_message.as_deref(), Some("Stream ended without a terminal event"));
+    assert_eq!(last.text(), "Writing");
+    let call = last.tool_calls().next().unwrap();
+    assert_eq!((call.id.as_str(), call.name.as_str()), ("call_1", "write"));
+    assert_eq!(
+        serde_json::Value::Object(call.arguments.clone()),
+        serde_json::json!({"path": "a.txt", "content": "hel"})
+    );
+    assert_eq!(last.usage.output, 9);
+}

@@ -96,6 +96,21 @@ pub struct AssistantMessageBuilder {
     /// The state of each block, parallel to `message.content`.
     blocks: Vec<BlockState>,
     tx: EventSender,
+    /// Whether a terminal event was sent.
+    ended: bool,
+}
+
+/// A builder dropped before it ended the response (its producer returned early, failed or was
+/// given up with [`AssistantMessageBuilder::into_sender`]) leaves its message with its stream:
+/// the consumer then still has what was streamed (see
+/// [`AssistantMessageEventStream::take_unfinished`](crate::AssistantMessageEventStream::take_unfinished))
+/// without keeping a copy of its own along the way.
+impl Drop for AssistantMessageBuilder {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.tx.leave_unfinished(Arc::clone(&self.message));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -183,7 +198,8 @@ impl AssistantMessageBuilder {
     /// events to `tx`. Blocks already in `message.content` count as ended.
     pub fn new(tx: EventSender, message: AssistantMessage) -> Self {
         let blocks = message.content.iter().map(|_| BlockState::Ended).collect();
-        Self { message: Arc::new(message), blocks, tx }
+        tx.attach_builder();
+        Self { message: Arc::new(message), blocks, tx, ended: false }
     }
 
     /// A builder for an empty message of `model` (its API, provider and id), stop reason
@@ -480,9 +496,10 @@ impl AssistantMessageBuilder {
     /// `error_message` as set.
     pub async fn done(mut self, reason: StopReason) {
         Arc::make_mut(&mut self.message).stop_reason = reason;
+        let message = self.take_message();
         let event = match reason {
-            StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: self.message },
-            _ => AssistantMessageEvent::Done { reason, message: self.message },
+            StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: message },
+            _ => AssistantMessageEvent::Done { reason, message },
         };
         self.tx.send(event).await;
     }
@@ -500,15 +517,25 @@ impl AssistantMessageBuilder {
 
     /// Gives up the builder without ending the response, for a producer that ends it with a
     /// terminal event of its own.
+    ///
+    /// The message so far is left with the stream, for a consumer whose stream then ends without
+    /// a terminal event.
     pub fn into_sender(self) -> EventSender {
-        self.tx
+        self.tx.share()
     }
 
     async fn fail(mut self, reason: StopReason, text: String) {
         let message = Arc::make_mut(&mut self.message);
         message.stop_reason = reason;
         message.error_message = Some(text);
-        self.tx.send(AssistantMessageEvent::Error { reason, error: self.message }).await;
+        let error = self.take_message();
+        self.tx.send(AssistantMessageEvent::Error { reason, error }).await;
+    }
+
+    /// The message, for the terminal event: the builder is done with it.
+    fn take_message(&mut self) -> Arc<AssistantMessage> {
+        self.ended = true;
+        std::mem::replace(&mut self.message, crate::stream::ended_placeholder())
     }
 
     /// The sender's own future: no extra `async` layer per event.

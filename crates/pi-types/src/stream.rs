@@ -34,6 +34,8 @@ use crate::transcript::TranscriptContext;
 /// created (the millisecond may tick in between) is timed as soon as the response starts.
 pub struct AssistantMessageEventStream {
     inner: BoxStream<'static, AssistantMessageEvent>,
+    /// The producer's slot, for a stream made by [`from_producer`](Self::from_producer).
+    slot: Option<Arc<Slot>>,
     clock: StreamClock,
     saw_start: bool,
     final_message: Option<Arc<AssistantMessage>>,
@@ -66,7 +68,7 @@ impl AssistantMessageEventStream {
     }
 
     fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
-        Self { inner: events.boxed(), clock, saw_start: false, final_message: None, ended: false }
+        Self { inner: events.boxed(), slot: None, clock, saw_start: false, final_message: None, ended: false }
     }
 
     /// A stream driven by an async producer that hands events over one at a time.
@@ -90,7 +92,10 @@ impl AssistantMessageEventStream {
         let clock = StreamClock::now();
         let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
-        Self::with_clock(ProducerStream { slot, future: Some(Box::pin(future)) }, clock)
+        let mut stream =
+            Self::with_clock(ProducerStream { slot: Arc::clone(&slot), future: Some(Box::pin(future)) }, clock);
+        stream.slot = Some(slot);
+        stream
     }
 
     /// A stream of ready events (tests, replays).
@@ -102,6 +107,22 @@ impl AssistantMessageEventStream {
     /// The final message, once the terminal event was yielded.
     pub fn final_message(&self) -> Option<&Arc<AssistantMessage>> {
         self.final_message.as_ref()
+    }
+
+    /// Whether the producer builds its message with an
+    /// [`AssistantMessageBuilder`](crate::AssistantMessageBuilder), which leaves the message with
+    /// this stream if it is dropped before it ends the response: a consumer then needs no copy of
+    /// its own of what was streamed. Known once the producer made its builder (by its first
+    /// event).
+    pub fn leaves_unfinished(&self) -> bool {
+        self.slot.as_ref().is_some_and(|slot| slot.builder.load(Ordering::Acquire))
+    }
+
+    /// The message of a builder that was dropped without ending the response: what was streamed
+    /// of a response whose stream ended without a terminal event. `None` otherwise.
+    pub fn take_unfinished(&mut self) -> Option<Arc<AssistantMessage>> {
+        let slot = self.slot.as_ref()?;
+        slot.unfinished.lock().ok()?.take()
     }
 
     /// Drain the stream; the final message, or `None` if it ended without a terminal event.
@@ -167,6 +188,10 @@ struct Slot {
     event: Mutex<Option<AssistantMessageEvent>>,
     /// Whether `event` holds one: the stream looks before it locks, and most looks find none.
     full: AtomicBool,
+    /// Whether an [`crate::AssistantMessageBuilder`] sends through this slot.
+    builder: AtomicBool,
+    /// The message of a builder dropped before it ended the response.
+    unfinished: Mutex<Option<Arc<AssistantMessage>>>,
 }
 
 impl Slot {
@@ -192,6 +217,28 @@ impl EventSender {
     pub fn send(&self, event: AssistantMessageEvent) -> SendEvent<'_> {
         SendEvent { slot: &self.slot, event: Some(event) }
     }
+
+    pub(crate) fn attach_builder(&self) {
+        self.slot.builder.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn leave_unfinished(&self, message: Arc<AssistantMessage>) {
+        if let Ok(mut unfinished) = self.slot.unfinished.lock() {
+            *unfinished = Some(message);
+        }
+    }
+
+    /// Another sender for the same slot (for a builder given up with `into_sender`).
+    pub(crate) fn share(&self) -> Self {
+        Self { slot: Arc::clone(&self.slot) }
+    }
+}
+
+/// What an ended builder holds instead of its message: one shared empty message, so that ending
+/// a response allocates nothing.
+pub(crate) fn ended_placeholder() -> Arc<AssistantMessage> {
+    static PLACEHOLDER: std::sync::OnceLock<Arc<AssistantMessage>> = std::sync::OnceLock::new();
+    Arc::clone(PLACEHOLDER.get_or_init(|| Arc::new(AssistantMessage::default())))
 }
 
 /// What [`EventSender::send`] returns: on its first poll it hands the event over and stays
