@@ -147,6 +147,9 @@ pub(crate) struct Core {
     steering: Mutex<PendingQueue>,
     follow_ups: Mutex<PendingQueue>,
     listeners: Mutex<Arc<[Arc<ListenerEntry>]>>,
+    /// Counts the changes of `listeners` (written under its lock), so a run's sink sees with one
+    /// load whether its copy of the list is current.
+    listeners_version: AtomicU64,
     next_id: AtomicU64,
     run: Mutex<Option<ActiveRun>>,
     /// The transcript's provider messages, carried from run to run: a prompt converts only
@@ -163,6 +166,13 @@ impl Core {
         let mut listeners = lock(&self.listeners);
         let kept: Vec<Arc<ListenerEntry>> = listeners.iter().filter(|e| e.id != id).cloned().collect();
         *listeners = kept.into();
+        self.listeners_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// The listeners as they are now, with the version they are at.
+    fn listener_view(&self) -> ListenerView {
+        let listeners = lock(&self.listeners);
+        ListenerView { version: self.listeners_version.load(Ordering::Acquire), list: Arc::clone(&listeners) }
     }
 
     /// The reference's `processEvents`: reduce the state, then await every listener in order.
@@ -170,26 +180,41 @@ impl Core {
     /// Iterates like a JavaScript `Set`: a listener removed while the event is delivered is
     /// not called any more, one added meanwhile is called too. Synchronous listeners are
     /// called right here; the first asynchronous one turns the rest into a future.
-    fn process<'a>(&'a self, event: &'a AgentEvent, cancel: &'a CancellationToken) -> EmitFuture<'a> {
-        lock(&self.state).reduce(event);
-        match self.call_sync_listeners(event, 0) {
+    fn process<'a>(
+        &'a self,
+        event: &'a AgentEvent,
+        cancel: &'a CancellationToken,
+        view: &'a Mutex<ListenerView>,
+    ) -> EmitFuture<'a> {
+        let holds_partial = lock(&self.state).reduce(event);
+        match self.call_sync_listeners(event, 0, &mut lock(view)) {
             None => {
-                self.delivered(event);
+                self.delivered(holds_partial);
                 EmitFuture::done()
             }
             Some((last_id, listener)) => EmitFuture::boxed(async move {
-                let outcome = self.call_listeners(event, cancel, last_id, listener).await;
-                self.delivered(event);
+                let outcome = self.call_listeners(event, cancel, last_id, listener, view).await;
+                self.delivered(holds_partial);
                 outcome
             }),
         }
     }
 
     /// Call synchronous listeners after `last_id` until an asynchronous one (returned with its
-    /// id) or the end.
-    fn call_sync_listeners(&self, event: &AgentEvent, mut last_id: u64) -> Option<(u64, Listener)> {
+    /// id) or the end. Each step looks at the list as it is then (refreshing `view` when it
+    /// changed), as JavaScript's `Set` iteration does.
+    fn call_sync_listeners(
+        &self,
+        event: &AgentEvent,
+        mut last_id: u64,
+        view: &mut ListenerView,
+    ) -> Option<(u64, Listener)> {
         loop {
-            let entry = self.next_listener(last_id)?;
+            if self.listeners_version.load(Ordering::Acquire) != view.version {
+                *view = self.listener_view();
+            }
+            let index = view.list.partition_point(|entry| entry.id <= last_id);
+            let entry = view.list.get(index)?;
             last_id = entry.id;
             match &entry.listener {
                 ListenerKind::Sync(listener) => listener(event),
@@ -204,24 +229,19 @@ impl Core {
         cancel: &CancellationToken,
         last_id: u64,
         listener: Listener,
+        view: &Mutex<ListenerView>,
     ) -> Result<(), BoxError> {
         let mut next = Some((last_id, listener));
         while let Some((last_id, listener)) = next {
             listener(event, cancel).await?;
-            next = self.call_sync_listeners(event, last_id);
+            next = self.call_sync_listeners(event, last_id, &mut lock(view));
         }
         Ok(())
     }
 
-    fn next_listener(&self, last_id: u64) -> Option<Arc<ListenerEntry>> {
-        let listeners = lock(&self.listeners);
-        let index = listeners.partition_point(|entry| entry.id <= last_id);
-        listeners.get(index).cloned()
-    }
-
-    /// After an event's listeners ran.
-    fn delivered(&self, event: &AgentEvent) {
-        if matches!(event, AgentEvent::MessageUpdate { .. }) {
+    /// After an event's listeners ran; `holds_partial`: what `reduce` returned.
+    fn delivered(&self, holds_partial: bool) {
+        if holds_partial {
             lock(&self.state).release_partial();
         }
     }
@@ -322,7 +342,7 @@ impl Core {
             AgentEvent::AgentEnd { messages: vec![failure] },
         ];
         for event in &events {
-            catch_failure(self.process(event, &sink.cancel)).await.map_err(AgentError::Listener)?;
+            catch_failure(self.process(event, &sink.cancel, &sink.listeners)).await.map_err(AgentError::Listener)?;
         }
         Ok(())
     }
@@ -332,11 +352,20 @@ impl Core {
 struct RunSink {
     core: Arc<Core>,
     cancel: CancellationToken,
+    /// The run's copy of the listener list: delivering an event takes the list only when it
+    /// changed. (Events of a run are delivered one at a time, so this lock is never contended.)
+    listeners: Mutex<ListenerView>,
+}
+
+/// A copy of the listener list and the version it is at.
+struct ListenerView {
+    version: u64,
+    list: Arc<[Arc<ListenerEntry>]>,
 }
 
 impl AgentEventSink for RunSink {
     fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        self.core.process(event, &self.cancel)
+        self.core.process(event, &self.cancel, &self.listeners)
     }
 }
 
@@ -386,7 +415,8 @@ fn drive(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
-    let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone() });
+    let listeners = Mutex::new(core.listener_view());
+    let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone(), listeners });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
     let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
         RunWork::Prompt(prompts) => {
@@ -494,6 +524,7 @@ impl Agent {
             steering: Mutex::default(),
             follow_ups: Mutex::default(),
             listeners: Mutex::new(Arc::from(Vec::new())),
+            listeners_version: AtomicU64::new(0),
             next_id: AtomicU64::new(1),
             run: Mutex::new(None),
             transcript_cache: Mutex::default(),
@@ -565,6 +596,7 @@ impl Agent {
         let mut list = listeners.to_vec();
         list.push(entry);
         *listeners = list.into();
+        core.listeners_version.fetch_add(1, Ordering::Release);
         Subscription { core: Arc::downgrade(core), id }
     }
 

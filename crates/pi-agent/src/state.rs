@@ -57,19 +57,20 @@ pub struct AgentState {
     pub is_streaming: bool,
     /// The message being streamed, if any.
     ///
-    /// While an event's listeners run, an assistant response in progress is the event's own
-    /// partial message. Between events it is the agent's copy, brought up to date per event
-    /// in time proportional to the change (holding the provider's partial would make the
-    /// provider copy the whole message per delta): text and thinking exactly; the partial
+    /// An assistant response in progress is the agent's copy, brought up to date per event in
+    /// time proportional to the change (holding the provider's partial would make the provider
+    /// copy the whole message per delta): text, thinking and metadata exactly; the partial
     /// arguments of a tool call being streamed are refreshed whenever their text has doubled
-    /// (so the copies add up to linear time) and exactly at the call's end.
+    /// (so the copies add up to linear time) and exactly at the call's end. So while the
+    /// listeners of a `toolcall_delta` run, it is the event's own partial message instead,
+    /// and it equals the event's partial while any update's listeners run.
     pub streaming_message: Option<StreamingMessage>,
     /// Ids of tool calls between `tool_execution_start` and `tool_execution_end`, in start order.
     pub pending_tool_calls: Arc<PendingToolCalls>,
     /// Error text of the last failed turn of the current or last run.
     pub error_message: Option<String>,
-    /// The agent's copy of the streaming assistant message while an update's listeners see
-    /// the event's partial (see `streaming_message`).
+    /// The agent's copy of the streaming assistant message while a `toolcall_delta`'s
+    /// listeners see the event's partial (see `streaming_message`).
     own_partial: Option<Arc<AssistantMessage>>,
     /// Amortizes copying the arguments of the tool call being streamed.
     arguments: ArgumentRefresh,
@@ -145,7 +146,9 @@ impl AgentState {
     }
 
     /// Apply one event, as the reference's `processEvents` does before calling listeners.
-    pub(crate) fn reduce(&mut self, event: &AgentEvent) {
+    /// Returns whether [`release_partial`](Self::release_partial) is due once they ran.
+    #[must_use = "a held partial must be released after the listeners"]
+    pub(crate) fn reduce(&mut self, event: &AgentEvent) -> bool {
         match event {
             AgentEvent::MessageStart { message } => {
                 self.own_partial = None;
@@ -165,9 +168,16 @@ impl AgentState {
                 };
                 // Unique unless a snapshot holds it: then copied once (copy on write).
                 apply_update(Arc::make_mut(&mut own), message, assistant_message_event, &mut self.arguments);
+                if !matches!(assistant_message_event, AssistantMessageEvent::ToolcallDelta { .. }) {
+                    // The copy equals the partial now: the listeners see it.
+                    self.streaming_message = Some(StreamingMessage::Assistant(own));
+                    return false;
+                }
+                // The copy's arguments may lag: the listeners see the event's partial itself,
+                // released afterwards.
                 self.own_partial = Some(own);
-                // The listeners see the event's partial itself; `release_partial` afterwards.
                 self.streaming_message = Some(StreamingMessage::Assistant(Arc::clone(message)));
+                return true;
             }
             AgentEvent::MessageEnd { message } => {
                 self.clear_streaming();
@@ -190,6 +200,7 @@ impl AgentState {
             AgentEvent::AgentEnd { .. } => self.clear_streaming(),
             _ => {}
         }
+        false
     }
 }
 
@@ -403,7 +414,7 @@ mod tests {
     #[test]
     fn streaming_a_long_argument_copies_it_a_logarithmic_number_of_times() {
         let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
-        state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
         let mut text = String::new();
         let deltas = 25_000;
         for _ in 0..deltas {
@@ -414,8 +425,9 @@ mod tests {
                 delta: "abcd".into(),
                 partial: Arc::clone(&partial),
             };
-            state.reduce(&AgentEvent::MessageUpdate { message: partial, assistant_message_event: event });
-            state.release_partial();
+            if state.reduce(&AgentEvent::MessageUpdate { message: partial, assistant_message_event: event }) {
+                state.release_partial();
+            }
         }
         assert!(state.arguments.copies <= 20, "{} copies for {deltas} deltas", state.arguments.copies);
         let done = Arc::new(AssistantMessage { stop_reason: StopReason::ToolUse, ..with_arguments(&text) });
@@ -425,8 +437,9 @@ mod tests {
             tool_call: Box::new(call),
             partial: Arc::clone(&done),
         };
-        state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end });
-        state.release_partial();
+        if state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end }) {
+            state.release_partial();
+        }
         assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*done));
     }
 
@@ -434,7 +447,7 @@ mod tests {
     #[test]
     fn a_block_first_seen_on_a_delta_is_copied_once() {
         let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
-        state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
         for (text, delta) in [("ab", "ab"), ("abc", "c")] {
             let partial =
                 Arc::new(AssistantMessage { content: vec![AssistantContent::text(text)], ..Default::default() });
@@ -443,8 +456,11 @@ mod tests {
                 delta: delta.into(),
                 partial: Arc::clone(&partial),
             };
-            state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&partial), assistant_message_event: event });
-            state.release_partial();
+            if state
+                .reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&partial), assistant_message_event: event })
+            {
+                state.release_partial();
+            }
             assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*partial));
         }
     }

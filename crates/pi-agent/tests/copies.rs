@@ -1,8 +1,9 @@
 //! The agent's streaming paths stay linear in the response: guards that count copies of the
 //! provider's partial message (never timings).
 //!
-//! The provider grows its partial in place while nobody else holds it. The agent holds the
-//! event's partial only while the event's listeners run. Growing a text in place moves its
+//! The provider grows its partial in place while nobody else holds it. The agent keeps a copy
+//! of its own, which equals the event's partial while the event's listeners run (for a
+//! `toolcall_delta` it shows the partial itself then, and drops it afterwards). Growing a text in place moves its
 //! buffer only when the capacity doubles; a copy per delta gives every delta a buffer of its
 //! own. So the number of distinct text buffers seen counts the copies. (The agent's own copy
 //! of a streamed tool call's arguments is guarded by a unit test in `state.rs`.)
@@ -35,7 +36,7 @@ fn write_tool() -> Arc<dyn pi_types::AgentTool> {
 struct Seen {
     /// Per update: the partial's first text buffer (0 for other blocks).
     partials: Vec<usize>,
-    /// Updates whose listener saw a streaming message other than the event's partial.
+    /// Updates whose listener saw a streaming message unequal to the event's partial.
     foreign: usize,
 }
 
@@ -58,7 +59,7 @@ async fn stream(responses: Vec<FauxResponse>) -> Seen {
             };
             seen.partials.push(buffer);
             match agent.streaming_message() {
-                Some(StreamingMessage::Assistant(own)) if Arc::ptr_eq(&own, message) => {}
+                Some(StreamingMessage::Assistant(own)) if *own == **message => {}
                 _ => seen.foreign += 1,
             }
         }
@@ -91,7 +92,7 @@ async fn a_long_tool_argument_streams_into_one_partial() {
     let seen = stream(vec![FauxResponse::Message(call), FauxResponse::Message(done)]).await;
     // {"content":"…"} is 20,014 characters: 5,004 deltas, plus start and end; then "done".
     assert_eq!(seen.partials.len(), (5_004 + 2) + 3);
-    // While the listeners run, the agent's streaming message is the event's partial.
+    // While the listeners run, the agent's streaming message equals the event's partial.
     assert_eq!(seen.foreign, 0);
 }
 
