@@ -185,7 +185,8 @@ pub struct EventSender {
 /// The one event between a producer and its stream.
 #[derive(Debug, Default)]
 struct Slot {
-    event: Mutex<Option<AssistantMessageEvent>>,
+    /// Held only to move one event in or out.
+    event: spin::mutex::SpinMutex<Option<AssistantMessageEvent>>,
     /// Whether `event` holds one: the stream looks before it locks, and most looks find none.
     full: AtomicBool,
     /// Whether an [`crate::AssistantMessageBuilder`] sends through this slot.
@@ -196,17 +197,16 @@ struct Slot {
 
 impl Slot {
     fn put(&self, event: AssistantMessageEvent) {
-        if let Ok(mut slot) = self.event.lock() {
-            *slot = Some(event);
-            self.full.store(true, Ordering::Release);
-        }
+        let mut slot = self.event.lock();
+        *slot = Some(event);
+        self.full.store(true, Ordering::Release);
     }
 
     fn take(&self) -> Option<AssistantMessageEvent> {
         if !self.full.load(Ordering::Acquire) {
             return None;
         }
-        let mut slot = self.event.lock().ok()?;
+        let mut slot = self.event.lock();
         self.full.store(false, Ordering::Release);
         slot.take()
     }
