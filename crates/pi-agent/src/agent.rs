@@ -184,10 +184,10 @@ impl Core {
         &'a self,
         event: &'a AgentEvent,
         cancel: &'a CancellationToken,
-        view: &'a Mutex<ListenerView>,
+        view: &'a spin::mutex::SpinMutex<ListenerView>,
     ) -> EmitFuture<'a> {
         let holds_partial = lock(&self.state).reduce(event);
-        match self.call_sync_listeners(event, 0, &mut lock(view)) {
+        match self.call_sync_listeners(event, 0, &mut view.lock()) {
             None => {
                 self.delivered(holds_partial);
                 EmitFuture::done()
@@ -229,12 +229,12 @@ impl Core {
         cancel: &CancellationToken,
         last_id: u64,
         listener: Listener,
-        view: &Mutex<ListenerView>,
+        view: &spin::mutex::SpinMutex<ListenerView>,
     ) -> Result<(), BoxError> {
         let mut next = Some((last_id, listener));
         while let Some((last_id, listener)) = next {
             listener(event, cancel).await?;
-            next = self.call_sync_listeners(event, last_id, &mut lock(view));
+            next = self.call_sync_listeners(event, last_id, &mut view.lock());
         }
         Ok(())
     }
@@ -353,8 +353,9 @@ struct RunSink {
     core: Arc<Core>,
     cancel: CancellationToken,
     /// The run's copy of the listener list: delivering an event takes the list only when it
-    /// changed. (Events of a run are delivered one at a time, so this lock is never contended.)
-    listeners: Mutex<ListenerView>,
+    /// changed. Events of a run are delivered one at a time, so this lock is never contended:
+    /// a spin lock, one atomic operation per event.
+    listeners: spin::mutex::SpinMutex<ListenerView>,
 }
 
 /// A copy of the listener list and the version it is at.
@@ -415,7 +416,7 @@ fn drive(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
-    let listeners = Mutex::new(core.listener_view());
+    let listeners = spin::mutex::SpinMutex::new(core.listener_view());
     let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone(), listeners });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
     let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {

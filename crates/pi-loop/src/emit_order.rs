@@ -49,6 +49,11 @@ impl EmitOrder {
         Acquire { order: self, ticket: None, done: false }
     }
 
+    /// Whether nobody holds the lock (a snapshot: it may be taken right after).
+    pub(crate) fn is_free(&self) -> bool {
+        self.state.load(Ordering::Acquire) == FREE
+    }
+
     fn queue(&self) -> MutexGuard<'_, Queue> {
         // Every critical section leaves the queue consistent, so a poisoned lock is usable.
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)

@@ -123,8 +123,19 @@ impl Emitter {
         Self { target, order: Arc::default() }
     }
 
+    /// Emit in turn.
+    ///
+    /// A `message_update` is the exception: only the loop emits it, while a response streams,
+    /// and then the loop is the only emitter (no tool runs, and every update of the last tool
+    /// batch was delivered before its call completed; later ones are refused). So its turn is
+    /// taken only if somebody holds it, which that rules out: one load per delta instead of two
+    /// atomic operations.
     pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
-        let _turn = self.order.lock().await;
+        let alone = matches!(event, AgentEvent::MessageUpdate { .. }) && self.order.is_free();
+        let _turn = match alone {
+            true => None,
+            false => Some(self.order.lock().await),
+        };
         // Matched here rather than in a nested `async fn`: the event then has one place in this
         // future, which sits inside every future that emits.
         match &self.target {
