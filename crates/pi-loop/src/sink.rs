@@ -141,7 +141,7 @@ impl Emitter {
         match &self.target {
             Target::Sink(sink) => deliver(&**sink, &event).await,
             Target::Handoff(handoff) => {
-                handoff.give(event).await;
+                handoff.give(event, alone).await;
                 Ok(())
             }
         }

@@ -8,10 +8,15 @@
 //! handed out. A consumer that drops each event before asking for the next leaves the
 //! provider's partial message unshared, and the provider grows it in place: streaming stays
 //! linear in the response however long it is.
+//!
+//! An emit inside a tool batch waits with a waker, which taking its event wakes: the batch
+//! polls only the calls that were woken. A streamed update needs none: the loop awaits it
+//! directly, so the consumer's next `poll_next` polls it again; skipping the waker saves a
+//! clone and a wake of the consumer's task per delta.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
@@ -23,58 +28,60 @@ use crate::config::{AgentContext, LoopConfig};
 use crate::sink::Target;
 use crate::LoopError;
 
-/// The one-event slot between the run and the consumer.
+/// The one-event slot between the run and the consumer: locked only to move an event in or
+/// out, by the run and the consumer in turn, so a spin lock.
 #[derive(Default)]
 pub(crate) struct Handoff {
-    slot: Mutex<Slot>,
+    slot: spin::mutex::SpinMutex<Slot>,
 }
 
 #[derive(Default)]
 struct Slot {
     event: Option<AgentEvent>,
-    /// The emit waiting for the consumer to take its event.
+    /// The emit waiting for the consumer to take its event, if it waits with a waker.
     producer: Option<Waker>,
 }
 
 impl Handoff {
-    fn slot(&self) -> MutexGuard<'_, Slot> {
-        // The slot holds plain data: a panic elsewhere cannot leave it inconsistent.
-        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Take the waiting event, if any, and let its emit complete.
+    /// Take the waiting event, if any, and wake its emit if it waits with a waker.
     fn take(&self) -> Option<AgentEvent> {
-        let mut slot = self.slot();
-        let event = slot.event.take()?;
-        if let Some(waker) = slot.producer.take() {
+        let (event, producer) = {
+            let mut slot = self.slot.lock();
+            (slot.event.take(), slot.producer.take())
+        };
+        if let Some(waker) = producer {
             waker.wake();
         }
-        Some(event)
+        event
     }
 
     /// An emit: the event moves into the slot now; the future resolves once the consumer took
-    /// it (and holds no event itself).
-    pub(crate) fn give(&self, event: AgentEvent) -> Taken<'_> {
+    /// it (and holds no event itself). `awaited_directly`: the loop itself awaits the emit (see
+    /// the module docs), so it needs no waker.
+    pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken<'_> {
         // Emits are serialized by the loop, so the slot is empty here.
-        self.slot().event = Some(event);
-        Taken { handoff: self }
+        self.slot.lock().event = Some(event);
+        Taken { handoff: self, awaited_directly }
     }
 }
 
 /// See [`Handoff::give`].
 pub(crate) struct Taken<'a> {
     handoff: &'a Handoff,
+    awaited_directly: bool,
 }
 
 impl Future for Taken<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut slot = self.handoff.slot();
+        let mut slot = self.handoff.slot.lock();
         if slot.event.is_none() {
             return Poll::Ready(());
         }
-        slot.producer = Some(cx.waker().clone());
+        if !self.awaited_directly && !slot.producer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            slot.producer = Some(cx.waker().clone());
+        }
         Poll::Pending
     }
 }

@@ -564,3 +564,40 @@ async fn a_parallel_batch_starts_every_call_before_any_ends() {
         ]
     );
 }
+
+/// The `Stream` form with a batch larger than the batch's small-join threshold (the batch then
+/// polls only the calls that were woken): every call's emits, progress updates included, are
+/// woken when the consumer takes their events, so the run completes.
+#[tokio::test]
+async fn stream_form_completes_a_large_parallel_batch_with_progress_updates() {
+    let calls: Vec<(String, &str)> = (0..40).map(|i| (format!("call_{i}"), "slow")).collect();
+    let calls: Vec<(&str, &str)> = calls.iter().map(|(id, name)| (id.as_str(), *name)).collect();
+    let faux = faux(vec![tool_response(&calls), text_response("done")]);
+    let slow: Arc<dyn AgentTool> = Arc::new(FnTool::new(spec("slow"), |_args, ctx| async move {
+        (ctx.on_update)(AgentToolResult::text("half way"));
+        tokio::task::yield_now().await;
+        Ok(AgentToolResult::text("ok"))
+    }));
+    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
+    config.tool_execution = ToolExecutionMode::Parallel;
+    let context = AgentContext::new(vec![], vec![slow]);
+    let mut stream = agent_loop(prompt(), context, config, CancellationToken::new());
+    let drained = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        let mut types = Vec::new();
+        while let Some(event) = stream.next().await {
+            types.push(event.type_name());
+        }
+        types
+    })
+    .await
+    .expect("the stream must not hang");
+    let count = |name: &str| drained.iter().filter(|t| **t == name).count();
+    assert_eq!(count("tool_execution_start"), 40);
+    assert_eq!(count("tool_execution_update"), 40);
+    assert_eq!(count("tool_execution_end"), 40);
+    assert_eq!(drained.last(), Some(&"agent_end"));
+    let messages = stream.result().await.unwrap();
+    let roles: Vec<_> = messages.iter().map(|m| m.role()).collect();
+    // The declaration of the tool (a system message), the prompt, the calls, 40 results, the answer.
+    assert_eq!(roles.len(), 1 + 1 + 1 + 40 + 1, "{roles:?}");
+}
