@@ -383,7 +383,7 @@ fn rust_tool(name: &str, behaviour: Behaviour) -> std::sync::Arc<dyn pi_types::A
     let spec = ToolSpec::new(Tool {
         name: name.into(),
         description: "t".into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         constrained_sampling: None,
     })
     .unwrap();

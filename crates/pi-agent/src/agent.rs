@@ -444,7 +444,8 @@ async fn settle(
         Err(panic) => Some(panic),
     };
     let outcome = match failure {
-        Some(error) => core.report_failure(&sink, error, cancel.is_cancelled()).await,
+        // Boxed: held inline, the rare failure report would make every run's task larger.
+        Some(error) => Box::pin(core.report_failure(&sink, error, cancel.is_cancelled())).await,
         None => Ok(()),
     };
     drop(guard);

@@ -53,10 +53,12 @@ impl PendingToolCalls {
 
     /// Remove an id; `false` if it was not there.
     pub(crate) fn remove(&mut self, id: &str) -> bool {
-        match self.start_of.remove(id) {
-            Some(start) => self.by_start.remove(&start).is_some(),
-            None => false,
+        let Some(start) = self.start_of.remove(id) else { return false };
+        if self.start_of.is_empty() {
+            // Idle between batches: an agent that waits keeps no table around.
+            self.start_of.shrink_to_fit();
         }
+        self.by_start.remove(&start).is_some()
     }
 }
 

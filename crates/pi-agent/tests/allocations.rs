@@ -21,7 +21,7 @@ fn echo() -> Arc<dyn pi_types::AgentTool> {
     let spec = ToolSpec::new(Tool {
         name: "echo".into(),
         description: "Echo".into(),
-        parameters: json!({"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}),
+        parameters: json!({"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]}).into(),
         constrained_sampling: None,
     })
     .unwrap();

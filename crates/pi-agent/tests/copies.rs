@@ -25,7 +25,8 @@ fn write_tool() -> Arc<dyn pi_types::AgentTool> {
     let spec = ToolSpec::new(Tool {
         name: "write".into(),
         description: "Write a file".into(),
-        parameters: json!({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}),
+        parameters: json!({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]})
+            .into(),
         constrained_sampling: None,
     })
     .unwrap();

@@ -90,7 +90,8 @@ fn run_tool_argument(runtime: &tokio::runtime::Runtime, content: &str) -> usize 
     let spec = ToolSpec::new(Tool {
         name: "write".into(),
         description: "write".into(),
-        parameters: json!({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]}),
+        parameters: json!({"type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"]})
+            .into(),
         constrained_sampling: None,
     })
     .expect("schema");

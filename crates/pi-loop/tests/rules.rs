@@ -40,7 +40,7 @@ fn spec(name: &str) -> ToolSpec {
     ToolSpec::new(Tool {
         name: name.into(),
         description: format!("{name} tool"),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         constrained_sampling: None,
     })
     .unwrap()

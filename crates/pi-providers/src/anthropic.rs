@@ -679,9 +679,9 @@ fn convert_tools(tools: &[Tool], oauth: bool, compat: &Compat, cache_control: Op
                 common::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported)).unwrap_or(None);
             let parameters = if strict == Some(true) {
                 common::make_strict_json_schema(&tool.parameters, Some(is_strict_unsupported))
-                    .unwrap_or_else(|_| tool.parameters.clone())
+                    .unwrap_or_else(|_| (*tool.parameters).clone())
             } else {
-                tool.parameters.clone()
+                (*tool.parameters).clone()
             };
             let mut legacy = Map::new();
             legacy.insert("type".into(), json!("object"));

@@ -314,9 +314,9 @@ pub(crate) fn resolve_strict(
 /// The parameters to send: the strict form when strict.
 pub(crate) fn tool_parameters(tool: &Tool, strict: Option<bool>) -> Value {
     if strict == Some(true) {
-        make_strict_json_schema(&tool.parameters, None).unwrap_or_else(|_| tool.parameters.clone())
+        make_strict_json_schema(&tool.parameters, None).unwrap_or_else(|_| (*tool.parameters).clone())
     } else {
-        tool.parameters.clone()
+        (*tool.parameters).clone()
     }
 }
 

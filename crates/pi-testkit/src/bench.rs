@@ -124,7 +124,8 @@ fn ok_tool(name: &str, parameter: &str) -> Result<Arc<dyn pi_types::AgentTool>, 
         parameters: json!({
             "type": "object", "properties": {parameter: {"type": "string"}}, "required": [parameter],
             "additionalProperties": false
-        }),
+        })
+        .into(),
         constrained_sampling: None,
     })
     .map_err(|e| e.to_string())?;

@@ -23,7 +23,7 @@ impl ScenarioTool {
         let declaration = Tool {
             name: json.name.clone(),
             description: json.description.clone(),
-            parameters: json.parameters.clone(),
+            parameters: json.parameters.clone().into(),
             constrained_sampling: None,
         };
         let mut spec = ToolSpec::new(declaration).map_err(|e| ScenarioError(e.to_string()))?;

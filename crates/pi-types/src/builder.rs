@@ -535,6 +535,9 @@ impl AssistantMessageBuilder {
     /// The message, for the terminal event: the builder is done with it.
     fn take_message(&mut self) -> Arc<AssistantMessage> {
         self.ended = true;
+        // The final message is kept (a transcript holds it for good): no room for blocks
+        // that will never come.
+        Arc::make_mut(&mut self.message).content.shrink_to_fit();
         std::mem::replace(&mut self.message, crate::stream::ended_placeholder())
     }
 

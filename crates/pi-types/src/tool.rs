@@ -24,7 +24,7 @@ pub struct Tool {
     /// What it does, for the model.
     pub description: String,
     /// JSON Schema of the arguments (key order kept as given).
-    pub parameters: Value,
+    pub parameters: Arc<Value>,
     /// Provider-side constrained sampling preference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrained_sampling: Option<ConstrainedSampling>,
@@ -346,7 +346,7 @@ impl FnTool {
         let declaration = Tool {
             name: name.into(),
             description: description.into(),
-            parameters: schema_for::<A>(),
+            parameters: Arc::new(schema_for::<A>()),
             constrained_sampling: None,
         };
         let spec = ToolSpec::new(declaration)?;

@@ -13,7 +13,7 @@ fn tool(name: &str, description: &str) -> Tool {
     Tool {
         name: name.into(),
         description: description.into(),
-        parameters: json!({"type": "object", "properties": {}}),
+        parameters: json!({"type": "object", "properties": {}}).into(),
         constrained_sampling: None,
     }
 }
@@ -107,8 +107,8 @@ fn a_changed_definition_is_a_removal_plus_an_addition() {
 fn declaration_equality_is_textual_so_key_order_matters() {
     let mut left = tool("a", "A");
     let mut right = tool("a", "A");
-    left.parameters = json!({"type": "object", "properties": {}});
-    right.parameters = json!({"properties": {}, "type": "object"});
+    left.parameters = json!({"type": "object", "properties": {}}).into();
+    right.parameters = json!({"properties": {}, "type": "object"}).into();
     assert!(!declarations_equal(&left, &right));
     right.parameters = left.parameters.clone();
     assert!(declarations_equal(&left, &right));

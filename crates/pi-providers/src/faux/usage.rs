@@ -235,7 +235,7 @@ mod tests {
         let plain = Tool {
             name: "find\u{1F600}".into(),
             description: "Finds \"things\"".into(),
-            parameters,
+            parameters: parameters.into(),
             ..Default::default()
         };
         let strict = Tool {
