@@ -25,6 +25,15 @@ struct Inputs {
     config: LoopConfig,
 }
 
+impl Inputs {
+    /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
+    /// would keep the empty box allocated until the run ends).
+    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig) {
+        let Self { context, config } = *self;
+        (context, config)
+    }
+}
+
 type RunOutcome = Result<Vec<AgentMessage>, LoopError>;
 
 /// Run a new prompt: the prompts enter the transcript (after any tool-declaration system
@@ -75,7 +84,7 @@ async fn run_continue(inputs: Box<Inputs>, target: Target, cancel: CancellationT
     check_continue(&inputs.context)?;
     let emitter = Emitter::new(target);
     let mut new_messages = Vec::new();
-    let Inputs { context, config } = *inputs;
+    let (context, config) = inputs.into_parts();
     let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
@@ -104,7 +113,7 @@ async fn run_with_prompts(
     poll_initial_steering: bool,
 ) -> RunOutcome {
     let emitter = Emitter::new(target);
-    let Inputs { mut context, config } = *inputs;
+    let (mut context, config) = inputs.into_parts();
     let initial = declare_tool_changes(&context, prompts);
     context.messages.extend(initial.iter().cloned());
     let mut new_messages = initial.clone();
@@ -285,7 +294,7 @@ impl<'r> Run<'r> {
                 has_more_tool_calls = false;
                 if message.tool_calls().next().is_some() {
                     let batch = if message.stop_reason == StopReason::Length {
-                        fail_truncated_tool_calls(&message, self.emitter).await?
+                        Box::pin(fail_truncated_tool_calls(&message, self.emitter)).await?
                     } else {
                         let mode = self.config.tool_execution;
                         let hooks = crate::tools::ToolHooks::from_config(&self.config);
@@ -401,20 +410,18 @@ impl<'r> Run<'r> {
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
-        // Boxed: a message-sized value in this future would stay there for the whole response.
+        // No message-sized value is a local of this future (it would stay there for the whole
+        // response, in every streaming run): the loop's copy is boxed, and messages are built
+        // in the plain functions `started` and `finished`.
         let mut was_started = false;
         // Only for a stream that does not leave its unfinished message (see below).
         let mut streamed: Option<Box<Streamed>> = None;
         while let Some(event) = stream.next().await {
             match event {
                 AssistantMessageEvent::Start { partial } => {
-                    let snapshot = (*partial).clone();
                     was_started = true;
-                    if !stream.leaves_unfinished() {
-                        streamed = Some(Box::new(Streamed(snapshot.clone())));
-                    }
-                    drop(partial);
-                    self.emitter.emit(AgentEvent::MessageStart { message: snapshot.into() }).await?;
+                    let start = started(partial, !stream.leaves_unfinished(), &mut streamed);
+                    self.emitter.emit(start).await?;
                 }
                 AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                 event if was_started => {
@@ -432,6 +439,25 @@ impl<'r> Run<'r> {
         // Without a terminal event, end with what was streamed: the message a builder left with
         // the stream, or else the loop's own copy. Taking the final message out of the stream
         // avoids copying it when nobody shares it.
+        let message = self.finished(stream, was_started, streamed, thinking_level);
+        if !was_started {
+            let start = AgentMessage::Assistant(Arc::new((*message).clone()));
+            self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
+        }
+        self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
+        self.emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
+        Ok(message)
+    }
+
+    /// The response's one shared message (for the transcript, the event and the turn), once its
+    /// stream ended.
+    fn finished(
+        &self,
+        mut stream: AssistantMessageEventStream,
+        was_started: bool,
+        streamed: Option<Box<Streamed>>,
+        thinking_level: ThinkingLevel,
+    ) -> Arc<AssistantMessage> {
         let mut message = match stream.final_message() {
             Some(_) => stream.into_final_message().unwrap_or_default(),
             None => {
@@ -440,17 +466,8 @@ impl<'r> Run<'r> {
                 self.unterminated_message(partial)
             }
         };
-        drop(streamed);
         message.thinking_level = Some(thinking_level);
-        // One shared message for the transcript, the event and the turn.
-        let message = Arc::new(message);
-        if !was_started {
-            let start = AgentMessage::Assistant(Arc::new((*message).clone()));
-            self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
-        }
-        self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
-        self.emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
-        Ok(message)
+        Arc::new(message)
     }
 
     /// Start the request: the configured options with the run's key, cancellation and identity.
@@ -484,6 +501,15 @@ impl<'r> Run<'r> {
             ..base
         }
     }
+}
+
+/// The `message_start` of a response whose `start` carried `partial`; keeps the loop's own copy
+/// in `streamed` when `keep_copy`.
+fn started(partial: Arc<AssistantMessage>, keep_copy: bool, streamed: &mut Option<Box<Streamed>>) -> AgentEvent {
+    if keep_copy {
+        *streamed = Some(Box::new(Streamed((*partial).clone())));
+    }
+    AgentEvent::MessageStart { message: AgentMessage::Assistant(Arc::new((*partial).clone())) }
 }
 
 /// The loop's copy of a streaming response, for a stream that ends without a terminal event
