@@ -370,7 +370,9 @@ impl FauxProvider {
             AssistantMessageBuilder::new(tx, *message).done(StopReason::Error).await;
             return;
         }
-        self.stream_message(tx, message, &request.options).await;
+        // Boxed: until the response starts streaming (past the yield above, where many
+        // concurrent requests wait), its state takes no room in this future.
+        Box::pin(self.stream_message(tx, message, &request.options)).await;
     }
 
     /// Streams a scripted message: its blocks in order, each in chunks, then its ending.
