@@ -234,9 +234,9 @@ pub struct AssistantMessage {
     pub usage: Usage,
     /// Why the response ended.
     pub stop_reason: StopReason,
-    /// Handle of a deferred response.
+    /// Handle of a deferred response (boxed: rare, and every message would carry its room).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deferred: Option<DeferredHandle>,
+    pub deferred: Option<Box<DeferredHandle>>,
     /// What went wrong, for `error` and `aborted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
