@@ -14,7 +14,7 @@ use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
     ImageContent, MessageList, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
 };
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -136,7 +136,7 @@ enum ListenerKind {
 struct ActiveRun {
     id: u64,
     cancel: CancellationToken,
-    idle: watch::Receiver<bool>,
+    idle: Arc<IdleSignal>,
     task: Option<AbortHandle>,
 }
 
@@ -384,7 +384,35 @@ enum RunWork {
 struct FinishGuard {
     core: Arc<Core>,
     run_id: u64,
-    idle: watch::Sender<bool>,
+    idle: Arc<IdleSignal>,
+}
+
+/// Set once when a run has settled; waiters wake then. (A watch channel did the same with
+/// eight times the memory per run.)
+#[derive(Default)]
+struct IdleSignal {
+    idle: std::sync::atomic::AtomicBool,
+    settled: Notify,
+}
+
+impl IdleSignal {
+    fn set(&self) {
+        self.idle.store(true, Ordering::Release);
+        self.settled.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        loop {
+            let settled = self.settled.notified();
+            let mut settled = std::pin::pin!(settled);
+            // Registered before the flag is read, so a `set` in between is not missed.
+            settled.as_mut().enable();
+            if self.idle.load(Ordering::Acquire) {
+                return;
+            }
+            settled.await;
+        }
+    }
 }
 
 impl Drop for FinishGuard {
@@ -400,7 +428,7 @@ impl Drop for FinishGuard {
             *run = None;
         }
         drop(run);
-        self.idle.send_replace(true);
+        self.idle.set();
     }
 }
 
@@ -837,12 +865,12 @@ impl Agent {
             state.error_message = None;
         }
         let run_id = core.next_id();
-        let (idle_tx, idle_rx) = watch::channel(false);
-        *slot = Some(ActiveRun { id: run_id, cancel: cancel.clone(), idle: idle_rx, task: None });
+        let idle = Arc::new(IdleSignal::default());
+        *slot = Some(ActiveRun { id: run_id, cancel: cancel.clone(), idle: Arc::clone(&idle), task: None });
         // Register first, spawn unlocked: a task that ends at once (runtime shutting down) clears
         // the slot itself.
         drop(slot);
-        let guard = FinishGuard { core: Arc::clone(core), run_id, idle: idle_tx };
+        let guard = FinishGuard { core: Arc::clone(core), run_id, idle };
         let join = runtime.spawn(drive(Arc::clone(core), guard, work, context, config, cancel.clone()));
         if let Some(run) = lock(&core.run).as_mut().filter(|run| run.id == run_id) {
             run.task = Some(join.abort_handle());
@@ -865,11 +893,11 @@ impl Agent {
     /// Resolves when the run active at the time of the call has settled (after its `agent_end`
     /// listeners); at once when idle. Awaiting it inside a listener of that run never resolves.
     pub fn wait_for_idle(&self) -> impl Future<Output = ()> + Send + 'static {
-        let idle = lock(&self.core().run).as_ref().map(|run| run.idle.clone());
+        let idle = lock(&self.core().run).as_ref().map(|run| Arc::clone(&run.idle));
         async move {
-            if let Some(mut idle) = idle {
-                // An error means the run's task is gone, which also means idle.
-                let _ = idle.wait_for(|done| *done).await;
+            if let Some(idle) = idle {
+                // Set however the run's task ends (its guard sets it when dropped).
+                idle.wait().await;
             }
         }
     }
