@@ -122,7 +122,7 @@ impl FauxOptions {
 }
 
 struct FauxState {
-    pending: VecDeque<FauxResponse>,
+    pending: VecDeque<Queued>,
     call_count: usize,
     requests: Vec<TranscriptContext>,
     prompt_cache: PromptCache,
@@ -237,12 +237,12 @@ impl FauxProvider {
 
     /// Replace the script.
     pub fn set_responses(&self, responses: impl IntoIterator<Item = FauxResponse>) {
-        self.state().pending = responses.into_iter().collect();
+        self.state().pending = responses.into_iter().map(Queued::from).collect();
     }
 
     /// Append to the script.
     pub fn append_responses(&self, responses: impl IntoIterator<Item = FauxResponse>) {
-        self.state().pending.extend(responses);
+        self.state().pending.extend(responses.into_iter().map(Queued::from));
     }
 
     /// Responses not consumed yet.
@@ -341,22 +341,19 @@ impl FauxProvider {
             tokio::task::yield_now().await;
         }
         let request = &pending.request;
-        let message = match pending.step.take() {
-            None => Err("No more faux responses queued".to_owned()),
-            Some(FauxResponse::Message(message)) => Ok(message),
-            Some(FauxResponse::Build(build)) => catch_call(|| build(request)).await,
-        };
         // Boxed: a message held by value across the awaits below would sit in this future
         // (and again in the one it awaits) for the whole response.
+        let message = match pending.step.take() {
+            None => Err("No more faux responses queued".to_owned()),
+            Some(Queued::Message(message)) => Ok(message),
+            Some(Queued::Build(build)) => catch_call(|| build(request)).await.map(Box::new),
+        };
         let (mut message, streamed) = match message {
-            Ok(message) => {
-                let message = AssistantMessage {
-                    api: self.inner.api.clone(),
-                    provider: self.inner.provider.clone(),
-                    model: request.model.id.clone(),
-                    ..message
-                };
-                (Box::new(message), true)
+            Ok(mut message) => {
+                message.api = self.inner.api.clone();
+                message.provider = self.inner.provider.clone();
+                message.model = request.model.id.clone();
+                (message, true)
             }
             Err(text) => (Box::new(self.error_message(&request.model, text)), false),
         };
@@ -476,9 +473,25 @@ async fn abort(mut out: AssistantMessageBuilder) {
     out.aborted("Request was aborted").await;
 }
 
+/// A scripted step as queued: a message is boxed, so a long queue of factories (one step per
+/// agent, say) costs a pointer per step, not a message.
+enum Queued {
+    Message(Box<AssistantMessage>),
+    Build(FauxResponseFn),
+}
+
+impl From<FauxResponse> for Queued {
+    fn from(response: FauxResponse) -> Self {
+        match response {
+            FauxResponse::Message(message) => Self::Message(Box::new(message)),
+            FauxResponse::Build(build) => Self::Build(build),
+        }
+    }
+}
+
 /// What a request's response is made from.
 struct Pending {
-    step: Option<FauxResponse>,
+    step: Option<Queued>,
     request: FauxRequest,
 }
 
