@@ -180,13 +180,16 @@ impl Core {
     /// Iterates like a JavaScript `Set`: a listener removed while the event is delivered is
     /// not called any more, one added meanwhile is called too. Synchronous listeners are
     /// called right here; the first asynchronous one turns the rest into a future.
+    /// `metadata_changed`: for a `message_update`, whether the partial's metadata may have
+    /// changed (see `AgentEventSink::emit_update`).
     fn process<'a>(
         &'a self,
         event: &'a AgentEvent,
+        metadata_changed: bool,
         cancel: &'a CancellationToken,
         view: &'a spin::mutex::SpinMutex<ListenerView>,
     ) -> EmitFuture<'a> {
-        let holds_partial = lock(&self.state).reduce(event);
+        let holds_partial = lock(&self.state).reduce(event, metadata_changed);
         match self.call_sync_listeners(event, 0, &mut view.lock()) {
             None => {
                 self.delivered(holds_partial);
@@ -342,7 +345,8 @@ impl Core {
             AgentEvent::AgentEnd { messages: vec![failure] },
         ];
         for event in &events {
-            catch_failure(self.process(event, &sink.cancel, &sink.listeners)).await.map_err(AgentError::Listener)?;
+            let delivered = self.process(event, true, &sink.cancel, &sink.listeners);
+            catch_failure(delivered).await.map_err(AgentError::Listener)?;
         }
         Ok(())
     }
@@ -366,7 +370,11 @@ struct ListenerView {
 
 impl AgentEventSink for RunSink {
     fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        self.core.process(event, &self.cancel, &self.listeners)
+        self.core.process(event, true, &self.cancel, &self.listeners)
+    }
+
+    fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
+        self.core.process(event, metadata_changed, &self.cancel, &self.listeners)
     }
 }
 

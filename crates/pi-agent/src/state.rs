@@ -146,9 +146,11 @@ impl AgentState {
     }
 
     /// Apply one event, as the reference's `processEvents` does before calling listeners.
-    /// Returns whether [`release_partial`](Self::release_partial) is due once they ran.
+    /// `metadata_changed`: for an update, whether the partial's fields other than `content` may
+    /// differ from the previous update's (when not, the copy's are not compared). Returns
+    /// whether [`release_partial`](Self::release_partial) is due once they ran.
     #[must_use = "a held partial must be released after the listeners"]
-    pub(crate) fn reduce(&mut self, event: &AgentEvent) -> bool {
+    pub(crate) fn reduce(&mut self, event: &AgentEvent, metadata_changed: bool) -> bool {
         match event {
             AgentEvent::MessageStart { message } => {
                 self.own_partial = None;
@@ -167,7 +169,8 @@ impl AgentState {
                     None => Arc::new((**message).clone()),
                 };
                 // Unique unless a snapshot holds it: then copied once (copy on write).
-                apply_update(Arc::make_mut(&mut own), message, assistant_message_event, &mut self.arguments);
+                let update = Update { event: assistant_message_event, metadata_changed };
+                apply_update(Arc::make_mut(&mut own), message, update, &mut self.arguments);
                 if !matches!(assistant_message_event, AssistantMessageEvent::ToolcallDelta { .. }) {
                     // The copy equals the partial now: the listeners see it.
                     self.streaming_message = Some(StreamingMessage::Assistant(own));
@@ -254,12 +257,25 @@ fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
 /// change: deltas are appended, other blocks copied when they start or end, metadata compared.
 /// Anything unexpected falls back to copying the block or the whole message, so `own` always
 /// ends equal to `partial`.
+/// One update for [`apply_update`]: its event, and whether the partial's metadata may have
+/// changed with it.
+struct Update<'a> {
+    event: &'a AssistantMessageEvent,
+    metadata_changed: bool,
+}
+
 fn apply_update(
     own: &mut AssistantMessage,
     partial: &AssistantMessage,
-    event: &AssistantMessageEvent,
+    update: Update<'_>,
     arguments: &mut ArgumentRefresh,
 ) {
+    let Update { event, metadata_changed } = update;
+    let sync_metadata = |own: &mut AssistantMessage| {
+        if metadata_changed {
+            sync_metadata(own, partial);
+        }
+    };
     let content = &partial.content;
     if own.content.len() > content.len() || content.len() > own.content.len() + 1 {
         *own = partial.clone();
@@ -274,14 +290,14 @@ fn apply_update(
         own.content.push(block.clone());
     }
     let Some(index) = event.content_index() else {
-        return sync_metadata(own, partial);
+        return sync_metadata(own);
     };
     if index >= known {
         // The event's block was just copied whole; a tool call's argument copies start over.
         if matches!(event, AssistantMessageEvent::ToolcallStart { .. }) {
             *arguments = ArgumentRefresh::default();
         }
-        return sync_metadata(own, partial);
+        return sync_metadata(own);
     }
     if let (Some(mine), Some(theirs)) = (own.content.get_mut(index), content.get(index)) {
         match (mine, theirs, event) {
@@ -323,7 +339,7 @@ fn apply_update(
             (mine, theirs, _) => mine.clone_from(theirs),
         }
     }
-    sync_metadata(own, partial);
+    sync_metadata(own);
 }
 
 /// Bring the message's fields other than `content` to `partial`'s.
@@ -414,7 +430,7 @@ mod tests {
     #[test]
     fn streaming_a_long_argument_copies_it_a_logarithmic_number_of_times() {
         let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
-        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() }, true);
         let mut text = String::new();
         let deltas = 25_000;
         for _ in 0..deltas {
@@ -425,7 +441,7 @@ mod tests {
                 delta: "abcd".into(),
                 partial: Arc::clone(&partial),
             };
-            if state.reduce(&AgentEvent::MessageUpdate { message: partial, assistant_message_event: event }) {
+            if state.reduce(&AgentEvent::MessageUpdate { message: partial, assistant_message_event: event }, true) {
                 state.release_partial();
             }
         }
@@ -437,7 +453,7 @@ mod tests {
             tool_call: Box::new(call),
             partial: Arc::clone(&done),
         };
-        if state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end }) {
+        if state.reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&done), assistant_message_event: end }, true) {
             state.release_partial();
         }
         assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*done));
@@ -447,7 +463,7 @@ mod tests {
     #[test]
     fn a_block_first_seen_on_a_delta_is_copied_once() {
         let mut state = AgentState::new(Arc::default(), ThinkingLevel::Off, Vec::new(), Vec::new());
-        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() });
+        let _ = state.reduce(&AgentEvent::MessageStart { message: AssistantMessage::default().into() }, true);
         for (text, delta) in [("ab", "ab"), ("abc", "c")] {
             let partial =
                 Arc::new(AssistantMessage { content: vec![AssistantContent::text(text)], ..Default::default() });
@@ -456,9 +472,10 @@ mod tests {
                 delta: delta.into(),
                 partial: Arc::clone(&partial),
             };
-            if state
-                .reduce(&AgentEvent::MessageUpdate { message: Arc::clone(&partial), assistant_message_event: event })
-            {
+            if state.reduce(
+                &AgentEvent::MessageUpdate { message: Arc::clone(&partial), assistant_message_event: event },
+                true,
+            ) {
                 state.release_partial();
             }
             assert_eq!(state.streaming_message.as_ref().and_then(StreamingMessage::as_assistant), Some(&*partial));

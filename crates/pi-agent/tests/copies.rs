@@ -143,3 +143,67 @@ async fn prompts_share_the_history_instead_of_copying_it() {
     assert_eq!(ends.len(), 20);
     assert!(ends.iter().zip(transcript.iter().skip(1)).all(|(a, b)| a.ptr_eq(b)));
 }
+
+/// A provider that edits the message's metadata between deltas, through its builder, and then
+/// hands over raw events of its own: the agent skips comparing metadata only for updates whose
+/// builder reports no change, so its streaming message equals every update's partial.
+fn metadata_editing(
+    model: &pi_types::Model,
+    _c: pi_types::TranscriptContext,
+    _o: pi_types::StreamOptions,
+) -> pi_types::AssistantMessageEventStream {
+    let model = model.clone();
+    pi_types::AssistantMessageEventStream::from_producer(move |tx| async move {
+        let mut out = pi_types::AssistantMessageBuilder::for_model(tx, &model);
+        out.start().await;
+        let text = out.start_text().await;
+        out.text_delta(text, "a").await.unwrap();
+        out.metadata_mut().usage.output = 5;
+        out.text_delta(text, "b").await.unwrap();
+        out.text_delta(text, "c").await.unwrap();
+        out.metadata_mut().response_id = Some("resp_1".into());
+        out.text_delta(text, "d").await.unwrap();
+        // From here the producer sends events of its own, with other metadata.
+        let mut partial = Arc::new(out.message().clone());
+        let tx = out.into_sender();
+        Arc::make_mut(&mut partial).usage.output = 9;
+        if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut partial).content.get_mut(0) {
+            block.text.push('e');
+        }
+        let delta = pi_types::AssistantMessageEvent::TextDelta {
+            content_index: 0,
+            delta: "e".into(),
+            partial: Arc::clone(&partial),
+        };
+        tx.send(delta).await;
+        Arc::make_mut(&mut partial).stop_reason = StopReason::Stop;
+        tx.send(pi_types::AssistantMessageEvent::Done { reason: StopReason::Stop, message: partial }).await;
+    })
+}
+
+#[tokio::test]
+async fn the_streaming_message_follows_metadata_edits_between_deltas() {
+    let model = pi_types::Model::new("m", "test", "test");
+    let agent = Agent::new(AgentOptions::new(Arc::new(metadata_editing)).with_model(model));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let weak = agent.downgrade();
+    let _listener = agent.subscribe_fn(move |event| {
+        if let AgentEvent::MessageUpdate { message, .. } = event {
+            let own = weak.upgrade().unwrap().streaming_message();
+            let own = own.as_ref().and_then(StreamingMessage::as_assistant).cloned();
+            record.lock().unwrap().push((
+                own == Some((**message).clone()),
+                message.usage.output,
+                message.response_id.clone(),
+            ));
+        }
+    });
+    agent.prompt("go").await.unwrap();
+    let seen = seen.lock().unwrap();
+    // text_start, five deltas, text_end is never sent (the producer took over): six updates.
+    assert!(seen.iter().all(|(equal, _, _)| *equal), "{seen:?}");
+    let outputs: Vec<u64> = seen.iter().map(|(_, output, _)| *output).collect();
+    assert_eq!(outputs, [0, 0, 5, 5, 5, 9]);
+    assert_eq!(seen.last().and_then(|(_, _, id)| id.clone()).as_deref(), Some("resp_1"));
+}

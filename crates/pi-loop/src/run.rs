@@ -13,7 +13,7 @@ use pi_types::{
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, TurnContext, TurnDecision};
-use crate::sink::{AgentEventSink, Emitter, Target};
+use crate::sink::{AgentEventSink, Emission, Emitter, Target};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
@@ -429,9 +429,8 @@ impl<'r> Run<'r> {
                     if let Some(streamed) = &mut streamed {
                         streamed.observe(&event, &current);
                     }
-                    self.emitter
-                        .emit(AgentEvent::MessageUpdate { message: current, assistant_message_event: event })
-                        .await?;
+                    let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
+                    self.emitter.emit(Emission::update(update, stream.metadata_changed())).await?;
                 }
                 _ => {}
             }

@@ -22,6 +22,17 @@ use crate::emit_order::EmitOrder;
 pub trait AgentEventSink: Send + Sync {
     /// Handle one event.
     fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a>;
+
+    /// Handle a `message_update`, told whether the partial's fields other than `content` may
+    /// differ from the previous update's
+    /// ([`AssistantMessageEventStream::metadata_changed`](pi_types::AssistantMessageEventStream::metadata_changed)):
+    /// a sink that keeps its own copy of the streaming message need not compare them when they
+    /// did not change. The loop delivers every `message_update` through this method; the
+    /// default ignores the hint and calls [`emit`](Self::emit).
+    fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
+        let _ = metadata_changed;
+        self.emit(event)
+    }
 }
 
 /// What [`AgentEventSink::emit`] returns: an outcome known at once, or a future for it.
@@ -130,7 +141,8 @@ impl Emitter {
     /// batch was delivered before its call completed; later ones are refused). So its turn is
     /// taken only if somebody holds it, which that rules out: one load per delta instead of two
     /// atomic operations.
-    pub(crate) async fn emit(&self, event: AgentEvent) -> Result<(), crate::LoopError> {
+    pub(crate) async fn emit(&self, emission: impl Into<Emission>) -> Result<(), crate::LoopError> {
+        let Emission { event, metadata_changed } = emission.into();
         let alone = matches!(event, AgentEvent::MessageUpdate { .. }) && self.order.is_free();
         let _turn = match alone {
             true => None,
@@ -139,7 +151,7 @@ impl Emitter {
         // Matched here rather than in a nested `async fn`: the event then has one place in this
         // future, which sits inside every future that emits.
         match &self.target {
-            Target::Sink(sink) => deliver(&**sink, &event).await,
+            Target::Sink(sink) => deliver(&**sink, &event, metadata_changed).await,
             Target::Handoff(handoff) => {
                 handoff.give(event, alone).await;
                 Ok(())
@@ -165,9 +177,37 @@ impl DetachedEmitter {
     }
 }
 
+/// An event to emit, with what its emitter knows about it.
+pub(crate) struct Emission {
+    event: AgentEvent,
+    /// For a `message_update`: see [`AgentEventSink::emit_update`].
+    metadata_changed: bool,
+}
+
+impl Emission {
+    /// A `message_update` of a stream that reports whether its metadata changed.
+    pub(crate) fn update(event: AgentEvent, metadata_changed: bool) -> Self {
+        Self { event, metadata_changed }
+    }
+}
+
+impl From<AgentEvent> for Emission {
+    fn from(event: AgentEvent) -> Self {
+        Self { event, metadata_changed: true }
+    }
+}
+
 /// Hand one event to the sink; a sink error or panic becomes [`crate::LoopError::Sink`].
-async fn deliver(sink: &dyn AgentEventSink, event: &AgentEvent) -> Result<(), crate::LoopError> {
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| sink.emit(event))) {
+async fn deliver(
+    sink: &dyn AgentEventSink,
+    event: &AgentEvent,
+    metadata_changed: bool,
+) -> Result<(), crate::LoopError> {
+    let handle = || match event {
+        AgentEvent::MessageUpdate { .. } => sink.emit_update(event, metadata_changed),
+        _ => sink.emit(event),
+    };
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(handle)) {
         // Handled at once (the common case): no future to poll.
         Ok(EmitFuture::Ready(outcome)) => outcome.unwrap_or(Ok(())).map_err(|error| error.to_string()),
         Ok(future) => pi_types::catch_failure(future).await,

@@ -228,6 +228,7 @@ impl AssistantMessageBuilder {
     /// the guard lives, its `content` is empty, and whatever is put there is discarded when it
     /// drops.
     pub fn metadata_mut(&mut self) -> MetadataMut<'_> {
+        self.tx.touch_metadata();
         let message = Arc::make_mut(&mut self.message);
         let content = std::mem::take(&mut message.content);
         MetadataMut { message, content }

@@ -40,6 +40,8 @@ pub struct AssistantMessageEventStream {
     saw_start: bool,
     final_message: Option<Arc<AssistantMessage>>,
     ended: bool,
+    /// See [`metadata_changed`](Self::metadata_changed).
+    metadata_changed: bool,
 }
 
 /// When a stream was created: a monotonic instant and the wall-clock milliseconds.
@@ -68,7 +70,15 @@ impl AssistantMessageEventStream {
     }
 
     fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
-        Self { inner: events.boxed(), slot: None, clock, saw_start: false, final_message: None, ended: false }
+        Self {
+            inner: events.boxed(),
+            slot: None,
+            clock,
+            saw_start: false,
+            final_message: None,
+            ended: false,
+            metadata_changed: true,
+        }
     }
 
     /// A stream driven by an async producer that hands events over one at a time.
@@ -118,6 +128,15 @@ impl AssistantMessageEventStream {
         self.slot.as_ref().is_some_and(|slot| slot.builder.load(Ordering::Acquire))
     }
 
+    /// Whether the fields of the last event's partial other than `content` (usage, ids, stop
+    /// reason, ...) may differ from the previous event's. `false` only when the producer's
+    /// [`AssistantMessageBuilder`](crate::AssistantMessageBuilder) reports that they did not change
+    /// (it counts every [`metadata_mut`](crate::AssistantMessageBuilder::metadata_mut)); a consumer
+    /// that keeps its own copy of the message can then skip comparing them.
+    pub fn metadata_changed(&self) -> bool {
+        self.metadata_changed
+    }
+
     /// The message of a builder that was dropped without ending the response: what was streamed
     /// of a response whose stream ended without a terminal event. `None` otherwise.
     pub fn take_unfinished(&mut self) -> Option<Arc<AssistantMessage>> {
@@ -160,6 +179,10 @@ impl Stream for AssistantMessageEventStream {
                 Poll::Ready(None)
             }
             Poll::Ready(Some(mut event)) => {
+                self.metadata_changed = match &self.slot {
+                    Some(slot) if slot.metadata_tracked.load(Ordering::Acquire) => slot.take_metadata_touched(),
+                    _ => true,
+                };
                 match &mut event {
                     AssistantMessageEvent::Start { .. } => self.saw_start = true,
                     AssistantMessageEvent::Done { message, .. }
@@ -193,6 +216,11 @@ struct Slot {
     builder: AtomicBool,
     /// The message of a builder dropped before it ended the response.
     unfinished: Mutex<Option<Arc<AssistantMessage>>>,
+    /// Whether a builder sends every event through this slot, so that `metadata_touched` tells
+    /// all (cleared when the builder is given up for raw events).
+    metadata_tracked: AtomicBool,
+    /// Whether the builder edited the message's metadata since the stream yielded an event.
+    metadata_touched: AtomicBool,
 }
 
 impl Slot {
@@ -200,6 +228,16 @@ impl Slot {
         let mut slot = self.event.lock();
         *slot = Some(event);
         self.full.store(true, Ordering::Release);
+    }
+
+    /// Reads and clears `metadata_touched`. Without a read-modify-write: the builder only runs
+    /// while its stream polls it, never while the stream reads the flag.
+    fn take_metadata_touched(&self) -> bool {
+        let touched = self.metadata_touched.load(Ordering::Acquire);
+        if touched {
+            self.metadata_touched.store(false, Ordering::Release);
+        }
+        touched
     }
 
     fn take(&self) -> Option<AssistantMessageEvent> {
@@ -218,8 +256,15 @@ impl EventSender {
         SendEvent { slot: &self.slot, event: Some(event) }
     }
 
+    pub(crate) fn touch_metadata(&self) {
+        self.slot.metadata_touched.store(true, Ordering::Release);
+    }
+
     pub(crate) fn attach_builder(&self) {
         self.slot.builder.store(true, Ordering::Release);
+        self.slot.metadata_tracked.store(true, Ordering::Release);
+        // A new builder's message is not the previous events' message.
+        self.slot.metadata_touched.store(true, Ordering::Release);
     }
 
     pub(crate) fn leave_unfinished(&self, message: Arc<AssistantMessage>) {
@@ -228,8 +273,10 @@ impl EventSender {
         }
     }
 
-    /// Another sender for the same slot (for a builder given up with `into_sender`).
+    /// Another sender for the same slot, for a builder given up with `into_sender`: its events
+    /// are the producer's own from then on, so their metadata is not tracked.
     pub(crate) fn share(&self) -> Self {
+        self.slot.metadata_tracked.store(false, Ordering::Release);
         Self { slot: Arc::clone(&self.slot) }
     }
 }
