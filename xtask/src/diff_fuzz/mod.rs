@@ -1,7 +1,7 @@
 //! `cargo xtask diff-fuzz --seed S --count N`: differential test against the reference runtime.
 //!
 //! Generates random valid scenarios ([`gen`]), runs each through the reference runner twice
-//! ([`reference`], two long-lived Node processes; a scenario whose two reference traces differ
+//! ([`reference`](mod@reference), two long-lived Node processes; a scenario whose two reference traces differ
 //! is skipped as non-deterministic) and through ours in-process (`pi_testkit::replay::replay_file`,
 //! the code path of `xtask replay`), compares the traces as `compare.py` does ([`compare`]) and
 //! saves every confirmed divergence, minimized ([`minimize`]), with its reference golden under
