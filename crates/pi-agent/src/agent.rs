@@ -14,7 +14,7 @@ use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
     ImageContent, MessageList, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
 };
-use tokio::sync::Notify;
+use tokio::sync::SetOnce;
 use tokio::task::{AbortHandle, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -395,33 +395,8 @@ struct FinishGuard {
     idle: Arc<IdleSignal>,
 }
 
-/// Set once when a run has settled; waiters wake then. (A watch channel did the same with
-/// eight times the memory per run.)
-#[derive(Default)]
-struct IdleSignal {
-    idle: std::sync::atomic::AtomicBool,
-    settled: Notify,
-}
-
-impl IdleSignal {
-    fn set(&self) {
-        self.idle.store(true, Ordering::Release);
-        self.settled.notify_waiters();
-    }
-
-    async fn wait(&self) {
-        loop {
-            let settled = self.settled.notified();
-            let mut settled = std::pin::pin!(settled);
-            // Registered before the flag is read, so a `set` in between is not missed.
-            settled.as_mut().enable();
-            if self.idle.load(Ordering::Acquire) {
-                return;
-            }
-            settled.await;
-        }
-    }
-}
+/// Set once when a run has settled; `wait_for_idle` waits for it.
+type IdleSignal = SetOnce<()>;
 
 impl Drop for FinishGuard {
     fn drop(&mut self) {
@@ -436,7 +411,8 @@ impl Drop for FinishGuard {
             *run = None;
         }
         drop(run);
-        self.idle.set();
+        // Set once: the guard is the only one that sets it.
+        let _ = self.idle.set(());
     }
 }
 
@@ -873,7 +849,7 @@ impl Agent {
             state.error_message = None;
         }
         let run_id = core.next_id();
-        let idle = Arc::new(IdleSignal::default());
+        let idle = Arc::new(IdleSignal::new());
         *slot = Some(ActiveRun { id: run_id, cancel: cancel.clone(), idle: Arc::clone(&idle), task: None });
         // Register first, spawn unlocked: a task that ends at once (runtime shutting down) clears
         // the slot itself.

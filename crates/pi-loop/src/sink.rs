@@ -120,10 +120,10 @@ pub(crate) enum Target {
 }
 
 /// Serializes emits: concurrently running tools never call the user's sink at the same time.
-#[derive(Clone)]
 ///
 /// The target is shared (`Arc`) because tool progress updates are handed to it from inside
 /// the tool's own update callback, which may outlive any borrow the loop holds.
+#[derive(Clone)]
 pub(crate) struct Emitter {
     target: Target,
     order: Arc<EmitOrder>,

@@ -143,9 +143,9 @@ impl ArgumentText {
     }
 
     /// Takes the complete text; the missing piece when it continues the text so far.
-    fn replace(&mut self, text: &str, arguments: &mut JsonObject) -> Option<String> {
+    fn replace(&mut self, text: &str, arguments: &mut JsonObject) -> Option<CompactString> {
         if let Some(delta) = text.strip_prefix(self.text.as_str()) {
-            let delta = delta.to_owned();
+            let delta = CompactString::from(delta);
             if delta.is_empty() {
                 self.parser.publish_object_into(arguments);
             } else {
@@ -375,7 +375,6 @@ impl AssistantMessageBuilder {
         let (arguments, call) = self.open_tool_call(index)?;
         let delta = arguments.replace(text, &mut call.arguments);
         if let Some(delta) = delta.filter(|d| !d.is_empty()) {
-            let delta = CompactString::from(delta);
             let partial = Arc::clone(&self.message);
             self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
         }
