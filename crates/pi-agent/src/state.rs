@@ -169,8 +169,8 @@ impl AgentState {
                     None => Arc::new((**message).clone()),
                 };
                 // Unique unless a snapshot holds it: then copied once (copy on write).
-                let update = Update { event: assistant_message_event, metadata_changed };
-                apply_update(Arc::make_mut(&mut own), message, update, &mut self.arguments);
+                let own_message = Arc::make_mut(&mut own);
+                apply_update(own_message, message, assistant_message_event, metadata_changed, &mut self.arguments);
                 if !matches!(assistant_message_event, AssistantMessageEvent::ToolcallDelta { .. }) {
                     // The copy equals the partial now: the listeners see it.
                     self.streaming_message = Some(StreamingMessage::Assistant(own));
@@ -254,24 +254,19 @@ fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
 }
 
 /// Bring `own` to `partial` (the message right after `event`) in time proportional to the
-/// change: deltas are appended, other blocks copied when they start or end, metadata compared.
-/// Anything unexpected falls back to copying the block or the whole message, so `own` always
-/// ends equal to `partial`.
-/// One update for [`apply_update`]: its event, and whether the partial's metadata may have
-/// changed with it.
-struct Update<'a> {
-    event: &'a AssistantMessageEvent,
-    metadata_changed: bool,
-}
-
+/// change: deltas are appended, other blocks copied when they start or end, metadata compared
+/// when `metadata_changed` (the stream tells whether it may have changed). Anything unexpected
+/// falls back to copying the block or the whole message, so `own` always ends equal to
+/// `partial`.
 fn apply_update(
     own: &mut AssistantMessage,
     partial: &AssistantMessage,
-    update: Update<'_>,
+    event: &AssistantMessageEvent,
+    metadata_changed: bool,
     arguments: &mut ArgumentRefresh,
 ) {
-    let Update { event, metadata_changed } = update;
-    let sync_metadata = |own: &mut AssistantMessage| {
+    // Metadata is compared only when the stream says it may have changed.
+    let refresh_metadata = |own: &mut AssistantMessage| {
         if metadata_changed {
             sync_metadata(own, partial);
         }
@@ -290,14 +285,14 @@ fn apply_update(
         own.content.push(block.clone());
     }
     let Some(index) = event.content_index() else {
-        return sync_metadata(own);
+        return refresh_metadata(own);
     };
     if index >= known {
         // The event's block was just copied whole; a tool call's argument copies start over.
         if matches!(event, AssistantMessageEvent::ToolcallStart { .. }) {
             *arguments = ArgumentRefresh::default();
         }
-        return sync_metadata(own);
+        return refresh_metadata(own);
     }
     if let (Some(mine), Some(theirs)) = (own.content.get_mut(index), content.get(index)) {
         match (mine, theirs, event) {
@@ -339,7 +334,7 @@ fn apply_update(
             (mine, theirs, _) => mine.clone_from(theirs),
         }
     }
-    sync_metadata(own);
+    refresh_metadata(own);
 }
 
 /// Bring the message's fields other than `content` to `partial`'s.
