@@ -302,8 +302,8 @@ impl StreamingJsonParser {
     /// are applied to the caller's map in place: publishing costs the new text, never a copy of
     /// the whole value. `arguments` must hold what the previous call left in it. A new snapshot
     /// that is not an object empties it (tool arguments show as `{}` until an object appears);
-    /// without a new snapshot it is left as it is. Returns whether a new snapshot was published.
-    pub(crate) fn publish_object_into(&mut self, arguments: &mut Map<String, Value>) -> bool {
+    /// without a new snapshot it is left as it is ([`revision`](Self::revision) tells which).
+    pub(crate) fn publish_object_into(&mut self, arguments: &mut Map<String, Value>) {
         let revision = self.revision;
         let lent = match &mut self.published {
             Some(Value::Object(members)) => {
@@ -321,19 +321,17 @@ impl StreamingJsonParser {
             _ if changed => arguments.clear(),
             _ => {}
         }
-        changed
     }
 
     /// [`append`](Self::append) then [`publish_object_into`](Self::publish_object_into), in
     /// one step when the piece only continues the open string value: the piece then goes
     /// straight into that string in `arguments`, without logging and replaying it. The result
     /// is the same either way.
-    pub(crate) fn append_into(&mut self, text: &str, arguments: &mut Map<String, Value>) -> bool {
+    pub(crate) fn append_into(&mut self, text: &str, arguments: &mut Map<String, Value>) {
         if !self.continue_string_into(text, arguments) {
             self.append(text);
-            return self.publish_object_into(arguments);
+            self.publish_object_into(arguments);
         }
-        true
     }
 
     /// The fast path of [`append_into`](Self::append_into): only when nothing but the piece is
