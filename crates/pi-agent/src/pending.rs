@@ -54,11 +54,13 @@ impl PendingToolCalls {
     /// Remove an id; `false` if it was not there.
     pub(crate) fn remove(&mut self, id: &str) -> bool {
         let Some(start) = self.start_of.remove(id) else { return false };
+        let removed = self.by_start.remove(&start).is_some();
         if self.start_of.is_empty() {
-            // Idle between batches: an agent that waits keeps no table around.
-            self.start_of.shrink_to_fit();
+            // Idle between batches: an agent that waits keeps no table around (an emptied
+            // `BTreeMap` keeps its root node, an emptied `HashMap` its table).
+            *self = Self { next: self.next, ..Self::default() };
         }
-        self.by_start.remove(&start).is_some()
+        removed
     }
 }
 

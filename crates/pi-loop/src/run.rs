@@ -84,8 +84,10 @@ async fn run_continue(inputs: Box<Inputs>, target: Target, cancel: CancellationT
     check_continue(&inputs.context)?;
     let emitter = Emitter::new(target);
     let mut new_messages = Vec::new();
-    let (context, config) = inputs.into_parts();
-    let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
+    let mut run = {
+        let (context, config) = inputs.into_parts();
+        Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
+    };
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
     run.run(true).await?;
@@ -113,12 +115,17 @@ async fn run_with_prompts(
     poll_initial_steering: bool,
 ) -> RunOutcome {
     let emitter = Emitter::new(target);
-    let (mut context, config) = inputs.into_parts();
-    let initial = declare_tool_changes(&context, prompts);
-    context.messages.extend(initial.iter().cloned());
-    let mut new_messages = initial.clone();
-    // Built before the first await, so the context and configuration live only in this box.
-    let mut run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
+    let initial;
+    let mut new_messages;
+    // Built before the first await, in a block: the context and configuration then live only
+    // in this box (a local moved from still has its place in the future until its scope ends).
+    let mut run = {
+        let (mut context, config) = inputs.into_parts();
+        initial = declare_tool_changes(&context, prompts);
+        context.messages.extend(initial.iter().cloned());
+        new_messages = initial.clone();
+        Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
+    };
     emitter.emit(AgentEvent::AgentStart).await?;
     emitter.emit(AgentEvent::TurnStart).await?;
     for message in initial {
@@ -311,7 +318,7 @@ impl<'r> Run<'r> {
                     tool_results = batch.messages.iter().map(|result| (**result).clone()).collect();
                 }
 
-                let turn = CompletedTurn { message, tool_results };
+                let mut turn = CompletedTurn { message, tool_results };
                 let decision = match self.config.finish_turn.clone() {
                     Some(hook) => {
                         let ctx = self.turn_context(&turn);
@@ -319,10 +326,17 @@ impl<'r> Run<'r> {
                     }
                     None => None,
                 };
+                // Only `prepare_next_turn` reads the last turn's results: without it, the event
+                // takes them and nothing keeps them through the next request.
+                let keep_results = self.config.prepare_next_turn.is_some();
+                let tool_results = match keep_results {
+                    true => turn.tool_results.clone(),
+                    false => std::mem::take(&mut turn.tool_results),
+                };
                 self.emitter
                     .emit(AgentEvent::TurnEnd {
                         message: AgentMessage::Assistant(Arc::clone(&turn.message)),
-                        tool_results: turn.tool_results.clone(),
+                        tool_results,
                     })
                     .await?;
                 last_turn = Some(turn);

@@ -141,20 +141,25 @@ impl Emitter {
     /// batch was delivered before its call completed; later ones are refused). So its turn is
     /// taken only if somebody holds it, which that rules out: one load per delta instead of two
     /// atomic operations.
-    pub(crate) async fn emit(&self, emission: impl Into<Emission>) -> Result<(), crate::LoopError> {
+    pub(crate) fn emit(
+        &self,
+        emission: impl Into<Emission>,
+    ) -> impl Future<Output = Result<(), crate::LoopError>> + Send + '_ {
         let Emission { event, metadata_changed } = emission.into();
-        let alone = matches!(event, AgentEvent::MessageUpdate { .. }) && self.order.is_free();
-        let _turn = match alone {
-            true => None,
-            false => Some(self.order.lock().await),
-        };
-        // Matched here rather than in a nested `async fn`: the event then has one place in this
-        // future, which sits inside every future that emits.
-        match &self.target {
-            Target::Sink(sink) => deliver(&**sink, &event, metadata_changed).await,
-            Target::Handoff(handoff) => {
-                handoff.give(event, alone).await;
-                Ok(())
+        // An `async` block, not an `async fn`: the parameters of an `async fn` are moved into
+        // locals of its body, which would store the event twice in every future that emits.
+        async move {
+            let alone = matches!(event, AgentEvent::MessageUpdate { .. }) && self.order.is_free();
+            let _turn = match alone {
+                true => None,
+                false => Some(self.order.lock().await),
+            };
+            match &self.target {
+                Target::Sink(sink) => deliver(&**sink, &event, metadata_changed).await,
+                Target::Handoff(handoff) => {
+                    handoff.give(event, alone).await;
+                    Ok(())
+                }
             }
         }
     }

@@ -73,8 +73,24 @@ fn raw_args(call: &ToolCall) -> Value {
     Value::Object(call.arguments.clone())
 }
 
-fn immediate(call: &ToolCall, result: AgentToolResult) -> ToolCallOutcome {
-    ToolCallOutcome { tool_call: call.clone(), result, is_error: true, duration_ms: None }
+/// A call's result once its hooks ran. A batch keeps its calls beside their results, so
+/// nothing here copies the call (a [`ToolCallOutcome`] does, for [`run_tool_call`]).
+struct Finished {
+    result: AgentToolResult,
+    is_error: bool,
+    duration_ms: Option<u64>,
+}
+
+impl Finished {
+    /// A call that did not run.
+    fn immediate(result: AgentToolResult) -> Box<Self> {
+        Box::new(Self { result, is_error: true, duration_ms: None })
+    }
+
+    fn into_outcome(self, call: &ToolCall) -> ToolCallOutcome {
+        let Self { result, is_error, duration_ms } = self;
+        ToolCallOutcome { tool_call: call.clone(), result, is_error, duration_ms }
+    }
 }
 
 async fn prepare(
@@ -135,6 +151,13 @@ struct Executed {
     result: AgentToolResult,
     is_error: bool,
     duration_ms: u64,
+}
+
+impl Executed {
+    /// The result as it stands, for a run without an `after_tool_call` hook.
+    fn finish(self) -> Box<Finished> {
+        Box::new(Finished { result: self.result, is_error: self.is_error, duration_ms: Some(self.duration_ms) })
+    }
 }
 
 /// An update's delivery to the event sink: a future that borrows nothing.
@@ -252,15 +275,18 @@ async fn execute_prepared(
     let sender = Arc::clone(&dispatch);
     let callback: ToolUpdateFn = Arc::new(move |update| sender.send(update));
     let started = Instant::now();
-    let mut execution = pin!(catch_call(|| tool.execute(call.id.clone(), args, cancel.clone(), callback)));
-    let outcome = std::future::poll_fn(|cx| {
-        dispatch.register(cx);
-        let outcome = execution.as_mut().poll(cx);
-        // Errors of updates are reported once the call completes, as the reference does.
-        let _ = dispatch.poll_pending(cx);
-        outcome
-    })
-    .await;
+    let outcome = {
+        // Scoped: the tool's finished future is gone before the yield below.
+        let mut execution = pin!(catch_call(|| tool.execute(call.id.clone(), args, cancel.clone(), callback)));
+        std::future::poll_fn(|cx| {
+            dispatch.register(cx);
+            let outcome = execution.as_mut().poll(cx);
+            // Errors of updates are reported once the call completes, as the reference does.
+            let _ = dispatch.poll_pending(cx);
+            outcome
+        })
+        .await
+    };
     if yield_after_execute {
         YieldOnce::default().await;
     }
@@ -305,7 +331,7 @@ async fn finalize(
     executed: Executed,
     hooks: &ToolHooks,
     cancel: &CancellationToken,
-) -> ToolCallOutcome {
+) -> Box<Finished> {
     let Executed { mut result, mut is_error, duration_ms } = executed;
     if let Some(after) = &hooks.after {
         let ctx = AfterToolCallContext {
@@ -347,7 +373,7 @@ async fn finalize(
             }
         }
     }
-    ToolCallOutcome { tool_call: call.clone(), result, is_error, duration_ms: Some(duration_ms) }
+    Box::new(Finished { result, is_error, duration_ms: Some(duration_ms) })
 }
 
 fn update_event(call: &ToolCall, partial_result: AgentToolResult) -> AgentEvent {
@@ -363,20 +389,20 @@ fn start_event(call: &ToolCall) -> AgentEvent {
     AgentEvent::ToolExecutionStart { tool_call_id: call.id.clone(), tool_name: call.name.clone(), args: raw_args(call) }
 }
 
-fn end_event(outcome: &ToolCallOutcome) -> AgentEvent {
+fn end_event(call: &ToolCall, outcome: &Finished) -> AgentEvent {
     AgentEvent::ToolExecutionEnd {
-        tool_call_id: outcome.tool_call.id.clone(),
-        tool_name: outcome.tool_call.name.clone(),
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
         result: Box::new(outcome.result.clone()),
         is_error: outcome.is_error,
         duration_ms: outcome.duration_ms,
     }
 }
 
-fn result_message(outcome: &ToolCallOutcome) -> ToolResultMessage {
-    ToolResultMessage {
-        tool_call_id: outcome.tool_call.id.clone(),
-        tool_name: outcome.tool_call.name.clone(),
+fn result_message(call: &ToolCall, outcome: &Finished) -> Arc<ToolResultMessage> {
+    Arc::new(ToolResultMessage {
+        tool_call_id: call.id.clone(),
+        tool_name: call.name.clone(),
         content: outcome.result.content.clone(),
         details: outcome.result.details.clone(),
         usage: outcome.result.usage.clone(),
@@ -384,21 +410,20 @@ fn result_message(outcome: &ToolCallOutcome) -> ToolResultMessage {
         is_error: outcome.is_error,
         timestamp: pi_types::now_ms(),
         duration_ms: outcome.duration_ms,
-    }
+    })
 }
 
 /// Emit the result's start and end with one shared message, which the batch keeps.
 async fn emit_result_message(
-    message: ToolResultMessage,
+    message: Arc<ToolResultMessage>,
     emitter: &Emitter,
 ) -> Result<Arc<ToolResultMessage>, LoopError> {
-    let message = Arc::new(message);
     emitter.emit(AgentEvent::MessageStart { message: AgentMessage::ToolResult(Arc::clone(&message)) }).await?;
     emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::ToolResult(Arc::clone(&message)) }).await?;
     Ok(message)
 }
 
-fn terminates(outcomes: &[ToolCallOutcome]) -> bool {
+fn terminates(outcomes: &[Box<Finished>]) -> bool {
     !outcomes.is_empty() && outcomes.iter().all(|o| o.result.terminate == Some(true))
 }
 
@@ -414,9 +439,9 @@ pub(crate) async fn fail_truncated_tool_calls(
             "Tool call \"{}\" was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments.",
             call.name
         );
-        let outcome = immediate(call, error_result(text));
-        emitter.emit(end_event(&outcome)).await?;
-        messages.push(emit_result_message(result_message(&outcome), emitter).await?);
+        let outcome = Finished::immediate(error_result(text));
+        emitter.emit(end_event(call, &outcome)).await?;
+        messages.push(emit_result_message(result_message(call, &outcome), emitter).await?);
     }
     Ok(ToolBatch { messages, terminate: false })
 }
@@ -453,20 +478,36 @@ struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    async fn run_prepared(
-        &self,
-        call: &ToolCall,
-        tool: &Arc<dyn AgentTool>,
+    /// Execute a prepared call and run its `after_tool_call` hook. A plain function returning
+    /// an `async` block, so that `args` has one place in the future (see `Emitter::emit`).
+    fn run_prepared<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        tool: &'a Arc<dyn AgentTool>,
         args: Value,
-    ) -> Result<ToolCallOutcome, LoopError> {
-        let emitter = self.emitter.detached();
-        let kept = KeptCall::new(self.assistant, call);
-        let deliver = Box::new(move |update| match kept.get() {
-            Some(call) => emitter.emit(update_event(call, update)),
-            None => Box::pin(std::future::ready(Ok(()))),
-        });
-        let executed = execute_prepared(call, tool, args.clone(), self.cancel, deliver, self.parallel).await?;
-        Ok(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await)
+    ) -> impl Future<Output = Result<Box<Finished>, LoopError>> + Send + 'a {
+        async move {
+            let emitter = self.emitter.detached();
+            let kept = KeptCall::new(self.assistant, call);
+            let deliver = Box::new(move |update| match kept.get() {
+                Some(call) => emitter.emit(update_event(call, update)),
+                None => Box::pin(std::future::ready(Ok(()))),
+            });
+            // Only the hook needs the arguments afterwards.
+            let (executed_args, hook_args) = match self.hooks.after.is_some() {
+                true => (args.clone(), Some(args)),
+                false => (args, None),
+            };
+            let executed = execute_prepared(call, tool, executed_args, self.cancel, deliver, self.parallel).await?;
+            Ok(match hook_args {
+                None => executed.finish(),
+                // Boxed: the hook's future would otherwise size every call's.
+                Some(args) => {
+                    Box::pin(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel))
+                        .await
+                }
+            })
+        }
     }
 }
 
@@ -512,15 +553,15 @@ async fn execute_sequential(
     for call in calls {
         emitter.emit(start_event(call)).await?;
         let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
-            Preparation::Immediate(result) => immediate(call, *result),
+            Preparation::Immediate(result) => Finished::immediate(*result),
             Preparation::Prepared { tool, args } => {
                 Batch { context, assistant, hooks, cancel, emitter, parallel: false }
                     .run_prepared(call, &tool, args)
                     .await?
             }
         };
-        emitter.emit(end_event(&outcome)).await?;
-        messages.push(emit_result_message(result_message(&outcome), emitter).await?);
+        emitter.emit(end_event(call, &outcome)).await?;
+        messages.push(emit_result_message(result_message(call, &outcome), emitter).await?);
         outcomes.push(outcome);
     }
     Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
@@ -535,7 +576,7 @@ async fn execute_parallel(
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     enum Slot {
-        Done(Box<ToolCallOutcome>),
+        Done(Box<Finished>),
         Run(Arc<dyn AgentTool>, Value),
     }
     let mut slots = Vec::with_capacity(calls.len());
@@ -543,9 +584,9 @@ async fn execute_parallel(
         emitter.emit(start_event(call)).await?;
         match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
             Preparation::Immediate(result) => {
-                let outcome = immediate(call, *result);
-                emitter.emit(end_event(&outcome)).await?;
-                slots.push(Slot::Done(Box::new(outcome)));
+                let outcome = Finished::immediate(*result);
+                emitter.emit(end_event(call, &outcome)).await?;
+                slots.push(Slot::Done(outcome));
             }
             Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
         }
@@ -557,22 +598,22 @@ async fn execute_parallel(
     let batch = &batch;
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| async move {
         match slot {
-            Slot::Done(outcome) => Ok(*outcome),
+            Slot::Done(outcome) => Ok(outcome),
             Slot::Run(tool, args) => {
                 let outcome = if cancel.is_cancelled() {
-                    immediate(call, error_result(ABORTED))
+                    Finished::immediate(error_result(ABORTED))
                 } else {
                     batch.run_prepared(call, &tool, args).await?
                 };
-                emitter.emit(end_event(&outcome)).await?;
+                emitter.emit(end_event(call, &outcome)).await?;
                 Ok(outcome)
             }
         }
     });
-    let outcomes: Vec<ToolCallOutcome> = futures::future::try_join_all(runs).await?;
+    let outcomes: Vec<Box<Finished>> = futures::future::try_join_all(runs).await?;
     let mut messages = Vec::with_capacity(outcomes.len());
-    for outcome in &outcomes {
-        messages.push(emit_result_message(result_message(outcome), emitter).await?);
+    for (outcome, call) in outcomes.iter().zip(calls) {
+        messages.push(emit_result_message(result_message(call, outcome), emitter).await?);
     }
     Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
 }
@@ -605,7 +646,7 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
     let preparation =
         prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
     let (tool, args) = match preparation {
-        Preparation::Immediate(result) => return immediate(tool_call, *result),
+        Preparation::Immediate(result) => return Finished::immediate(*result).into_outcome(tool_call),
         Preparation::Prepared { tool, args } => (tool, args),
     };
     let forward = options.on_update.clone();
@@ -619,5 +660,7 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };
-    finalize(&options.context, &options.assistant_message, tool_call, &args, executed, &hooks, &options.cancel).await
+    finalize(&options.context, &options.assistant_message, tool_call, &args, executed, &hooks, &options.cancel)
+        .await
+        .into_outcome(tool_call)
 }

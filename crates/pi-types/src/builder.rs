@@ -72,8 +72,11 @@
 //! assert_eq!(message.stop_reason, StopReason::ToolUse);
 //! ```
 
+use std::future::Future;
 use std::ops::{Deref, DerefMut};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use compact_str::CompactString;
 
@@ -83,7 +86,7 @@ use crate::event::AssistantMessageEvent;
 use crate::json::{parse_tool_call_arguments, StreamingJsonParser};
 use crate::message::{AssistantMessage, StopReason};
 use crate::model::Model;
-use crate::stream::EventSender;
+use crate::stream::{EventSender, SendEvent, SendOwned};
 
 /// Builds one streamed assistant message and sends its events; see the [module docs](self).
 ///
@@ -159,6 +162,48 @@ impl ArgumentText {
         arguments.clear();
         self.append(text, arguments);
         None
+    }
+}
+
+/// What a block method of [`AssistantMessageBuilder`] returns. The method makes its change when
+/// it is called; awaiting this hands its event (if any) to the consumer and then gives the
+/// method's result. A future that stores only the event, so a provider's future stays small.
+#[derive(Debug)]
+#[must_use = "the event is handed over when the future is awaited"]
+pub struct Sent<'a, T> {
+    send: Option<SendEvent<'a>>,
+    output: Option<T>,
+}
+
+impl<'a, T> Sent<'a, T> {
+    /// `output` once `send` was handed over.
+    fn after(send: SendEvent<'a>, output: T) -> Self {
+        Self { send: Some(send), output: Some(output) }
+    }
+
+    /// `output` after `send`, if there is an event to send.
+    fn maybe_after(send: Option<SendEvent<'a>>, output: T) -> Self {
+        Self { send, output: Some(output) }
+    }
+
+    /// `output` at once: nothing to send.
+    fn now(output: T) -> Self {
+        Self { send: None, output: Some(output) }
+    }
+}
+
+impl<T: Unpin> Future for Sent<'_, T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        if let Some(send) = self.send.as_mut() {
+            if Pin::new(send).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.send = None;
+        }
+        // Polled again after it gave its result: it has nothing more to give.
+        self.output.take().map_or(Poll::Pending, Poll::Ready)
     }
 }
 
@@ -240,14 +285,14 @@ impl AssistantMessageBuilder {
     }
 
     /// Sends `start`.
-    pub async fn start(&mut self) {
-        self.send(AssistantMessageEvent::Start { partial: Arc::clone(&self.message) }).await;
+    pub fn start(&mut self) -> Sent<'_, ()> {
+        Sent::after(self.send(AssistantMessageEvent::Start { partial: Arc::clone(&self.message) }), ())
     }
 
     /// Starts a block with the given initial content (for providers whose block starts with
     /// text, a signature or, for tool calls, arguments) and sends its `*_start` event; returns
     /// its content index.
-    pub async fn start_block(&mut self, block: AssistantContent) -> usize {
+    pub fn start_block(&mut self, block: AssistantContent) -> Sent<'_, usize> {
         let index = self.message.content.len();
         let state = match &block {
             AssistantContent::ToolCall(_) => BlockState::OpenToolCall(Box::default()),
@@ -262,30 +307,29 @@ impl AssistantMessageBuilder {
             THINKING => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
             _ => AssistantMessageEvent::ToolcallStart { content_index: index, partial },
         };
-        self.send(event).await;
-        index
+        Sent::after(self.send(event), index)
     }
 
     /// Starts an empty text block; returns its content index.
-    pub async fn start_text(&mut self) -> usize {
-        self.start_block(AssistantContent::Text(TextContent::default())).await
+    pub fn start_text(&mut self) -> Sent<'_, usize> {
+        self.start_block(AssistantContent::Text(TextContent::default()))
     }
 
     /// Starts an empty thinking block; returns its content index.
-    pub async fn start_thinking(&mut self) -> usize {
-        self.start_block(AssistantContent::Thinking(ThinkingContent::default())).await
+    pub fn start_thinking(&mut self) -> Sent<'_, usize> {
+        self.start_block(AssistantContent::Thinking(ThinkingContent::default()))
     }
 
     /// Starts a tool call with no arguments yet; returns its content index.
-    pub async fn start_tool_call(&mut self, id: impl Into<String>, name: impl Into<String>) -> usize {
+    pub fn start_tool_call(&mut self, id: impl Into<String>, name: impl Into<String>) -> Sent<'_, usize> {
         let call = ToolCall { id: id.into(), name: name.into(), ..Default::default() };
-        self.start_block(AssistantContent::ToolCall(call)).await
+        self.start_block(AssistantContent::ToolCall(call))
     }
 
     /// Starts a tool call whose argument text begins with `arguments` (a provider that sends
     /// the first piece with the call itself): the piece is parsed into the partial arguments the
     /// start event shows; no delta is sent for it.
-    pub async fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> usize {
+    pub fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> Sent<'_, usize> {
         let index = self.message.content.len();
         let mut call = call;
         let mut text = ArgumentText::default();
@@ -294,157 +338,185 @@ impl AssistantMessageBuilder {
         }
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
-        self.send(AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) })
-            .await;
-        index
+        let event = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) };
+        Sent::after(self.send(event), index)
     }
 
     /// Sends a tool call that arrived whole (Gemini sends each call in one piece):
     /// `toolcall_start` with the block already holding its arguments, one `toolcall_delta`
     /// with their JSON text, and `toolcall_end`. Returns its content index.
-    pub async fn complete_tool_call(&mut self, call: ToolCall) -> usize {
+    pub fn complete_tool_call(&mut self, call: ToolCall) -> impl Future<Output = usize> + Send + '_ {
         let index = self.message.content.len();
         let mut text = String::new();
         crate::json::write_stringify_object(&mut text, &call.arguments);
         let delta = CompactString::from(text);
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::Ended);
-        self.send(AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) })
-            .await;
+        // The three events show the same message: made here, so the future holds no call.
+        let start = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) };
         let partial = Arc::clone(&self.message);
-        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
-        self.send_end(index).await;
-        index
+        let delta = AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial };
+        let end = self.end_event(index);
+        async move {
+            self.send(start).await;
+            self.send(delta).await;
+            if let Some(end) = end {
+                self.send(end).await;
+            }
+            index
+        }
     }
 
     /// Appends `delta` to open text block `index` and sends `text_delta`.
-    pub async fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
+    pub fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Sent<'_, Result<(), TypesError>> {
         let delta = delta.into();
-        self.open_block(index, TEXT)?;
+        if let Err(error) = self.open_block(index, TEXT) {
+            return Sent::now(Err(error));
+        }
         if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.text.push_str(&delta);
         }
-        self.send(AssistantMessageEvent::TextDelta { content_index: index, delta, partial: Arc::clone(&self.message) })
-            .await;
-        Ok(())
+        let partial = Arc::clone(&self.message);
+        Sent::after(self.send(AssistantMessageEvent::TextDelta { content_index: index, delta, partial }), Ok(()))
     }
 
     /// Appends `delta` to open thinking block `index` and sends `thinking_delta`.
-    pub async fn thinking_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
+    pub fn thinking_delta(
+        &mut self,
+        index: usize,
+        delta: impl Into<CompactString>,
+    ) -> Sent<'_, Result<(), TypesError>> {
         let delta = delta.into();
-        self.open_block(index, THINKING)?;
+        if let Err(error) = self.open_block(index, THINKING) {
+            return Sent::now(Err(error));
+        }
         if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.thinking.push_str(&delta);
         }
         let partial = Arc::clone(&self.message);
-        self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }).await;
-        Ok(())
+        Sent::after(self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }), Ok(()))
     }
 
     /// Appends argument text to open tool call `index`, publishes the partial arguments when the
     /// parser has a new snapshot, and sends `toolcall_delta`.
-    pub async fn tool_call_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Result<(), TypesError> {
+    pub fn tool_call_delta(
+        &mut self,
+        index: usize,
+        delta: impl Into<CompactString>,
+    ) -> Sent<'_, Result<(), TypesError>> {
         let delta = delta.into();
-        let (text, call) = self.open_tool_call(index)?;
-        text.append(&delta, &mut call.arguments);
+        match self.open_tool_call(index) {
+            Ok((text, call)) => text.append(&delta, &mut call.arguments),
+            Err(error) => return Sent::now(Err(error)),
+        }
         let partial = Arc::clone(&self.message);
-        self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
-        Ok(())
+        Sent::after(self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }), Ok(()))
     }
 
     /// Sends a `toolcall_delta` with an empty delta without feeding the argument parser: for a
     /// chunk that changed the call (its id or name, see [`tool_call_mut`](Self::tool_call_mut))
     /// but carried no argument text.
-    pub async fn tool_call_changed(&mut self, index: usize) -> Result<(), TypesError> {
-        self.open_tool_call(index)?;
+    pub fn tool_call_changed(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+        if let Err(error) = self.open_tool_call(index) {
+            return Sent::now(Err(error));
+        }
         let partial = Arc::clone(&self.message);
-        self.send(AssistantMessageEvent::ToolcallDelta {
-            content_index: index,
-            delta: CompactString::default(),
-            partial,
-        })
-        .await;
-        Ok(())
+        let event =
+            AssistantMessageEvent::ToolcallDelta { content_index: index, delta: CompactString::default(), partial };
+        Sent::after(self.send(event), Ok(()))
     }
 
     /// Takes the provider's complete argument text for open tool call `index`. When it
     /// continues the text so far, the missing piece is appended and, if not empty, sent as a
     /// `toolcall_delta`; otherwise the text starts over (partial arguments of `text` alone, no
     /// event).
-    pub async fn replace_tool_call_arguments(&mut self, index: usize, text: &str) -> Result<(), TypesError> {
-        let (arguments, call) = self.open_tool_call(index)?;
-        let delta = arguments.replace(text, &mut call.arguments);
-        if let Some(delta) = delta.filter(|d| !d.is_empty()) {
-            let partial = Arc::clone(&self.message);
-            self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }).await;
+    pub fn replace_tool_call_arguments(&mut self, index: usize, text: &str) -> Sent<'_, Result<(), TypesError>> {
+        let delta = match self.open_tool_call(index) {
+            Ok((arguments, call)) => arguments.replace(text, &mut call.arguments),
+            Err(error) => return Sent::now(Err(error)),
+        };
+        match delta.filter(|d| !d.is_empty()) {
+            Some(delta) => {
+                let partial = Arc::clone(&self.message);
+                let event = AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial };
+                Sent::after(self.send(event), Ok(()))
+            }
+            None => Sent::now(Ok(())),
         }
-        Ok(())
     }
 
     /// Ends open text block `index`: sends `text_end` with the block's text.
-    pub async fn end_text(&mut self, index: usize) -> Result<(), TypesError> {
-        self.open_block(index, TEXT)?;
-        self.end(index).await;
-        Ok(())
+    pub fn end_text(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+        match self.open_block(index, TEXT) {
+            Ok(()) => self.end(index),
+            Err(error) => Sent::now(Err(error)),
+        }
     }
 
     /// Ends open thinking block `index`: sends `thinking_end` with the block's text.
-    pub async fn end_thinking(&mut self, index: usize) -> Result<(), TypesError> {
-        self.open_block(index, THINKING)?;
-        self.end(index).await;
-        Ok(())
+    pub fn end_thinking(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+        match self.open_block(index, THINKING) {
+            Ok(()) => self.end(index),
+            Err(error) => Sent::now(Err(error)),
+        }
     }
 
     /// Ends open tool call `index`: its arguments become one full parse of the complete
     /// argument text (malformed text leaves them empty and sets `arguments_error`); sends
     /// `toolcall_end` with the call.
-    pub async fn end_tool_call(&mut self, index: usize) -> Result<(), TypesError> {
-        self.open_tool_call(index)?;
-        self.end(index).await;
-        Ok(())
+    pub fn end_tool_call(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+        match self.open_tool_call(index) {
+            Ok(_) => self.end(index),
+            Err(error) => Sent::now(Err(error)),
+        }
     }
 
     /// Ends open tool call `index` with the provider's complete argument text, which replaces
     /// the text streamed so far (no delta is sent for it); otherwise as
     /// [`end_tool_call`](Self::end_tool_call).
-    pub async fn end_tool_call_with_arguments(&mut self, index: usize, arguments: &str) -> Result<(), TypesError> {
-        let (text, _) = self.open_tool_call(index)?;
-        text.text.clear();
-        text.text.push_str(arguments);
-        self.end(index).await;
-        Ok(())
+    pub fn end_tool_call_with_arguments(&mut self, index: usize, arguments: &str) -> Sent<'_, Result<(), TypesError>> {
+        match self.open_tool_call(index) {
+            Ok((text, _)) => {
+                text.text.clear();
+                text.text.push_str(arguments);
+            }
+            Err(error) => return Sent::now(Err(error)),
+        }
+        self.end(index)
     }
 
     /// Ends open tool call `index` with the provider's own final form of the call (a provider
     /// or proxy that sends the complete call at the end): the block becomes `call`; sends
     /// `toolcall_end` with it.
-    pub async fn end_tool_call_with(&mut self, index: usize, call: ToolCall) -> Result<(), TypesError> {
-        self.open_tool_call(index)?;
+    pub fn end_tool_call_with(&mut self, index: usize, call: ToolCall) -> Sent<'_, Result<(), TypesError>> {
+        if let Err(error) = self.open_tool_call(index) {
+            return Sent::now(Err(error));
+        }
         if let Some(block) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             *block = AssistantContent::ToolCall(call);
         }
         if let Some(state) = self.blocks.get_mut(index) {
             *state = BlockState::Ended;
         }
-        self.send_end(index).await;
-        Ok(())
+        let event = self.end_event(index);
+        Sent::maybe_after(event.map(|event| self.send(event)), Ok(()))
     }
 
     /// Ends open block `index`, whatever its kind (as [`end_text`](Self::end_text),
     /// [`end_thinking`](Self::end_thinking) or [`end_tool_call`](Self::end_tool_call)).
-    pub async fn end_block(&mut self, index: usize) -> Result<(), TypesError> {
+    pub fn end_block(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
         if !self.is_open(index) {
-            return Err(self.wrong_block(index, "an open block".to_owned()));
+            return Sent::now(Err(self.wrong_block(index, "an open block".to_owned())));
         }
-        self.end(index).await;
-        Ok(())
+        self.end(index)
     }
 
     /// Ends every open block, in content order.
     pub async fn end_open_blocks(&mut self) {
         for index in 0..self.blocks.len() {
             if self.is_open(index) {
-                self.end(index).await;
+                // The outcome is `Ok`: the block was just found open.
+                let _ = self.end(index).await;
             }
         }
     }
@@ -494,25 +566,25 @@ impl AssistantMessageBuilder {
     /// Ends the response with `done` and stop reason `reason` (`stop`, `length`, `toolUse`
     /// or `deferred`). For `error` or `aborted` the event is `error`, with the message's
     /// `error_message` as set.
-    pub async fn done(mut self, reason: StopReason) {
+    pub fn done(mut self, reason: StopReason) -> SendOwned {
         Arc::make_mut(&mut self.message).stop_reason = reason;
         let message = self.take_message();
         let event = match reason {
             StopReason::Error | StopReason::Aborted => AssistantMessageEvent::Error { reason, error: message },
             _ => AssistantMessageEvent::Done { reason, message },
         };
-        self.tx.send(event).await;
+        self.tx.send_owned(event)
     }
 
     /// Ends the response with `error`: stop reason `error` and `error_message`.
-    pub async fn error(self, message: impl Into<String>) {
-        self.fail(StopReason::Error, message.into()).await;
+    pub fn error(self, message: impl Into<String>) -> SendOwned {
+        self.fail(StopReason::Error, message.into())
     }
 
     /// Ends the response with `error` for a cancelled request: stop reason `aborted` and
     /// `error_message`.
-    pub async fn aborted(self, message: impl Into<String>) {
-        self.fail(StopReason::Aborted, message.into()).await;
+    pub fn aborted(self, message: impl Into<String>) -> SendOwned {
+        self.fail(StopReason::Aborted, message.into())
     }
 
     /// Gives up the builder without ending the response, for a producer that ends it with a
@@ -524,12 +596,12 @@ impl AssistantMessageBuilder {
         self.tx.share()
     }
 
-    async fn fail(mut self, reason: StopReason, text: String) {
+    fn fail(mut self, reason: StopReason, text: String) -> SendOwned {
         let message = Arc::make_mut(&mut self.message);
         message.stop_reason = reason;
         message.error_message = Some(text);
         let error = self.take_message();
-        self.tx.send(AssistantMessageEvent::Error { reason, error }).await;
+        self.tx.send_owned(AssistantMessageEvent::Error { reason, error })
     }
 
     /// The message, for the terminal event: the builder is done with it.
@@ -542,13 +614,13 @@ impl AssistantMessageBuilder {
     }
 
     /// The sender's own future: no extra `async` layer per event.
-    fn send(&self, event: AssistantMessageEvent) -> crate::stream::SendEvent<'_> {
+    fn send(&self, event: AssistantMessageEvent) -> SendEvent<'_> {
         self.tx.send(event)
     }
 
     /// Ends open block `index` (checked by the caller) and sends its end event.
-    async fn end(&mut self, index: usize) {
-        let Some(state) = self.blocks.get_mut(index) else { return };
+    fn end(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+        let Some(state) = self.blocks.get_mut(index) else { return Sent::now(Ok(())) };
         if let BlockState::OpenToolCall(text) = std::mem::replace(state, BlockState::Ended) {
             let parsed = parse_tool_call_arguments(Some(&text.text));
             if let Some(AssistantContent::ToolCall(call)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
@@ -558,24 +630,24 @@ impl AssistantMessageBuilder {
                 }
             }
         }
-        self.send_end(index).await;
+        let event = self.end_event(index);
+        Sent::maybe_after(event.map(|event| self.send(event)), Ok(()))
     }
 
-    async fn send_end(&self, index: usize) {
+    /// The end event of block `index`, showing the message as it is.
+    fn end_event(&self, index: usize) -> Option<AssistantMessageEvent> {
         let partial = Arc::clone(&self.message);
-        let event = match partial.content.get(index) {
-            Some(AssistantContent::Text(block)) => {
+        Some(match partial.content.get(index)? {
+            AssistantContent::Text(block) => {
                 AssistantMessageEvent::TextEnd { content_index: index, content: block.text.clone(), partial }
             }
-            Some(AssistantContent::Thinking(block)) => {
+            AssistantContent::Thinking(block) => {
                 AssistantMessageEvent::ThinkingEnd { content_index: index, content: block.thinking.clone(), partial }
             }
-            Some(AssistantContent::ToolCall(call)) => {
+            AssistantContent::ToolCall(call) => {
                 AssistantMessageEvent::ToolcallEnd { content_index: index, tool_call: Box::new(call.clone()), partial }
             }
-            None => return,
-        };
-        self.send(event).await;
+        })
     }
 
     /// Checks that `index` is an open block of `kind`.

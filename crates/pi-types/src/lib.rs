@@ -35,7 +35,7 @@ mod usage;
 pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
-pub use builder::{AssistantMessageBuilder, MetadataMut, ToolCallMut};
+pub use builder::{AssistantMessageBuilder, MetadataMut, Sent, ToolCallMut};
 pub use compact_str::CompactString;
 pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
@@ -53,7 +53,10 @@ pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
     StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
-pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, StreamFn};
+pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
+/// The cancellation token of [`StreamOptions::cancel`] and of tool calls, re-exported so that a
+/// provider crate needs no `tokio-util` of its own.
+pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
     ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,

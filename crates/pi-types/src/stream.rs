@@ -256,6 +256,12 @@ impl EventSender {
         SendEvent { slot: &self.slot, event: Some(event) }
     }
 
+    /// [`send`](Self::send) for a producer that is giving up its sender (a builder's terminal
+    /// event): the future owns its own handle on the slot.
+    pub(crate) fn send_owned(&self, event: AssistantMessageEvent) -> SendOwned {
+        SendOwned { slot: Arc::clone(&self.slot), event: Some(event) }
+    }
+
     pub(crate) fn touch_metadata(&self) {
         self.slot.metadata_touched.store(true, Ordering::Release);
     }
@@ -300,11 +306,38 @@ pub struct SendEvent<'a> {
 impl Future for SendEvent<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<()> {
-        // The producer is only ever polled by its `ProducerStream`, which takes the event
-        // and re-polls on the next `poll_next`; no waker is needed for this one yield.
-        match self.event.take() {
+        let this = &mut *self;
+        this.slot.hand_over(&mut this.event)
+    }
+}
+
+/// What a builder's terminal methods ([`done`](crate::AssistantMessageBuilder::done),
+/// [`error`](crate::AssistantMessageBuilder::error), ...) return: [`SendEvent`] with its own
+/// handle on the stream, as the builder is gone once it is made.
+#[derive(Debug)]
+#[must_use = "the event is handed over when the future is awaited"]
+pub struct SendOwned {
+    slot: Arc<Slot>,
+    event: Option<AssistantMessageEvent>,
+}
+
+impl Future for SendOwned {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<()> {
+        let this = &mut *self;
+        this.slot.hand_over(&mut this.event)
+    }
+}
+
+impl Slot {
+    /// The one step of a send: on the first poll the event goes into the slot and the sender
+    /// stays pending once, while the consumer takes it. The producer is only ever polled by its
+    /// `ProducerStream`, which takes the event and re-polls on the next `poll_next`, so no
+    /// waker is needed for this one yield.
+    fn hand_over(&self, event: &mut Option<AssistantMessageEvent>) -> Poll<()> {
+        match event.take() {
             Some(event) => {
-                self.slot.put(event);
+                self.put(event);
                 Poll::Pending
             }
             None => Poll::Ready(()),

@@ -375,3 +375,27 @@ fn streamed_arguments_are_edited_in_place() {
 fn content_of(message: &AssistantMessage) -> Option<&str> {
     message.content.first()?.as_tool_call()?.arguments.get("content")?.as_str()
 }
+
+/// A provider's future holds the builder's futures across its awaits: each stores the one event
+/// it hands over and the method's result, not the block or call it was given (a tool call's
+/// start was 528 bytes as an `async fn`, its end 496).
+#[test]
+fn a_block_method_future_holds_only_its_event() {
+    let event = std::mem::size_of::<AssistantMessageEvent>();
+    let result = std::mem::size_of::<Result<(), TypesError>>();
+    let _ = events(move |tx| async move {
+        let mut out = AssistantMessageBuilder::for_model(tx, &model());
+        let start = out.start_tool_call("call_1", "weather");
+        assert!(std::mem::size_of_val(&start) <= event + 32, "start: {} bytes", std::mem::size_of_val(&start));
+        let index = start.await;
+        let delta = out.tool_call_delta(index, r#"{"city":"Oslo"}"#);
+        assert!(std::mem::size_of_val(&delta) <= event + result + 16, "delta: {} bytes", std::mem::size_of_val(&delta));
+        delta.await.ok();
+        let end = out.end_tool_call_with(index, ToolCall::default());
+        assert!(std::mem::size_of_val(&end) <= event + result + 16, "end: {} bytes", std::mem::size_of_val(&end));
+        end.await.ok();
+        let done = out.done(StopReason::ToolUse);
+        assert!(std::mem::size_of_val(&done) <= event + 16, "done: {} bytes", std::mem::size_of_val(&done));
+        done.await;
+    });
+}

@@ -22,13 +22,14 @@ mod usage;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use pi_types::{
     catch_call, AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageEvent,
-    AssistantMessageEventStream, BoxError, EventSender, JsonObject, Model, ModelCost, ProviderResponse, StopReason,
-    StreamFn, StreamOptions, TranscriptContext, TypesError, Usage,
+    AssistantMessageEventStream, BoxError, CancellationToken, EventSender, JsonObject, Model, ModelCost,
+    ProviderResponse, StopReason, StreamFn, StreamOptions, TranscriptContext, TypesError, Usage,
 };
 use usage::PromptCache;
 
@@ -367,24 +368,44 @@ impl FauxProvider {
             AssistantMessageBuilder::new(tx, *message).done(StopReason::Error).await;
             return;
         }
+        // Streaming needs only the cancellation token: the request (its transcript, options
+        // and model) is freed before the response streams.
+        let cancel = pending.request.options.cancel.take();
+        drop(pending);
         // Boxed: until the response starts streaming (past the yield above, where many
         // concurrent requests wait), its state takes no room in this future.
-        Box::pin(self.stream_message(tx, message, &request.options)).await;
+        Box::pin(self.stream_message(tx, message, cancel)).await;
     }
 
     /// Streams a scripted message: its blocks in order, each in chunks, then its ending.
-    async fn stream_message(&self, tx: EventSender, mut message: Box<AssistantMessage>, options: &StreamOptions) {
-        let cancelled = || options.cancel.as_ref().is_some_and(|c| c.is_cancelled());
+    fn stream_message(
+        &self,
+        tx: EventSender,
+        mut message: Box<AssistantMessage>,
+        cancel: Option<CancellationToken>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        // Taken apart before the future is made: the scripted message's box is freed now, and
+        // the future holds only the builder and the blocks to stream.
         let content = std::mem::take(&mut message.content);
         let reason = message.stop_reason;
-        let mut out =
-            AssistantMessageBuilder::new(tx, AssistantMessage { stop_reason: StopReason::Pending, ..*message });
+        let out = AssistantMessageBuilder::new(tx, AssistantMessage { stop_reason: StopReason::Pending, ..*message });
+        self.stream_content(out, content, reason, cancel)
+    }
+
+    async fn stream_content(
+        &self,
+        mut out: AssistantMessageBuilder,
+        content: Vec<AssistantContent>,
+        reason: StopReason,
+        cancel: Option<CancellationToken>,
+    ) {
+        let cancelled = || cancel.as_ref().is_some_and(|c| c.is_cancelled());
         if cancelled() {
             return abort(out).await;
         }
         out.start().await;
         for block in &content {
-            match self.stream_block(&mut out, block, options).await {
+            match self.stream_block(&mut out, block, cancel.as_ref()).await {
                 Ok(true) => {}
                 Ok(false) => return abort(out).await,
                 Err(error) => return out.error(error.to_string()).await,
@@ -427,7 +448,7 @@ impl FauxProvider {
         &self,
         out: &mut AssistantMessageBuilder,
         block: &AssistantContent,
-        options: &StreamOptions,
+        cancel: Option<&CancellationToken>,
     ) -> Result<bool, TypesError> {
         let (index, text) = match block {
             AssistantContent::Text(text) => (out.start_text().await, Cow::Borrowed(text.text.as_str())),
@@ -449,7 +470,7 @@ impl FauxProvider {
             let chunk = text.get(start..end).unwrap_or_default();
             start = end;
             self.pace(chunk).await;
-            if options.cancel.as_ref().is_some_and(|c| c.is_cancelled()) {
+            if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Ok(false);
             }
             match block {
