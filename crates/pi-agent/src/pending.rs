@@ -1,42 +1,47 @@
 //! The ids of the tool calls that are executing, as a set in start order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::{Serialize, Serializer};
+
+/// Below this many slots, looking an id up scans them: cheaper than a hash table, and an agent
+/// with one call in flight keeps one small vector instead of two tables.
+const SCANNED: usize = 16;
 
 /// Ids of the tool calls between `tool_execution_start` and `tool_execution_end`, in start
 /// order (the reference's `pendingToolCalls` set).
 ///
-/// Adding and removing an id cost O(log n), so a response with thousands of parallel calls
-/// stays linear; iterating yields the ids in the order their calls started.
+/// Adding and removing an id cost amortized O(1), so a response with thousands of parallel
+/// calls stays linear; iterating yields the ids in the order their calls started.
 #[derive(Clone, Default)]
 pub struct PendingToolCalls {
-    /// Start sequence number → id; iterating gives start order.
-    by_start: BTreeMap<u64, String>,
-    /// Id → its start sequence number.
-    start_of: HashMap<String, u64>,
-    next: u64,
+    /// In start order; `None` where a call ended (compacted once they are the majority).
+    slots: Vec<Option<String>>,
+    /// Id → its slot, while there are more than [`SCANNED`] slots (empty otherwise).
+    index: HashMap<String, usize>,
+    /// How many slots hold an id.
+    len: usize,
 }
 
 impl PendingToolCalls {
     /// Whether no tool call is executing.
     pub fn is_empty(&self) -> bool {
-        self.by_start.is_empty()
+        self.len == 0
     }
 
     /// How many tool calls are executing.
     pub fn len(&self) -> usize {
-        self.by_start.len()
+        self.len
     }
 
     /// Whether the call with this id is executing.
     pub fn contains(&self, id: &str) -> bool {
-        self.start_of.contains_key(id)
+        self.slot_of(id).is_some()
     }
 
     /// The ids in the order their calls started.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
-        self.by_start.values().map(String::as_str)
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &str> {
+        self.slots.iter().flatten().map(String::as_str)
     }
 
     /// Add an id at the end; `false` (and no change) if it is already there.
@@ -44,23 +49,49 @@ impl PendingToolCalls {
         if self.contains(id) {
             return false;
         }
-        let start = self.next;
-        self.next = self.next.wrapping_add(1);
-        self.by_start.insert(start, id.to_owned());
-        self.start_of.insert(id.to_owned(), start);
+        self.slots.push(Some(id.to_owned()));
+        self.len += 1;
+        if self.slots.len() > SCANNED {
+            if self.index.is_empty() {
+                self.reindex();
+            } else {
+                self.index.insert(id.to_owned(), self.slots.len() - 1);
+            }
+        }
         true
     }
 
     /// Remove an id; `false` if it was not there.
     pub(crate) fn remove(&mut self, id: &str) -> bool {
-        let Some(start) = self.start_of.remove(id) else { return false };
-        let removed = self.by_start.remove(&start).is_some();
-        if self.start_of.is_empty() {
-            // Idle between batches: an agent that waits keeps no table around (an emptied
-            // `BTreeMap` keeps its root node, an emptied `HashMap` its table).
-            *self = Self { next: self.next, ..Self::default() };
+        let Some(slot) = self.slot_of(id) else { return false };
+        if let Some(entry) = self.slots.get_mut(slot) {
+            *entry = None;
         }
-        removed
+        self.index.remove(id);
+        self.len = self.len.saturating_sub(1);
+        if self.len == 0 {
+            // Idle between batches: an agent that waits keeps no table around.
+            *self = Self::default();
+        } else if self.slots.len() > 2 * self.len + SCANNED {
+            self.slots.retain(Option::is_some);
+            self.index.clear();
+            if self.slots.len() > SCANNED {
+                self.reindex();
+            }
+        }
+        true
+    }
+
+    fn slot_of(&self, id: &str) -> Option<usize> {
+        if self.index.is_empty() {
+            self.slots.iter().position(|slot| slot.as_deref() == Some(id))
+        } else {
+            self.index.get(id).copied()
+        }
+    }
+
+    fn reindex(&mut self) {
+        self.index = self.slots.iter().enumerate().filter_map(|(slot, id)| Some((id.clone()?, slot))).collect();
     }
 }
 
@@ -104,5 +135,29 @@ mod tests {
         assert_eq!(format!("{pending:?}"), r#"["a", "c", "d", "b"]"#);
         assert!(pending.contains("c") && !pending.contains("x"));
         assert_eq!(pending.len(), 4);
+    }
+
+    #[test]
+    fn a_large_set_keeps_start_order_through_compaction() {
+        let mut pending = PendingToolCalls::default();
+        let ids: Vec<String> = (0..200).map(|i| format!("call_{i}")).collect();
+        for id in &ids {
+            assert!(pending.insert(id));
+        }
+        // End every call but each seventh, in reverse, then add one more.
+        for id in ids.iter().enumerate().rev().filter(|(i, _)| i % 7 != 0).map(|(_, id)| id) {
+            assert!(pending.remove(id));
+            assert!(!pending.contains(id));
+        }
+        assert!(pending.insert("late"));
+        let expected: Vec<&str> =
+            ids.iter().enumerate().filter(|(i, _)| i % 7 == 0).map(|(_, id)| id.as_str()).chain(["late"]).collect();
+        assert_eq!(pending.iter().collect::<Vec<_>>(), expected);
+        assert_eq!(pending.len(), expected.len());
+        assert!(expected.iter().all(|id| pending.contains(id)));
+        for id in expected {
+            assert!(pending.remove(id));
+        }
+        assert!(pending.is_empty() && pending.slots.capacity() == 0 && pending.index.capacity() == 0);
     }
 }

@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -263,7 +262,7 @@ impl UpdateDispatch {
 async fn execute_prepared(
     call: &ToolCall,
     tool: &Arc<dyn AgentTool>,
-    args: Value,
+    args: &mut Value,
     cancel: &CancellationToken,
     deliver: Box<dyn Fn(AgentToolResult) -> Delivery + Send + Sync>,
     yield_after_execute: bool,
@@ -276,8 +275,10 @@ async fn execute_prepared(
     let callback: ToolUpdateFn = Arc::new(move |update| sender.send(update));
     let started = Instant::now();
     let outcome = {
-        // Scoped: the tool's finished future is gone before the yield below.
-        let mut execution = pin!(catch_call(|| tool.execute(call.id.clone(), args, cancel.clone(), callback)));
+        // Boxed, and gone before the yield below: in a parallel batch every call waits at that
+        // yield at once, and the tool's finished future would otherwise take room in each.
+        let mut execution =
+            Box::pin(catch_call(|| tool.execute(call.id.clone(), std::mem::take(args), cancel.clone(), callback)));
         std::future::poll_fn(|cx| {
             dispatch.register(cx);
             let outcome = execution.as_mut().poll(cx);
@@ -478,36 +479,31 @@ struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    /// Execute a prepared call and run its `after_tool_call` hook. A plain function returning
-    /// an `async` block, so that `args` has one place in the future (see `Emitter::emit`).
-    fn run_prepared<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        tool: &'a Arc<dyn AgentTool>,
-        args: Value,
-    ) -> impl Future<Output = Result<Box<Finished>, LoopError>> + Send + 'a {
-        async move {
-            let emitter = self.emitter.detached();
-            let kept = KeptCall::new(self.assistant, call);
-            let deliver = Box::new(move |update| match kept.get() {
-                Some(call) => emitter.emit(update_event(call, update)),
-                None => Box::pin(std::future::ready(Ok(()))),
-            });
-            // Only the hook needs the arguments afterwards.
-            let (executed_args, hook_args) = match self.hooks.after.is_some() {
-                true => (args.clone(), Some(args)),
-                false => (args, None),
-            };
-            let executed = execute_prepared(call, tool, executed_args, self.cancel, deliver, self.parallel).await?;
-            Ok(match hook_args {
-                None => executed.finish(),
-                // Boxed: the hook's future would otherwise size every call's.
-                Some(args) => {
-                    Box::pin(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel))
-                        .await
-                }
-            })
-        }
+    /// Execute a prepared call and run its `after_tool_call` hook. The arguments are lent, not
+    /// given: they stay in their one place in the batch until the tool takes them, instead of
+    /// being copied into each future on the way.
+    async fn run_prepared(
+        &self,
+        call: &ToolCall,
+        tool: &Arc<dyn AgentTool>,
+        args: &mut Value,
+    ) -> Result<Box<Finished>, LoopError> {
+        let emitter = self.emitter.detached();
+        let kept = KeptCall::new(self.assistant, call);
+        let deliver = Box::new(move |update| match kept.get() {
+            Some(call) => emitter.emit(update_event(call, update)),
+            None => Box::pin(std::future::ready(Ok(()))),
+        });
+        // Only the hook needs the arguments afterwards (boxed: rare, and large).
+        let hook_args = self.hooks.after.is_some().then(|| Box::new(args.clone()));
+        let executed = execute_prepared(call, tool, args, self.cancel, deliver, self.parallel).await?;
+        Ok(match hook_args {
+            None => executed.finish(),
+            // Boxed: the hook's future would otherwise size every call's.
+            Some(args) => {
+                Box::pin(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel)).await
+            }
+        })
     }
 }
 
@@ -554,9 +550,9 @@ async fn execute_sequential(
         emitter.emit(start_event(call)).await?;
         let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
             Preparation::Immediate(result) => Finished::immediate(*result),
-            Preparation::Prepared { tool, args } => {
+            Preparation::Prepared { tool, mut args } => {
                 Batch { context, assistant, hooks, cancel, emitter, parallel: false }
-                    .run_prepared(call, &tool, args)
+                    .run_prepared(call, &tool, &mut args)
                     .await?
             }
         };
@@ -576,7 +572,8 @@ async fn execute_parallel(
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     enum Slot {
-        Done(Box<Finished>),
+        /// Ended in preparation (taken by the call's future, which runs once).
+        Done(Option<Box<Finished>>),
         Run(Arc<dyn AgentTool>, Value),
     }
     let mut slots = Vec::with_capacity(calls.len());
@@ -586,7 +583,7 @@ async fn execute_parallel(
             Preparation::Immediate(result) => {
                 let outcome = Finished::immediate(*result);
                 emitter.emit(end_event(call, &outcome)).await?;
-                slots.push(Slot::Done(outcome));
+                slots.push(Slot::Done(Some(outcome)));
             }
             Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
         }
@@ -596,14 +593,18 @@ async fn execute_parallel(
     // `tool_execution_end` follows completion order.
     let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
     let batch = &batch;
-    let runs = slots.into_iter().zip(calls).map(|(slot, call)| async move {
-        match slot {
-            Slot::Done(outcome) => Ok(outcome),
+    // Each future matches its slot in place: the arguments have one place in it (see
+    // `Batch::run_prepared`).
+    let runs = slots.into_iter().zip(calls).map(|(mut slot, call)| async move {
+        match &mut slot {
+            Slot::Done(outcome) => {
+                Ok(outcome.take().unwrap_or_else(|| Finished::immediate(AgentToolResult::default())))
+            }
             Slot::Run(tool, args) => {
                 let outcome = if cancel.is_cancelled() {
                     Finished::immediate(error_result(ABORTED))
                 } else {
-                    batch.run_prepared(call, &tool, args).await?
+                    batch.run_prepared(call, tool, args).await?
                 };
                 emitter.emit(end_event(call, &outcome)).await?;
                 Ok(outcome)
@@ -656,7 +657,7 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
         }
         Box::pin(std::future::ready(Ok(())))
     });
-    let executed = match execute_prepared(tool_call, &tool, args.clone(), &options.cancel, deliver, false).await {
+    let executed = match execute_prepared(tool_call, &tool, &mut args.clone(), &options.cancel, deliver, false).await {
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };

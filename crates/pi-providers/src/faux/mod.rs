@@ -72,8 +72,8 @@ pub struct FauxRequest {
     pub context: TranscriptContext,
     /// The request options.
     pub options: StreamOptions,
-    /// The requested model.
-    pub model: Model,
+    /// The requested model (shared with the provider's own entry when it is one of its models).
+    pub model: Arc<Model>,
     /// Requests so far, this one included.
     pub call_count: usize,
 }
@@ -137,6 +137,8 @@ struct FauxInner {
     max_token_size: usize,
     tokens_per_second: Option<f64>,
     models: Vec<Model>,
+    /// `models`, shared by the requests for them: a request keeps no copy of its model.
+    shared_models: Vec<Arc<Model>>,
     record_requests: bool,
     state: Mutex<FauxState>,
 }
@@ -193,6 +195,7 @@ impl FauxProvider {
                 min_token_size: min,
                 max_token_size: max,
                 tokens_per_second: options.tokens_per_second,
+                shared_models: models.iter().cloned().map(Arc::new).collect(),
                 models,
                 record_requests: options.record_requests,
                 state: Mutex::new(FauxState {
@@ -527,7 +530,11 @@ impl StreamFn for FauxProvider {
             }
             (step, state.call_count)
         };
-        let request = FauxRequest { context, options, model: model.clone(), call_count };
+        let model = match self.inner.shared_models.iter().find(|shared| ***shared == *model) {
+            Some(shared) => Arc::clone(shared),
+            None => Arc::new(model.clone()),
+        };
+        let request = FauxRequest { context, options, model, call_count };
         let pending = Box::new(Pending { step, request });
         let this = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| this.respond(tx, pending))
