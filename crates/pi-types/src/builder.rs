@@ -195,6 +195,7 @@ impl<'a, T> Sent<'a, T> {
 impl<T: Unpin> Future for Sent<'_, T> {
     type Output = T;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
         if let Some(send) = self.send.as_mut() {
             if Pin::new(send).poll(cx).is_pending() {
@@ -368,6 +369,8 @@ impl AssistantMessageBuilder {
     }
 
     /// Appends `delta` to open text block `index` and sends `text_delta`.
+    // The delta methods are inlined into a provider's streaming loop: they run once per token.
+    #[inline]
     pub fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Sent<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, TEXT) {
@@ -381,6 +384,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Appends `delta` to open thinking block `index` and sends `thinking_delta`.
+    #[inline]
     pub fn thinking_delta(
         &mut self,
         index: usize,
@@ -399,6 +403,7 @@ impl AssistantMessageBuilder {
 
     /// Appends argument text to open tool call `index`, publishes the partial arguments when the
     /// parser has a new snapshot, and sends `toolcall_delta`.
+    #[inline]
     pub fn tool_call_delta(
         &mut self,
         index: usize,
