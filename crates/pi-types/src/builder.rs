@@ -93,6 +93,10 @@ use crate::stream::{EventSender, SendEvent, SendOwned};
 /// Methods that take a content index return [`TypesError::WrongBlock`] or
 /// [`TypesError::NoSuchBlock`] when the index does not name a block of the right kind in the
 /// right state, and then change nothing and send nothing.
+///
+/// A block method makes its change when it is called and returns a [`Sent`] future, which
+/// hands the event to the consumer when awaited (it borrows the builder, so each is awaited, or
+/// dropped, before the next call).
 #[derive(Debug)]
 pub struct AssistantMessageBuilder {
     message: Arc<AssistantMessage>,
@@ -167,7 +171,8 @@ impl ArgumentText {
 
 /// What a block method of [`AssistantMessageBuilder`] returns. The method makes its change when
 /// it is called; awaiting this hands its event (if any) to the consumer and then gives the
-/// method's result. A future that stores only the event, so a provider's future stays small.
+/// method's result. Dropped unawaited, the change stays and its event is never sent. A future
+/// that stores only the event, so a provider's future stays small.
 #[derive(Debug)]
 #[must_use = "the event is handed over when the future is awaited"]
 pub struct Sent<'a, T> {
