@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use pi_types::validation::validate_tool_arguments;
 use pi_types::{
     catch_call, AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantContent, AssistantMessage, ToolCall,
@@ -572,8 +572,7 @@ async fn execute_parallel(
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
     enum Slot {
-        /// Ended in preparation (taken by the call's future, which runs once).
-        Done(Option<Box<Finished>>),
+        Done(Box<Finished>),
         Run(Arc<dyn AgentTool>, Value),
     }
     let mut slots = Vec::with_capacity(calls.len());
@@ -583,7 +582,7 @@ async fn execute_parallel(
             Preparation::Immediate(result) => {
                 let outcome = Finished::immediate(*result);
                 emitter.emit(end_event(call, &outcome)).await?;
-                slots.push(Slot::Done(Some(outcome)));
+                slots.push(Slot::Done(outcome));
             }
             Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
         }
@@ -593,23 +592,19 @@ async fn execute_parallel(
     // `tool_execution_end` follows completion order.
     let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
     let batch = &batch;
-    // Each future matches its slot in place: the arguments have one place in it (see
-    // `Batch::run_prepared`).
-    let runs = slots.into_iter().zip(calls).map(|(mut slot, call)| async move {
-        match &mut slot {
-            Slot::Done(outcome) => {
-                Ok(outcome.take().unwrap_or_else(|| Finished::immediate(AgentToolResult::default())))
-            }
-            Slot::Run(tool, args) => {
-                let outcome = if cancel.is_cancelled() {
-                    Finished::immediate(error_result(ABORTED))
-                } else {
-                    batch.run_prepared(call, tool, args).await?
-                };
-                emitter.emit(end_event(call, &outcome)).await?;
-                Ok(outcome)
-            }
-        }
+    // A call that runs captures its tool and arguments as they are: the arguments then have one
+    // place in its future (see `Batch::run_prepared`).
+    let runs = slots.into_iter().zip(calls).map(|(slot, call)| match slot {
+        Slot::Done(outcome) => Either::Left(std::future::ready(Ok(outcome))),
+        Slot::Run(tool, mut args) => Either::Right(async move {
+            let outcome = if cancel.is_cancelled() {
+                Finished::immediate(error_result(ABORTED))
+            } else {
+                batch.run_prepared(call, &tool, &mut args).await?
+            };
+            emitter.emit(end_event(call, &outcome)).await?;
+            Ok(outcome)
+        }),
     });
     let outcomes: Vec<Box<Finished>> = futures::future::try_join_all(runs).await?;
     let mut messages = Vec::with_capacity(outcomes.len());
