@@ -26,7 +26,7 @@ fn via_proxy(responses: Vec<AssistantMessage>, token_size: usize) -> Arc<dyn Str
     faux.set_responses(responses.into_iter().map(FauxResponse::Message));
     let provider = Provider::new(faux.provider_id())
         .with_auth(Auth::None)
-        .with_models(faux.models().to_vec())
+        .with_models(faux.models())
         .with_api(faux.api(), Arc::new(faux.clone()));
     let models = Models::new();
     models.set_provider(provider);

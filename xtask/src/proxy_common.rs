@@ -23,7 +23,7 @@ pub fn faux(provider: &str, token_size: usize, tokens_per_second: Option<f64>) -
 fn registered(faux: &FauxProvider) -> Provider {
     Provider::new(faux.provider_id())
         .with_auth(Auth::None)
-        .with_models(faux.models().to_vec())
+        .with_models(faux.models())
         .with_api(faux.api(), Arc::new(faux.clone()))
 }
 

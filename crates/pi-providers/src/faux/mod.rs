@@ -136,9 +136,8 @@ struct FauxInner {
     min_token_size: usize,
     max_token_size: usize,
     tokens_per_second: Option<f64>,
-    models: Vec<Model>,
-    /// `models`, shared by the requests for them: a request keeps no copy of its model.
-    shared_models: Vec<Arc<Model>>,
+    /// Shared by the requests for them: a request keeps no copy of its model.
+    models: Vec<Arc<Model>>,
     record_requests: bool,
     state: Mutex<FauxState>,
 }
@@ -195,8 +194,7 @@ impl FauxProvider {
                 min_token_size: min,
                 max_token_size: max,
                 tokens_per_second: options.tokens_per_second,
-                shared_models: models.iter().cloned().map(Arc::new).collect(),
-                models,
+                models: models.into_iter().map(Arc::new).collect(),
                 record_requests: options.record_requests,
                 state: Mutex::new(FauxState {
                     pending: VecDeque::new(),
@@ -225,18 +223,21 @@ impl FauxProvider {
     }
 
     /// Its models.
-    pub fn models(&self) -> &[Model] {
-        &self.inner.models
+    pub fn models(&self) -> Vec<Model> {
+        self.inner.models.iter().map(|model| Model::clone(model)).collect()
     }
 
     /// The first model.
     pub fn model(&self) -> Model {
-        self.inner.models.first().cloned().unwrap_or_else(|| default_model(&self.inner.api, &self.inner.provider))
+        match self.inner.models.first() {
+            Some(model) => Model::clone(model),
+            None => default_model(&self.inner.api, &self.inner.provider),
+        }
     }
 
     /// A model by id.
     pub fn get_model(&self, id: &str) -> Option<Model> {
-        self.inner.models.iter().find(|m| m.id == id).cloned()
+        self.inner.models.iter().find(|m| m.id == id).map(|model| Model::clone(model))
     }
 
     /// Replace the script.
@@ -530,7 +531,7 @@ impl StreamFn for FauxProvider {
             }
             (step, state.call_count)
         };
-        let model = match self.inner.shared_models.iter().find(|shared| ***shared == *model) {
+        let model = match self.inner.models.iter().find(|shared| ***shared == *model) {
             Some(shared) => Arc::clone(shared),
             None => Arc::new(model.clone()),
         };

@@ -66,7 +66,7 @@ pub fn config_with(providers: Vec<Provider>) -> ServerConfig {
 pub fn faux_provider(faux: &FauxProvider) -> Provider {
     Provider::new(faux.provider_id())
         .with_auth(Auth::None)
-        .with_models(faux.models().to_vec())
+        .with_models(faux.models())
         .with_api(faux.api(), Arc::new(faux.clone()))
 }
 
