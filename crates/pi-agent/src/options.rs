@@ -148,13 +148,13 @@ pub struct AgentOptions {
     /// Session id forwarded to providers.
     pub session_id: Option<String>,
     /// Token budgets per thinking level.
-    pub thinking_budgets: Option<ThinkingBudgets>,
+    pub thinking_budgets: Option<Arc<ThinkingBudgets>>,
     /// Preferred transport (default `Auto`).
     pub transport: Transport,
     /// Cap on provider-requested retry delays.
     pub max_retry_delay_ms: Option<u64>,
     /// Request identity.
-    pub identity: Option<ClientIdentity>,
+    pub identity: Option<Arc<ClientIdentity>>,
     /// Parallel (default) or sequential tool execution.
     pub tool_execution: ToolExecutionMode,
 }

@@ -492,8 +492,8 @@ impl<'r> Run<'r> {
         options.cancel = Some(self.cancel.clone());
         // Agent loops attribute requests to pi unless the configuration says otherwise.
         options.identity = Some(match options.identity.take() {
-            None => ClientIdentity::agent_default(),
-            Some(given) => ClientIdentity::agent_default().merged_with(Some(&given)),
+            None => ClientIdentity::shared_agent_default(),
+            Some(given) => Arc::new(ClientIdentity::agent_default().merged_with(Some(&given))),
         });
         self.config.stream_fn.stream(&self.config.model, transcript, options)
     }

@@ -359,7 +359,7 @@ async fn finalize(
                 }
                 result.structured_content = structured;
                 if let Some(usage) = overrides.usage {
-                    result.usage = Some(usage);
+                    result.usage = Some(Box::new(usage));
                 }
                 if let Some(terminate) = overrides.terminate {
                     result.terminate = Some(terminate);

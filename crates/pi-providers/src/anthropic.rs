@@ -149,8 +149,12 @@ fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &Stream
         };
         return Thinking { enabled: true, budget: None, effort: Some(effort), max_tokens: base };
     }
-    let (adjusted, budget) =
-        simple::adjust_max_tokens_for_thinking(Some(base), model.max_tokens, level, options.thinking_budgets.as_ref());
+    let (adjusted, budget) = simple::adjust_max_tokens_for_thinking(
+        Some(base),
+        model.max_tokens,
+        level,
+        options.thinking_budgets.as_deref(),
+    );
     let max_tokens = simple::clamp_max_tokens_to_context(model, context, adjusted);
     let budget = budget.min(max_tokens.saturating_sub(1024));
     Thinking { enabled: true, budget: Some(budget), effort: None, max_tokens }

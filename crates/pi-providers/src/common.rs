@@ -85,7 +85,7 @@ pub(crate) fn merge_headers(sources: &[Vec<(String, Option<String>)>]) -> Vec<(S
 
 /// The identity headers (`User-Agent`, attribution): the lowest-priority source.
 pub(crate) fn identity_headers(model: &Model, options: &StreamOptions) -> Vec<(String, Option<String>)> {
-    crate::identity::identity_headers(model, options.identity.as_ref())
+    crate::identity::identity_headers(model, options.identity.as_deref())
 }
 
 /// Headers of the model (`model.headers`).

@@ -265,7 +265,7 @@ fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Valu
             if uses_thinking_level(model) {
                 Ok(Some(json!({"includeThoughts": true, "thinkingLevel": resolved})))
             } else {
-                let budget = budget_for(model, &resolved.to_lowercase(), options.thinking_budgets.as_ref());
+                let budget = budget_for(model, &resolved.to_lowercase(), options.thinking_budgets.as_deref());
                 Ok(Some(json!({"includeThoughts": true, "thinkingBudget": budget})))
             }
         }

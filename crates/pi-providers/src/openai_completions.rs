@@ -839,7 +839,7 @@ fn build_params(
         }
     }
     let level = resolved.effort.unwrap_or(ThinkingLevel::Off);
-    if let Some(sampling) = simple::resolve_sampling_params(model, level, options.sampling_params.as_ref()) {
+    if let Some(sampling) = simple::resolve_sampling_params(model, level, options.sampling_params.as_deref()) {
         for (k, v) in sampling {
             params.insert(k, v);
         }
@@ -867,7 +867,7 @@ fn apply_thinking(
                 .find_map(|k| params.get(*k).and_then(Value::as_u64))
                 .unwrap_or(model.max_tokens);
             let budget = simple::clamp_thinking_budget_to_answer_room(
-                simple::thinking_budget_for_level(level, options.thinking_budgets.as_ref()),
+                simple::thinking_budget_for_level(level, options.thinking_budgets.as_deref()),
                 ceiling,
             );
             (budget > 0).then_some(budget)

@@ -236,7 +236,7 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
         }
     }
     if let Some(sampling) =
-        simple::resolve_sampling_params(model, effort.unwrap_or(ThinkingLevel::Off), options.sampling_params.as_ref())
+        simple::resolve_sampling_params(model, effort.unwrap_or(ThinkingLevel::Off), options.sampling_params.as_deref())
     {
         for (k, v) in sampling {
             params.insert(k, v);

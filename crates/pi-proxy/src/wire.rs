@@ -7,10 +7,12 @@
 //! the events, so the bytes on the wire stay linear in the response. Any other status carries
 //! `{"error": "<text>"}`.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use pi_types::{
-    AssistantContent, AssistantMessageEvent, CacheRetention, CompactString, Message, Model, StopReason, StreamOptions,
-    ThinkingBudgets, ThinkingLevel, ToolCall, Transport, Usage,
+    AssistantContent, AssistantMessageEvent, CacheRetention, CompactString, Message, Model, RequestHeaders, StopReason,
+    StreamOptions, ThinkingBudgets, ThinkingLevel, ToolCall, Transport, Usage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -266,16 +268,16 @@ impl ProxyRequestOptions {
     pub fn from_stream_options(options: &StreamOptions) -> Self {
         Self {
             temperature: options.temperature,
-            sampling_params: options.sampling_params.clone(),
+            sampling_params: options.sampling_params.as_deref().cloned(),
             max_tokens: options.max_tokens,
             reasoning: options.reasoning.filter(|level| *level != ThinkingLevel::Off),
             cache_retention: options.cache_retention,
             session_id: options.session_id.clone(),
             disable_continuation: None,
-            headers: (!options.headers.is_empty()).then(|| options.headers.clone()),
-            metadata: options.metadata.clone(),
+            headers: (!options.headers.is_empty()).then(|| options.headers.to_map()),
+            metadata: options.metadata.as_deref().cloned(),
             transport: options.transport,
-            thinking_budgets: options.thinking_budgets.clone(),
+            thinking_budgets: options.thinking_budgets.as_deref().cloned(),
             max_retry_delay_ms: options.max_retry_delay_ms,
         }
     }
@@ -284,15 +286,15 @@ impl ProxyRequestOptions {
     pub fn to_stream_options(&self) -> StreamOptions {
         StreamOptions {
             temperature: self.temperature,
-            sampling_params: self.sampling_params.clone(),
+            sampling_params: self.sampling_params.clone().map(Arc::new),
             max_tokens: self.max_tokens,
             reasoning: self.reasoning,
             cache_retention: self.cache_retention,
             session_id: self.session_id.clone(),
-            headers: self.headers.clone().unwrap_or_default(),
-            metadata: self.metadata.clone(),
+            headers: self.headers.clone().map(RequestHeaders::from).unwrap_or_default(),
+            metadata: self.metadata.clone().map(Arc::new),
             transport: self.transport,
-            thinking_budgets: self.thinking_budgets.clone(),
+            thinking_budgets: self.thinking_budgets.clone().map(Arc::new),
             max_retry_delay_ms: self.max_retry_delay_ms,
             ..StreamOptions::default()
         }

@@ -495,8 +495,11 @@ impl AssistantMessageBuilder {
     /// Ends open tool call `index` with the provider's own final form of the call (a provider
     /// or proxy that sends the complete call at the end): the block becomes `call`; sends
     /// `toolcall_end` with it.
-    pub fn end_tool_call_with(&mut self, index: usize, call: ToolCall) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_tool_call_with(&mut self, index: usize, mut call: ToolCall) -> Sent<'_, Result<(), TypesError>> {
         let outcome = self.open_tool_call(index).map(|_| ());
+        if outcome.is_ok() {
+            crate::json::parse::shrink_object(&mut call.arguments);
+        }
         let outcome = outcome.map(|()| {
             if let Some(block) = Arc::make_mut(&mut self.message).content.get_mut(index) {
                 *block = AssistantContent::ToolCall(call);

@@ -51,7 +51,7 @@ pub use message_list::MessageList;
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
-    StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
+    RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 /// The cancellation token of [`StreamOptions::cancel`] and of tool calls, re-exported so that a

@@ -331,9 +331,10 @@ pub struct ToolResultMessage {
     /// Structured details for logs and UIs (`None` = absent, `Some(Null)` = `null`).
     #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
-    /// Usage of the tool execution itself.
+    /// Usage of the tool execution itself (boxed: rarely set, and a transcript keeps every
+    /// result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// Calls this tool made to other tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_calls: Option<NestedToolCalls>,

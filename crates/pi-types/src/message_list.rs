@@ -124,7 +124,9 @@ type Pointer = imbl::shared_ptr::DefaultSharedPtr;
 #[derive(Clone)]
 enum Shared<T: Clone> {
     Small(Arc<Vec<T>>),
-    Large(Vector<T>),
+    // Behind an `Arc`: inline, the tree's root would make every list (an agent's state, each
+    // run's context) four times the size of the small case.
+    Large(Arc<Vector<T>>),
 }
 
 impl<T: Clone> Default for Shared<T> {
@@ -147,9 +149,9 @@ impl<T: Clone> Shared<T> {
             Self::Small(items) => {
                 let mut large: Vector<T> = items.iter().cloned().collect();
                 large.push_back(item);
-                *self = Self::Large(large);
+                *self = Self::Large(Arc::new(large));
             }
-            Self::Large(items) => items.push_back(item),
+            Self::Large(items) => Arc::make_mut(items).push_back(item),
         }
     }
 
@@ -163,7 +165,7 @@ impl<T: Clone> Shared<T> {
     fn truncate(&mut self, len: usize) {
         match self {
             Self::Small(items) => Arc::make_mut(items).truncate(len),
-            Self::Large(items) => items.truncate(len),
+            Self::Large(items) => Arc::make_mut(items).truncate(len),
         }
     }
 
@@ -337,7 +339,7 @@ impl IntoIterator for MessageList {
             Shared::Small(items) => {
                 IntoIterRepr::Small(Arc::try_unwrap(items).unwrap_or_else(|shared| (*shared).clone()).into_iter())
             }
-            Shared::Large(items) => IntoIterRepr::Large(items.into_iter()),
+            Shared::Large(items) => IntoIterRepr::Large(Arc::unwrap_or_clone(items).into_iter()),
         })
     }
 }

@@ -139,6 +139,13 @@ impl ClientIdentity {
         Self { attribution: Some(Some(ClientAttribution::pi())), ..Default::default() }
     }
 
+    /// [`agent_default`](Self::agent_default), shared: every agent request carries it, and a
+    /// copy of this costs a reference count.
+    pub fn shared_agent_default() -> Arc<Self> {
+        static DEFAULT: std::sync::OnceLock<Arc<ClientIdentity>> = std::sync::OnceLock::new();
+        Arc::clone(DEFAULT.get_or_init(|| Arc::new(Self::agent_default())))
+    }
+
     /// Merge field by field: fields set in `other` win.
     pub fn merged_with(&self, other: Option<&ClientIdentity>) -> ClientIdentity {
         let Some(other) = other else { return self.clone() };
@@ -167,6 +174,11 @@ pub type OnResponse = Arc<dyn Fn(&ProviderResponse, &Model) -> BoxFuture<'static
 pub type OnProviderStreamEvent = Arc<dyn Fn(&Value, &Model) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Options of one request (the reference's `SimpleStreamOptions`).
+///
+/// The options that are rarely set and larger than a pointer (`headers`, `sampling_params`,
+/// `metadata`, `thinking_budgets`, `identity`) are shared (`Arc`): an agent loop copies its
+/// options into every request, and each copy, which the provider keeps for the request's
+/// lifetime, stays small and costs reference counts, whatever is set.
 #[derive(Clone, Default)]
 pub struct StreamOptions {
     /// Cancels the request; the stream then ends with `aborted`.
@@ -178,19 +190,19 @@ pub struct StreamOptions {
     /// Output token limit.
     pub max_tokens: Option<u64>,
     /// Extra sampling parameters merged into OpenAI-compatible request bodies.
-    pub sampling_params: Option<Map<String, Value>>,
+    pub sampling_params: Option<Arc<Map<String, Value>>>,
     /// Requested reasoning level (`None` = off).
     pub reasoning: Option<ThinkingLevel>,
     /// Token budgets per level.
-    pub thinking_budgets: Option<ThinkingBudgets>,
+    pub thinking_budgets: Option<Arc<ThinkingBudgets>>,
     /// Tool selection.
     pub tool_choice: Option<ToolChoice>,
     /// Session id for prompt caching and routing.
     pub session_id: Option<String>,
-    /// Extra headers; `None` removes a default header.
-    pub headers: IndexMap<String, Option<String>>,
+    /// Extra headers; a `None` value removes a default header.
+    pub headers: RequestHeaders,
     /// Caller identity.
-    pub identity: Option<ClientIdentity>,
+    pub identity: Option<Arc<ClientIdentity>>,
     /// Time to response headers, in ms.
     pub timeout_ms: Option<u64>,
     /// Longest silence between stream chunks before the stream is ended, in ms.
@@ -204,13 +216,120 @@ pub struct StreamOptions {
     /// Cache retention preference.
     pub cache_retention: Option<CacheRetention>,
     /// Request metadata (e.g. Anthropic `user_id`).
-    pub metadata: Option<Map<String, Value>>,
+    pub metadata: Option<Arc<Map<String, Value>>>,
     /// Payload hook.
     pub on_payload: Option<OnPayload>,
     /// Response hook.
     pub on_response: Option<OnResponse>,
     /// Raw provider event hook.
     pub on_provider_stream_event: Option<OnProviderStreamEvent>,
+}
+
+/// Extra request headers in insertion order: name to value, where `None` removes a default
+/// header the provider would send.
+///
+/// One pointer wide, allocated only once a header is set, and shared between copies of the
+/// options until one of them changes. `Debug` prints the names only: values are often
+/// credentials.
+///
+/// ```
+/// use pi_types::RequestHeaders;
+/// let mut headers = RequestHeaders::new();
+/// headers.insert("x-trace", Some("1".to_owned()));
+/// headers.insert("user-agent", None);
+/// assert_eq!(headers.get("x-trace"), Some(&Some("1".to_owned())));
+/// assert_eq!(headers.names().collect::<Vec<_>>(), ["x-trace", "user-agent"]);
+/// assert_eq!(format!("{headers:?}"), r#"RequestHeaders(["x-trace", "user-agent"])"#);
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct RequestHeaders(Option<Arc<IndexMap<String, Option<String>>>>);
+
+impl RequestHeaders {
+    /// No headers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set a header (`None` removes the provider's default of that name); the previous value
+    /// of that name, if any. A name set again keeps its place.
+    pub fn insert(&mut self, name: impl Into<String>, value: Option<String>) -> Option<Option<String>> {
+        Arc::make_mut(self.0.get_or_insert_with(Default::default)).insert(name.into(), value)
+    }
+
+    /// Remove a header; its value, if it was set.
+    pub fn remove(&mut self, name: &str) -> Option<Option<String>> {
+        let map = Arc::make_mut(self.0.as_mut()?);
+        let removed = map.shift_remove(name);
+        if map.is_empty() {
+            self.0 = None;
+        }
+        removed
+    }
+
+    /// The value set for `name`.
+    pub fn get(&self, name: &str) -> Option<&Option<String>> {
+        self.0.as_ref()?.get(name)
+    }
+
+    /// Whether no header is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|map| map.is_empty())
+    }
+
+    /// Number of headers set.
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |map| map.len())
+    }
+
+    /// The headers in insertion order.
+    pub fn iter(&self) -> indexmap::map::Iter<'_, String, Option<String>> {
+        static EMPTY: std::sync::OnceLock<IndexMap<String, Option<String>>> = std::sync::OnceLock::new();
+        self.0.as_deref().unwrap_or_else(|| EMPTY.get_or_init(IndexMap::new)).iter()
+    }
+
+    /// The header names in insertion order.
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The headers as a map (a copy).
+    pub fn to_map(&self) -> IndexMap<String, Option<String>> {
+        self.0.as_deref().cloned().unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for RequestHeaders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("RequestHeaders").field(&self.names().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl From<IndexMap<String, Option<String>>> for RequestHeaders {
+    fn from(map: IndexMap<String, Option<String>>) -> Self {
+        Self((!map.is_empty()).then(|| Arc::new(map)))
+    }
+}
+
+impl<N: Into<String>> FromIterator<(N, Option<String>)> for RequestHeaders {
+    fn from_iter<I: IntoIterator<Item = (N, Option<String>)>>(headers: I) -> Self {
+        headers.into_iter().map(|(name, value)| (name.into(), value)).collect::<IndexMap<_, _>>().into()
+    }
+}
+
+impl<N: Into<String>> Extend<(N, Option<String>)> for RequestHeaders {
+    fn extend<I: IntoIterator<Item = (N, Option<String>)>>(&mut self, headers: I) {
+        for (name, value) in headers {
+            self.insert(name, value);
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a RequestHeaders {
+    type Item = (&'a String, &'a Option<String>);
+    type IntoIter = indexmap::map::Iter<'a, String, Option<String>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
 }
 
 impl fmt::Debug for StreamOptions {

@@ -131,9 +131,9 @@ pub struct AgentToolResult {
     /// Machine-readable result matching the tool's output schema; not sent to the model.
     #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
-    /// Usage of the execution itself.
+    /// Usage of the execution itself (boxed: rarely set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
+    pub usage: Option<Box<Usage>>,
     /// Report a failure without an `Err`: the model sees an error result, details are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
@@ -158,7 +158,7 @@ struct AgentToolResultWire {
     #[serde(default, deserialize_with = "crate::serde_util::present")]
     structured_content: Option<Value>,
     #[serde(default)]
-    usage: Option<Usage>,
+    usage: Option<Box<Usage>>,
     #[serde(default, deserialize_with = "crate::serde_util::present")]
     is_error: Option<Value>,
     #[serde(default, deserialize_with = "crate::serde_util::present")]

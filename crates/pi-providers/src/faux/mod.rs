@@ -399,7 +399,7 @@ impl FauxProvider {
     async fn stream_content(
         &self,
         mut out: AssistantMessageBuilder,
-        content: Vec<AssistantContent>,
+        mut content: Vec<AssistantContent>,
         reason: StopReason,
         cancel: Option<CancellationToken>,
     ) {
@@ -408,7 +408,7 @@ impl FauxProvider {
             return abort(out).await;
         }
         out.start().await;
-        for block in &content {
+        for block in &mut content {
             match self.stream_block(&mut out, block, cancel.as_ref()).await {
                 Ok(true) => {}
                 Ok(false) => return abort(out).await,
@@ -451,10 +451,10 @@ impl FauxProvider {
     async fn stream_block(
         &self,
         out: &mut AssistantMessageBuilder,
-        block: &AssistantContent,
+        block: &mut AssistantContent,
         cancel: Option<&CancellationToken>,
     ) -> Result<bool, TypesError> {
-        let (index, text) = match block {
+        let (index, text) = match &*block {
             AssistantContent::Text(text) => (out.start_text().await, Cow::Borrowed(text.text.as_str())),
             AssistantContent::Thinking(thinking) => {
                 (out.start_thinking().await, Cow::Borrowed(thinking.thinking.as_str()))
@@ -477,15 +477,17 @@ impl FauxProvider {
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Ok(false);
             }
-            match block {
+            match &*block {
                 AssistantContent::Text(_) => out.text_delta(index, chunk).await?,
                 AssistantContent::Thinking(_) => out.thinking_delta(index, chunk).await?,
                 AssistantContent::ToolCall(_) => out.tool_call_delta(index, chunk).await?,
             }
         }
+        drop(text);
         match block {
-            // The scripted call is the final one, as the reference's faux ends with it.
-            AssistantContent::ToolCall(call) => out.end_tool_call_with(index, call.clone()).await?,
+            // The scripted call is the final one, as the reference's faux ends with it (moved:
+            // the loop below leaves tool calls alone).
+            AssistantContent::ToolCall(call) => out.end_tool_call_with(index, std::mem::take(call)).await?,
             _ => out.end_block(index).await?,
         }
         Ok(true)

@@ -455,13 +455,41 @@ pub fn parse_tool_call_arguments(json: Option<&str>) -> ParsedArguments {
         return ParsedArguments::default();
     };
     let message = match parse_json_with_repair(json) {
-        Ok(Value::Object(arguments)) => return ParsedArguments { arguments, arguments_error: None },
+        Ok(Value::Object(mut arguments)) => {
+            shrink_object(&mut arguments);
+            return ParsedArguments { arguments, arguments_error: None };
+        }
         Ok(_) => "Tool arguments must be a JSON object".to_owned(),
         Err(error) => error.message,
     };
     ParsedArguments {
         arguments: Map::new(),
         arguments_error: Some(format!("{message}\n\nReceived arguments:\n{json}")),
+    }
+}
+
+/// Rebuilds `map` and the objects and arrays inside it with no spare capacity, moving every
+/// key and value. A map that grew by insertion keeps room for as many entries as its hash
+/// table could hold (a one-member object reserves three); a finished tool call's arguments
+/// stay in the transcript for the whole conversation, so they are stored at their size.
+pub(crate) fn shrink_object(map: &mut Map<String, Value>) {
+    let grown = std::mem::take(map);
+    let mut exact = Map::with_capacity(grown.len());
+    for (key, mut value) in grown {
+        shrink_value(&mut value);
+        exact.insert(key, value);
+    }
+    *map = exact;
+}
+
+fn shrink_value(value: &mut Value) {
+    match value {
+        Value::Object(map) => shrink_object(map),
+        Value::Array(items) => {
+            items.shrink_to_fit();
+            items.iter_mut().for_each(shrink_value);
+        }
+        _ => {}
     }
 }
 
