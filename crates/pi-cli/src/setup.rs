@@ -91,7 +91,7 @@ impl Backend {
         let (cause, target) = match &self.proxy {
             Some((url, _)) => (message.strip_prefix("fetch failed"), format!("the proxy at {url}")),
             None => {
-                let target = if model.base_url.is_empty() { model.provider.clone() } else { model.base_url.clone() };
+                let target = if model.base_url.is_empty() { model.provider.to_string() } else { model.base_url.clone() };
                 (message.strip_prefix("Connection error."), target)
             }
         };
@@ -114,7 +114,7 @@ impl Backend {
         };
         if provider.as_deref() == Some(DEMO_PROVIDER) || provider.as_ref().is_some_and(|p| !is_builtin(p)) {
             let provider = provider.unwrap_or_default();
-            let id = model.or_else(|| self.models.models(Some(&provider)).first().map(|m| m.id.clone()));
+            let id = model.or_else(|| self.models.models(Some(&provider)).first().map(|m| m.id.to_string()));
             return id
                 .and_then(|id| self.models.get_model(&provider, &id))
                 .ok_or_else(|| CliError::Setup(format!("unknown model `{spec}`")));
@@ -193,7 +193,7 @@ fn default_model_of(provider: &str) -> Option<String> {
         .iter()
         .find(|(p, _)| *p == provider)
         .map(|(_, m)| (*m).to_owned())
-        .or_else(|| catalog::models(provider).first().map(|m| m.id.clone()))
+        .or_else(|| catalog::models(provider).first().map(|m| m.id.to_string()))
 }
 
 /// A registry model (provider named or found from the model id), without a key check.
@@ -231,7 +231,7 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
         .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `{provider}`")))?;
     if let Some(api) = &args.api {
         check_api(api)?;
-        model.api = api.clone();
+        model.api = api.as_str().into();
     }
     Ok((provider, model))
 }

@@ -88,8 +88,8 @@ async fn run_continue(inputs: Box<Inputs>, target: Target, cancel: CancellationT
         let (context, config) = inputs.into_parts();
         Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
     };
-    emitter.emit(AgentEvent::AgentStart).await?;
-    emitter.emit(AgentEvent::TurnStart).await?;
+    emitter.emit_boxed(AgentEvent::AgentStart).await?;
+    emitter.emit_boxed(AgentEvent::TurnStart).await?;
     run.run(true).await?;
     drop(run);
     Ok(new_messages)
@@ -126,11 +126,11 @@ async fn run_with_prompts(
         new_messages = initial.clone();
         Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
     };
-    emitter.emit(AgentEvent::AgentStart).await?;
-    emitter.emit(AgentEvent::TurnStart).await?;
+    emitter.emit_boxed(AgentEvent::AgentStart).await?;
+    emitter.emit_boxed(AgentEvent::TurnStart).await?;
     for message in initial {
-        emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
-        emitter.emit(AgentEvent::MessageEnd { message }).await?;
+        emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
+        emitter.emit_boxed(AgentEvent::MessageEnd { message }).await?;
     }
     run.run(poll_initial_steering).await?;
     drop(run);
@@ -257,12 +257,12 @@ impl<'r> Run<'r> {
                     if pending.is_empty() {
                         pending = self.poll_steering().await;
                     }
-                    self.emitter.emit(AgentEvent::TurnStart).await?;
+                    self.emitter.emit_boxed(AgentEvent::TurnStart).await?;
                 }
                 prepared.append(&mut pending);
                 for message in declare_tool_changes(&self.context, prepared) {
-                    self.emitter.emit(AgentEvent::MessageStart { message: message.clone() }).await?;
-                    self.emitter.emit(AgentEvent::MessageEnd { message: message.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::MessageEnd { message: message.clone() }).await?;
                     self.context.messages.push(message.clone());
                     self.new_messages.push(message);
                 }
@@ -291,9 +291,9 @@ impl<'r> Run<'r> {
                         catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
                     }
                     self.emitter
-                        .emit(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
+                        .emit_boxed(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
                         .await?;
-                    self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
                 }
 
@@ -334,14 +334,14 @@ impl<'r> Run<'r> {
                     false => std::mem::take(&mut turn.tool_results),
                 };
                 self.emitter
-                    .emit(AgentEvent::TurnEnd {
+                    .emit_boxed(AgentEvent::TurnEnd {
                         message: AgentMessage::Assistant(Arc::clone(&turn.message)),
                         tool_results,
                     })
                     .await?;
                 last_turn = Some(turn);
                 if decision == Some(TurnDecision::End) {
-                    self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
                 }
                 explicit_continuation = decision == Some(TurnDecision::Continue);
@@ -363,7 +363,7 @@ impl<'r> Run<'r> {
             }
             break;
         }
-        self.emitter.emit(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
+        self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
     }
 
     /// The provider transcript. With the default `convert_to_llm` and no
@@ -413,7 +413,7 @@ impl<'r> Run<'r> {
         // sit in this future (which every streaming run holds).
         let api_key = match &self.config.get_api_key {
             Some(hook) => {
-                let provider = self.config.model.provider.clone();
+                let provider = self.config.model.provider.to_string();
                 // JavaScript `||`: an empty key falls back to the configured one.
                 catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?.filter(|k| !k.is_empty())
             }

@@ -164,6 +164,17 @@ impl Emitter {
         }
     }
 
+    /// [`emit`](Self::emit) with its future on the heap, for the few events of a turn (its
+    /// start and end, the prompts, the end of the run) emitted by the futures every run holds
+    /// while it waits: held inline, an emit's state (the event and the sink's future) would
+    /// take its room in them for the whole run. A `message_update` is never emitted this way.
+    pub(crate) fn emit_boxed(
+        &self,
+        emission: impl Into<Emission>,
+    ) -> futures::future::BoxFuture<'_, Result<(), crate::LoopError>> {
+        Box::pin(self.emit(emission))
+    }
+
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own
     /// futures (a tool's update callback). They share this emitter's order.
     pub(crate) fn detached(&self) -> DetachedEmitter {

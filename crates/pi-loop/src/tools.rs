@@ -571,22 +571,9 @@ async fn execute_parallel(
     cancel: &CancellationToken,
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
-    enum Slot {
-        Done(Box<Finished>),
-        Run(Arc<dyn AgentTool>, Value),
-    }
-    let mut slots = Vec::with_capacity(calls.len());
-    for call in calls {
-        emitter.emit(start_event(call)).await?;
-        match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
-            Preparation::Immediate(result) => {
-                let outcome = Finished::immediate(*result);
-                emitter.emit(end_event(call, &outcome)).await?;
-                slots.push(Slot::Done(outcome));
-            }
-            Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
-        }
-    }
+    // Boxed, this phase and the last: every call of the batch waits in this future (at the
+    // yield after its execution), so it holds no state of the steps before and after.
+    let slots = Box::pin(prepare_parallel(context, assistant, calls, hooks, cancel, emitter)).await?;
     // Polled in source order on this task, each call giving way once its `execute` is done:
     // every call starts before any goes on (the reference starts them all at once), and
     // `tool_execution_end` follows completion order.
@@ -607,6 +594,46 @@ async fn execute_parallel(
         }),
     });
     let outcomes: Vec<Box<Finished>> = futures::future::try_join_all(runs).await?;
+    Box::pin(emit_result_messages(outcomes, calls, emitter)).await
+}
+
+/// A parallel batch's call once prepared: its outcome, or what it runs with.
+enum Slot {
+    Done(Box<Finished>),
+    Run(Arc<dyn AgentTool>, Value),
+}
+
+/// The first phase of a parallel batch: each call's `tool_execution_start`, then its
+/// preparation (a call that fails it ends at once).
+async fn prepare_parallel(
+    context: &AgentContext,
+    assistant: &Arc<AssistantMessage>,
+    calls: &[&ToolCall],
+    hooks: &ToolHooks,
+    cancel: &CancellationToken,
+    emitter: &Emitter,
+) -> Result<Vec<Slot>, LoopError> {
+    let mut slots = Vec::with_capacity(calls.len());
+    for call in calls {
+        emitter.emit(start_event(call)).await?;
+        match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
+            Preparation::Immediate(result) => {
+                let outcome = Finished::immediate(*result);
+                emitter.emit(end_event(call, &outcome)).await?;
+                slots.push(Slot::Done(outcome));
+            }
+            Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
+        }
+    }
+    Ok(slots)
+}
+
+/// The last phase of a parallel batch: the result messages, in call order.
+async fn emit_result_messages(
+    outcomes: Vec<Box<Finished>>,
+    calls: &[&ToolCall],
+    emitter: &Emitter,
+) -> Result<ToolBatch, LoopError> {
     let mut messages = Vec::with_capacity(outcomes.len());
     for (outcome, call) in outcomes.iter().zip(calls) {
         messages.push(emit_result_message(result_message(call, outcome), emitter).await?);

@@ -625,7 +625,7 @@ fn fallback_model(model: &Model, response_model: Option<&str>) -> Model {
         .and_then(|f| f.get("cost"))
         .and_then(|c| serde_json::from_value::<pi_types::ModelCost>(c.clone()).ok());
     match cost {
-        Some(cost) => Model { id: response_model.to_owned(), cost, ..model.clone() },
+        Some(cost) => Model { id: response_model.into(), cost, ..model.clone() },
         None => model.clone(),
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 /// A builder for one response of `model` through `api` (stamped now, stop reason `pending`).
 pub(crate) fn builder(tx: EventSender, model: &Model, api: &str) -> AssistantMessageBuilder {
     let message = AssistantMessage {
-        api: api.to_owned(),
+        api: api.into(),
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::Pending,

@@ -336,10 +336,10 @@ impl Models {
         mut options: StreamOptions,
     ) -> AssistantMessageEventStream {
         let Some(provider) = self.provider(&model.provider) else {
-            return failed_stream(model, ProviderError::UnknownProvider(model.provider.clone()).to_string());
+            return failed_stream(model, ProviderError::UnknownProvider(model.provider.to_string()).to_string());
         };
         let Some(adapter) = provider.api(&model.api).cloned() else {
-            let error = ProviderError::NoApi { provider: provider.id.clone(), api: model.api.clone() };
+            let error = ProviderError::NoApi { provider: provider.id.clone(), api: model.api.to_string() };
             return failed_stream(model, error.to_string());
         };
         if options.api_key.is_some() || matches!(provider.auth, Auth::None) {

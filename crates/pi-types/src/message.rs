@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use compact_str::CompactString;
 use indexmap::IndexMap;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -209,11 +210,14 @@ pub struct AssistantMessage {
     /// Text, thinking and tool-call blocks.
     pub content: Vec<AssistantContent>,
     /// API that produced it (e.g. `anthropic-messages`).
-    pub api: String,
+    ///
+    /// This and the other ids are `CompactString`s: up to 24 bytes they are stored inline, so a
+    /// response (and a transcript, which keeps every one) costs no allocation per id.
+    pub api: CompactString,
     /// Provider id.
-    pub provider: String,
+    pub provider: CompactString,
     /// Requested model id.
-    pub model: String,
+    pub model: CompactString,
     /// Model id the provider reported, when it differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_model: Option<String>,

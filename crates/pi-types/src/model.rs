@@ -1,5 +1,6 @@
 //! Models and thinking levels.
 
+use compact_str::CompactString;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -116,13 +117,13 @@ pub struct ModelPromptCache {
 #[serde(rename_all = "camelCase")]
 pub struct Model {
     /// Model id sent to the provider.
-    pub id: String,
+    pub id: CompactString,
     /// Display name.
     pub name: String,
     /// API adapter id (`openai-completions`, `anthropic-messages`, ...).
-    pub api: String,
+    pub api: CompactString,
     /// Provider id.
-    pub provider: String,
+    pub provider: CompactString,
     /// Base URL of the API.
     pub base_url: String,
     /// Whether the model reasons.
@@ -191,10 +192,10 @@ impl std::fmt::Debug for RedactedHeaders<'_> {
 
 impl Model {
     /// A minimal model for an API and provider, e.g. for tests and scripted providers.
-    pub fn new(id: impl Into<String>, api: impl Into<String>, provider: impl Into<String>) -> Self {
+    pub fn new(id: impl Into<CompactString>, api: impl Into<CompactString>, provider: impl Into<CompactString>) -> Self {
         let id = id.into();
         Self {
-            name: id.clone(),
+            name: id.to_string(),
             id,
             api: api.into(),
             provider: provider.into(),

@@ -183,7 +183,7 @@ impl FauxProvider {
             options
                 .models
                 .into_iter()
-                .map(|m| Model { api: options.api.clone(), provider: options.provider.clone(), ..m })
+                .map(|m| Model { api: options.api.as_str().into(), provider: options.provider.as_str().into(), ..m })
                 .collect()
         };
         let seed = pi_types::now_ms() | 1;
@@ -323,8 +323,8 @@ impl FauxProvider {
 
     fn error_message(&self, model: &Model, text: String) -> AssistantMessage {
         AssistantMessage {
-            api: self.inner.api.clone(),
-            provider: self.inner.provider.clone(),
+            api: self.inner.api.as_str().into(),
+            provider: self.inner.provider.as_str().into(),
             model: model.id.clone(),
             stop_reason: StopReason::Error,
             error_message: Some(text),
@@ -355,8 +355,8 @@ impl FauxProvider {
         };
         let (mut message, streamed) = match message {
             Ok(mut message) => {
-                message.api = self.inner.api.clone();
-                message.provider = self.inner.provider.clone();
+                message.api = self.inner.api.as_str().into();
+                message.provider = self.inner.provider.as_str().into();
                 message.model = request.model.id.clone();
                 (message, true)
             }
@@ -435,7 +435,7 @@ impl FauxProvider {
         if reason == StopReason::Pending {
             // Built in a block: the model must not be held across the await.
             let error = {
-                let model = Model::new(&out.message().model, &out.message().api, &out.message().provider);
+                let model = Model::new(out.message().model.as_str(), out.message().api.as_str(), out.message().provider.as_str());
                 Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
             };
             let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };

@@ -57,7 +57,7 @@ async fn wrong_content_type_path_or_method() {
 #[tokio::test]
 async fn refusals_quote_at_most_1000_characters_of_the_input() {
     let (server, model) = faux_server().await;
-    let unknown = Model { id: "m".repeat(100_000), ..model };
+    let unknown = Model { id: "m".repeat(100_000).into(), ..model };
     let (status, _, body) = post(&server.url, Some(TOKEN), body_for(&unknown).to_string()).await;
     assert_eq!(status, 400);
     let error = error_of(&body);
