@@ -470,12 +470,12 @@ proptest! {
             .iter()
             .filter_map(AgentMessage::as_assistant)
             .filter(|m| m.stop_reason == StopReason::ToolUse)
-            .flat_map(|m| m.tool_calls().map(|c| c.id.clone()).collect::<Vec<_>>())
+            .flat_map(|m| m.tool_calls().map(|c| c.id.to_string()).collect::<Vec<_>>())
             .collect();
         for id in &calls {
             let results = messages
                 .iter()
-                .filter(|m| matches!(m, AgentMessage::ToolResult(r) if &r.tool_call_id == id))
+                .filter(|m| matches!(m, AgentMessage::ToolResult(r) if r.tool_call_id == id))
                 .count();
             prop_assert_eq!(results, 1, "results for {}", id);
         }

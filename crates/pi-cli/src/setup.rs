@@ -91,7 +91,8 @@ impl Backend {
         let (cause, target) = match &self.proxy {
             Some((url, _)) => (message.strip_prefix("fetch failed"), format!("the proxy at {url}")),
             None => {
-                let target = if model.base_url.is_empty() { model.provider.to_string() } else { model.base_url.clone() };
+                let target =
+                    if model.base_url.is_empty() { model.provider.to_string() } else { model.base_url.clone() };
                 (message.strip_prefix("Connection error."), target)
             }
         };

@@ -68,8 +68,8 @@ fn boxed_error(text: impl Into<String>) -> Box<AgentToolResult> {
 
 const ABORTED: &str = "Operation aborted";
 
-fn raw_args(call: &ToolCall) -> Value {
-    Value::Object(call.arguments.clone())
+fn raw_args(call: &ToolCall) -> Box<Value> {
+    Box::new(Value::Object(call.arguments.clone()))
 }
 
 /// A call's result once its hooks ran. A batch keeps its calls beside their results, so
@@ -278,7 +278,7 @@ async fn execute_prepared(
         // Boxed, and gone before the yield below: in a parallel batch every call waits at that
         // yield at once, and the tool's finished future would otherwise take room in each.
         let mut execution =
-            Box::pin(catch_call(|| tool.execute(call.id.clone(), std::mem::take(args), cancel.clone(), callback)));
+            Box::pin(catch_call(|| tool.execute(call.id.to_string(), std::mem::take(args), cancel.clone(), callback)));
         std::future::poll_fn(|cx| {
             dispatch.register(cx);
             let outcome = execution.as_mut().poll(cx);
@@ -594,7 +594,7 @@ async fn execute_parallel(
         }),
     });
     let outcomes: Vec<Box<Finished>> = futures::future::try_join_all(runs).await?;
-    Box::pin(emit_result_messages(outcomes, calls, emitter)).await
+    Box::pin(emit_result_messages(&outcomes, calls, emitter)).await
 }
 
 /// A parallel batch's call once prepared: its outcome, or what it runs with.
@@ -630,7 +630,7 @@ async fn prepare_parallel(
 
 /// The last phase of a parallel batch: the result messages, in call order.
 async fn emit_result_messages(
-    outcomes: Vec<Box<Finished>>,
+    outcomes: &[Box<Finished>],
     calls: &[&ToolCall],
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
@@ -638,7 +638,7 @@ async fn emit_result_messages(
     for (outcome, call) in outcomes.iter().zip(calls) {
         messages.push(emit_result_message(result_message(call, outcome), emitter).await?);
     }
-    Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
+    Ok(ToolBatch { messages, terminate: terminates(outcomes) })
 }
 
 /// Options of [`run_tool_call`].

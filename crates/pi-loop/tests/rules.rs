@@ -71,7 +71,7 @@ impl Recorder {
                         UserContent::Text(t) => t.text.clone(),
                         UserContent::Image(_) => String::new(),
                     };
-                    Some((tool_call_id.clone(), text))
+                    Some((tool_call_id.to_string(), text))
                 }
                 _ => None,
             })

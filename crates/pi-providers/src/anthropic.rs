@@ -527,7 +527,12 @@ impl BlockState {
                         let raw_name = str_of("name");
                         let name = if self.oauth { from_claude_code_name(&raw_name, &self.tools) } else { raw_name };
                         let arguments = block.get("input").and_then(Value::as_object).cloned().unwrap_or_default();
-                        AssistantContent::ToolCall(ToolCall { id: str_of("id"), name, arguments, ..Default::default() })
+                        AssistantContent::ToolCall(ToolCall {
+                            id: str_of("id").into(),
+                            name: name.into(),
+                            arguments,
+                            ..Default::default()
+                        })
                     }
                     _ => return Ok(()),
                 };
@@ -982,7 +987,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                             }
                         }
                         AssistantContent::ToolCall(call) => {
-                            let name = if oauth { to_claude_code_name(&call.name) } else { call.name.clone() };
+                            let name = if oauth { to_claude_code_name(&call.name) } else { call.name.to_string() };
                             blocks.push(
                                 json!({"type": "tool_use", "id": call.id, "name": name, "input": call.arguments}),
                             );

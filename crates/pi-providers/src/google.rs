@@ -726,8 +726,13 @@ async fn handle_chunk(
                 _ => ids.next_id(&name),
             };
             let arguments = call.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
-            let tool_call =
-                ToolCall { id, name, arguments, thought_signature: signature.map(str::to_owned), ..Default::default() };
+            let tool_call = ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments,
+                thought_signature: signature.map(str::to_owned),
+                ..Default::default()
+            };
             out.complete_tool_call(tool_call).await;
         }
     }

@@ -716,11 +716,11 @@ impl Chunks {
             let mut block = out.tool_call_mut(index)?;
             if block.id.is_empty() {
                 if let Some(id) = &id {
-                    block.id = id.clone();
+                    block.id = id.as_str().into();
                 }
             }
             if block.name.is_empty() && !name.is_empty() {
-                block.name = name;
+                block.name = name.into();
             }
         }
         match arguments {

@@ -734,8 +734,8 @@ impl ResponsesState {
                     )
                 };
                 let call = ToolCall {
-                    id: format!("{}|{}", id_part("call_id"), id_part("id")),
-                    name: item.get("name").and_then(Value::as_str).unwrap_or("").to_owned(),
+                    id: format!("{}|{}", id_part("call_id"), id_part("id")).into(),
+                    name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
                     namespace: item.get("namespace").and_then(Value::as_str).map(str::to_owned),
                     ..Default::default()
                 };

@@ -7,8 +7,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use pi_types::{
-    AssistantContent, AssistantMessage, InputModality, Message, Model, StopReason, TextContent, ToolCall,
-    ToolResultMessage, UserContent, UserMessage, UserMessageContent,
+    AssistantContent, AssistantMessage, CompactString, InputModality, Message, Model, StopReason, TextContent,
+    ToolCall, ToolResultMessage, UserContent, UserMessage, UserMessageContent,
 };
 
 const NON_VISION_USER_IMAGE: &str = "(image omitted: model does not support images)";
@@ -87,7 +87,7 @@ pub(crate) fn transform_messages(
     model: &Model,
     normalize: Option<NormalizeId<'_>>,
 ) -> Vec<Message> {
-    let mut id_map: HashMap<String, String> = HashMap::new();
+    let mut id_map: HashMap<CompactString, CompactString> = HashMap::new();
     let mut transformed = Vec::with_capacity(messages.len());
     for message in messages {
         let message = downgrade_images(message.clone(), model);
@@ -137,6 +137,7 @@ pub(crate) fn transform_messages(
                                 if let Some(normalize) = normalize {
                                     let id = normalize(&call.id, model, &assistant);
                                     if id != call.id {
+                                        let id = CompactString::from(id);
                                         id_map.insert(call.id.clone(), id.clone());
                                         call.id = id;
                                         changed = true;
@@ -159,12 +160,12 @@ pub(crate) fn transform_messages(
     }
 
     let mut result: Vec<Message> = Vec::with_capacity(transformed.len());
-    let mut pending: Vec<(String, String)> = Vec::new();
-    let mut answered: HashSet<String> = HashSet::new();
+    let mut pending: Vec<(CompactString, CompactString)> = Vec::new();
+    let mut answered: HashSet<CompactString> = HashSet::new();
     let mut held: Vec<Message> = Vec::new();
     let close = |result: &mut Vec<Message>,
-                 pending: &mut Vec<(String, String)>,
-                 answered: &mut HashSet<String>,
+                 pending: &mut Vec<(CompactString, CompactString)>,
+                 answered: &mut HashSet<CompactString>,
                  held: &mut Vec<Message>| {
         if !pending.is_empty() {
             for (id, name) in pending.drain(..) {
@@ -190,7 +191,7 @@ pub(crate) fn transform_messages(
                 if matches!(assistant.stop_reason, StopReason::Error | StopReason::Aborted) {
                     continue;
                 }
-                let calls: Vec<(String, String)> =
+                let calls: Vec<(CompactString, CompactString)> =
                     assistant.tool_calls().map(|c| (c.id.clone(), c.name.clone())).collect();
                 if !calls.is_empty() {
                     pending = calls;

@@ -68,9 +68,9 @@ pub enum ProxyEvent {
         /// Index of the block.
         content_index: usize,
         /// Call id.
-        id: String,
+        id: CompactString,
         /// Tool name.
-        tool_name: String,
+        tool_name: CompactString,
     },
     /// Argument text was appended.
     ToolcallDelta {
@@ -145,7 +145,7 @@ impl ProxyEvent {
             E::ToolcallStart { content_index, partial } => {
                 let (id, tool_name) = match block(partial, *content_index) {
                     Some(AssistantContent::ToolCall(call)) => (call.id, call.name),
-                    _ => (String::new(), String::new()),
+                    _ => Default::default(),
                 };
                 Self::ToolcallStart { content_index: *content_index, id, tool_name }
             }

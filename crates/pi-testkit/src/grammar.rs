@@ -102,8 +102,8 @@ struct Checker {
     state: RunState,
     in_turn: bool,
     open_message: Option<bool>,
-    open_tools: HashSet<String>,
-    finished_tools: HashSet<String>,
+    open_tools: HashSet<pi_types::CompactString>,
+    finished_tools: HashSet<pi_types::CompactString>,
 }
 
 impl Checker {

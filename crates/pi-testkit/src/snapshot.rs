@@ -398,7 +398,7 @@ mod tests {
             AgentEvent::ToolExecutionStart {
                 tool_call_id: "call_xyz".into(),
                 tool_name: "echo".into(),
-                args: json!({}),
+                args: Box::new(json!({})),
             },
         ];
         let view = try_events_snapshot(&events);

@@ -328,7 +328,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Starts a tool call with no arguments yet; returns its content index.
-    pub fn start_tool_call(&mut self, id: impl Into<String>, name: impl Into<String>) -> Sent<'_, usize> {
+    pub fn start_tool_call(&mut self, id: impl Into<CompactString>, name: impl Into<CompactString>) -> Sent<'_, usize> {
         let call = ToolCall { id: id.into(), name: name.into(), ..Default::default() };
         self.start_block(AssistantContent::ToolCall(call))
     }

@@ -1,5 +1,6 @@
 //! Content blocks: the pieces a message is made of.
 
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -45,10 +46,11 @@ pub struct ImageContent {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
-    /// Provider-assigned call id; tool results refer to it.
-    pub id: String,
+    /// Provider-assigned call id; tool results refer to it. A `CompactString`, as is the name:
+    /// up to 24 bytes they need no allocation, and a transcript keeps every call.
+    pub id: CompactString,
     /// Name of the tool.
-    pub name: String,
+    pub name: CompactString,
     /// The arguments, a JSON object (partial while streaming).
     pub arguments: JsonObject,
     /// Opaque provider signature (Gemini) to send back with the call.
@@ -101,7 +103,7 @@ impl AssistantContent {
     }
 
     /// A tool-call block.
-    pub fn tool_call(id: impl Into<String>, name: impl Into<String>, arguments: JsonObject) -> Self {
+    pub fn tool_call(id: impl Into<CompactString>, name: impl Into<CompactString>, arguments: JsonObject) -> Self {
         Self::ToolCall(ToolCall { id: id.into(), name: name.into(), arguments, ..Default::default() })
     }
 

@@ -233,29 +233,30 @@ pub enum AgentEvent {
     /// A tool call starts preparation.
     ToolExecutionStart {
         /// Call id.
-        tool_call_id: String,
+        tool_call_id: CompactString,
         /// Tool name.
-        tool_name: String,
-        /// Raw (unvalidated) arguments.
-        args: Value,
+        tool_name: CompactString,
+        /// Raw (unvalidated) arguments (boxed, as in the update: an event is moved through
+        /// every future that emits it, and the arguments would double its size).
+        args: Box<Value>,
     },
     /// A running tool reported progress.
     ToolExecutionUpdate {
         /// Call id.
-        tool_call_id: String,
+        tool_call_id: CompactString,
         /// Tool name.
-        tool_name: String,
+        tool_name: CompactString,
         /// Raw arguments.
-        args: Value,
+        args: Box<Value>,
         /// The progress.
         partial_result: Box<AgentToolResult>,
     },
     /// A tool call finished.
     ToolExecutionEnd {
         /// Call id.
-        tool_call_id: String,
+        tool_call_id: CompactString,
         /// Tool name.
-        tool_name: String,
+        tool_name: CompactString,
         /// The final result.
         result: Box<AgentToolResult>,
         /// Whether it failed.

@@ -326,10 +326,10 @@ pub struct NestedToolCalls {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename = "toolResult", rename_all = "camelCase")]
 pub struct ToolResultMessage {
-    /// Id of the call this answers.
-    pub tool_call_id: String,
+    /// Id of the call this answers (a `CompactString`, as [`ToolCall::id`] is).
+    pub tool_call_id: CompactString,
     /// Name of the tool.
-    pub tool_name: String,
+    pub tool_name: CompactString,
     /// Model-facing content.
     pub content: Vec<UserContent>,
     /// Structured details for logs and UIs (`None` = absent, `Some(Null)` = `null`).

@@ -192,7 +192,11 @@ impl std::fmt::Debug for RedactedHeaders<'_> {
 
 impl Model {
     /// A minimal model for an API and provider, e.g. for tests and scripted providers.
-    pub fn new(id: impl Into<CompactString>, api: impl Into<CompactString>, provider: impl Into<CompactString>) -> Self {
+    pub fn new(
+        id: impl Into<CompactString>,
+        api: impl Into<CompactString>,
+        provider: impl Into<CompactString>,
+    ) -> Self {
         let id = id.into();
         Self {
             name: id.to_string(),

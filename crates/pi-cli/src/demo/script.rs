@@ -359,7 +359,7 @@ pub fn tool_calls(message: &AssistantMessage) -> Vec<(String, Value)> {
         .content
         .iter()
         .filter_map(|c| match c {
-            AssistantContent::ToolCall(call) => Some((call.name.clone(), Value::Object(call.arguments.clone()))),
+            AssistantContent::ToolCall(call) => Some((call.name.to_string(), Value::Object(call.arguments.clone()))),
             _ => None,
         })
         .collect()

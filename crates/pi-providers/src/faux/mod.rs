@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::future::BoxFuture;
 use pi_types::{
     catch_call, AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageEvent,
-    AssistantMessageEventStream, BoxError, CancellationToken, EventSender, JsonObject, Model, ModelCost,
+    AssistantMessageEventStream, BoxError, CancellationToken, CompactString, EventSender, JsonObject, Model, ModelCost,
     ProviderResponse, StopReason, StreamFn, StreamOptions, TranscriptContext, TypesError, Usage,
 };
 use usage::PromptCache;
@@ -435,7 +435,11 @@ impl FauxProvider {
         if reason == StopReason::Pending {
             // Built in a block: the model must not be held across the await.
             let error = {
-                let model = Model::new(out.message().model.as_str(), out.message().api.as_str(), out.message().provider.as_str());
+                let model = Model::new(
+                    out.message().model.as_str(),
+                    out.message().api.as_str(),
+                    out.message().provider.as_str(),
+                );
                 Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
             };
             let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };
@@ -555,7 +559,11 @@ pub fn faux_thinking(thinking: impl Into<String>) -> AssistantContent {
 }
 
 /// A tool-call block with an explicit id.
-pub fn faux_tool_call(id: impl Into<String>, name: impl Into<String>, arguments: JsonObject) -> AssistantContent {
+pub fn faux_tool_call(
+    id: impl Into<CompactString>,
+    name: impl Into<CompactString>,
+    arguments: JsonObject,
+) -> AssistantContent {
     AssistantContent::tool_call(id, name, arguments)
 }
 
