@@ -441,7 +441,7 @@ proptest! {
         if sequential {
             config.tool_execution = ToolExecutionMode::Sequential;
         }
-        let cancel = tokio_util::sync::CancellationToken::new();
+        let cancel = pi_types::CancellationToken::new();
         let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (seen, trigger) = (std::sync::Arc::clone(&events), cancel.clone());
         let sink = pi_loop::FnSink(move |event: &AgentEvent| {

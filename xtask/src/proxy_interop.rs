@@ -22,9 +22,9 @@ use pi_providers::faux::{
 };
 use pi_proxy::server::Limits;
 use pi_proxy::ProxyStreamFn;
+use pi_types::CancellationToken;
 use pi_types::{AssistantMessage, Message, Model, StopReason, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::proxy_common::{first_difference, normalize, start, TOKEN};
 

@@ -10,13 +10,13 @@ use std::task::{Context, Poll};
 use futures::future::BoxFuture;
 use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
+use pi_types::CancellationToken;
 use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
     ImageContent, MessageList, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
 };
 use tokio::sync::SetOnce;
 use tokio::task::{AbortHandle, JoinHandle};
-use tokio_util::sync::CancellationToken;
 
 use crate::error::AgentError;
 use crate::options::{default_model, AgentOptions, QueueMode};

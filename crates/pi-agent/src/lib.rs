@@ -170,6 +170,6 @@ pub use pending::PendingToolCalls;
 pub use state::{AgentState, StreamingMessage};
 
 pub use pi_types;
+pub use pi_types::CancellationToken;
 pub use schemars;
 pub use schemars::JsonSchema;
-pub use tokio_util::sync::CancellationToken;

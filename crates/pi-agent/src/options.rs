@@ -9,12 +9,12 @@ use pi_loop::{
     AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookResult, PrepareRequestFn,
     TransformContextFn, TurnContext, TurnUpdate,
 };
+use pi_types::CancellationToken;
 use pi_types::{
     AgentMessage, AgentTool, ClientIdentity, InputModality, Model, OnPayload, OnProviderStreamEvent, OnResponse,
     StreamFn, ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 /// How a steering or follow-up queue hands out its messages at each poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -15,9 +15,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use futures::StreamExt;
 use pi_loop::{agent_loop, run_agent_loop, AgentContext, AgentEventSink, LoopConfig};
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
+use pi_types::CancellationToken;
 use pi_types::{AgentEvent, AgentMessage, AgentToolResult, FnTool, StopReason, Tool, ToolSpec, UserMessage};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Default)]
 struct CountingSink {

@@ -11,12 +11,12 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use pi_types::CancellationToken;
 use pi_types::{
     AgentMessage, AgentTool, AgentToolResult, AssistantMessage, BoxError, Message, MessageList, Model, StreamFn,
     StreamOptions, ThinkingLevel, ToolCall, ToolExecutionMode, ToolResultMessage, Usage, UserContent,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 /// The transcript and the executable tools of a run.
 #[derive(Clone, Default)]

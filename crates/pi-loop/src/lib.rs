@@ -54,5 +54,5 @@ pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
 
 pub use pi_types;
-pub use tokio_util::sync::CancellationToken;
+pub use pi_types::CancellationToken;
 pub use transcript_cache::TranscriptCache;

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use pi_types::transcript::{current_tool_declarations, normalize_context, tool_state_changes, ToolStateChanges};
+use pi_types::CancellationToken;
 use pi_types::{
     catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent,
     AssistantMessageEventStream, ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage,
     ThinkingLevel, Tool, TranscriptContext,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, TurnContext, TurnDecision};
 use crate::sink::{AgentEventSink, Emission, Emitter, Target};

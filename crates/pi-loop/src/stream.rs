@@ -21,8 +21,8 @@ use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
+use pi_types::CancellationToken;
 use pi_types::{AgentEvent, AgentMessage};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentContext, LoopConfig};
 use crate::sink::Target;

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use futures::future::{BoxFuture, Either};
 use pi_types::validation::validate_tool_arguments;
+use pi_types::CancellationToken;
 use pi_types::{
     catch_call, AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantContent, AssistantMessage, ToolCall,
     ToolExecutionMode, ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{
     AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn, LoopConfig,

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use pi_loop::{run_agent_loop, AgentContext, LoopConfig, NullSink};
+use pi_types::CancellationToken;
 use pi_types::{AgentMessage, AssistantMessageEventStream, Model, StreamOptions, TranscriptContext, UserMessage};
-use tokio_util::sync::CancellationToken;
 
 fn never(_model: &Model, _ctx: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
     AssistantMessageEventStream::from_events([])

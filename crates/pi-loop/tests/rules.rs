@@ -9,13 +9,13 @@ use pi_loop::{
     FnSink, LoopConfig, LoopError, RunToolCallOptions, TurnDecision,
 };
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
+use pi_types::CancellationToken;
 use pi_types::{
     AgentEvent, AgentMessage, AgentTool, AgentToolResult, AssistantMessage, AssistantMessageEvent,
     AssistantMessageEventStream, FnTool, Model, StopReason, StreamOptions, Tool, ToolCall, ToolExecutionMode,
     ToolResultMessage, ToolSpec, TranscriptContext, UserContent, UserMessage,
 };
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
 fn args(value: Value) -> pi_types::JsonObject {
     value.as_object().cloned().unwrap()

@@ -4,11 +4,11 @@
 use std::sync::{Arc, Mutex};
 
 use pi_loop::{run_agent_loop, AgentContext, FnSink, LoopConfig};
+use pi_types::CancellationToken;
 use pi_types::{
     AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream,
     Model, StopReason, StreamOptions, TextContent, ThinkingContent, TranscriptContext, UserMessage,
 };
-use tokio_util::sync::CancellationToken;
 
 fn prompt() -> Vec<AgentMessage> {
     vec![AgentMessage::from(UserMessage::text("hi"))]

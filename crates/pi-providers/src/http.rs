@@ -15,9 +15,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use indexmap::IndexMap;
+use pi_types::CancellationToken;
 use pi_types::{Model, ProviderResponse, StreamOptions};
 use reqwest::header::HeaderMap;
-use tokio_util::sync::CancellationToken;
 
 use crate::sse::FrameGuard;
 

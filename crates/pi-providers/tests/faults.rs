@@ -21,11 +21,11 @@ use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 /// Longest any single run may take before the test calls it a hang.
 const GUARD: Duration = Duration::from_secs(20);

@@ -15,12 +15,12 @@ use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio_util::sync::CancellationToken;
 
 /// How a scripted response ends.
 #[derive(Clone, Copy)]

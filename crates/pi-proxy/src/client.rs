@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use pi_providers::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::rebuild::Step;
 use crate::wire::{ProxyEvent, ProxyRequestOptions};

@@ -8,12 +8,12 @@ use pi_loop::{
     AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult, LoopConfig, TurnDecision, TurnUpdate,
 };
 use pi_providers::faux::{FauxOptions, FauxProvider, FauxResponse};
+use pi_types::CancellationToken;
 use pi_types::{
     AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEventStream, BoxError, Model, StreamFn,
     StreamOptions, ThinkingLevel, TranscriptContext, UserContent,
 };
 use serde_json::{json, Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::normalize::canonical_line;
 use crate::scenario::{Level, Scenario, ScenarioError, ToolSpecJson};

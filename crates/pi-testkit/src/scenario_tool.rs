@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use pi_types::CancellationToken;
 use pi_types::{AgentTool, AgentToolResult, BoxError, Tool, ToolSpec, ToolUpdateFn, UserContent};
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::scenario::{ScenarioError, ToolSpecJson};
 

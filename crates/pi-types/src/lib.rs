@@ -19,6 +19,7 @@
 
 mod agent_message;
 pub mod builder;
+mod cancel;
 mod content;
 pub mod error;
 mod event;
@@ -36,6 +37,7 @@ pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
 pub use builder::{AssistantMessageBuilder, MetadataMut, Sent, ToolCallMut};
+pub use cancel::{CancelGuard, CancellationToken};
 pub use compact_str::CompactString;
 pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
@@ -54,9 +56,6 @@ pub use options::{
     RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
-/// The cancellation token of [`StreamOptions::cancel`] and of tool calls, re-exported so that a
-/// provider crate needs no `tokio-util` of its own.
-pub use tokio_util::sync::CancellationToken;
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
     ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,

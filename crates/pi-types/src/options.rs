@@ -4,11 +4,11 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::cancel::CancellationToken;
 use futures::future::BoxFuture;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::model::{Model, ThinkingLevel};
 

@@ -3,12 +3,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::cancel::CancellationToken;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
-use tokio_util::sync::CancellationToken;
 
 use crate::content::{JsonObject, UserContent};
 use crate::error::{BoxError, TypesError};

@@ -2,11 +2,11 @@
 
 use custom_provider::{pieces, ScriptedProvider};
 use futures::StreamExt;
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantContent, AssistantMessage, AssistantMessageEvent, JsonObject, Model, StopReason, StreamFn, StreamOptions,
     TranscriptContext,
 };
-use tokio_util::sync::CancellationToken;
 
 fn model() -> Model {
     Model::new("scripted-1", "scripted", "example")

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use pi_types::{AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
 use super::validate::{check, Refusal};
@@ -225,7 +225,7 @@ async fn accept(
     state: &AppState,
     request: Request,
     log: &RequestLog,
-) -> Result<(AssistantMessageEventStream, Slots, CancellationToken), Refusal> {
+) -> Result<(AssistantMessageEventStream, Slots, pi_types::CancellationToken), Refusal> {
     let (parts, body) = request.into_parts();
     let token_id = authenticate(state, &parts.headers)?;
     log.span.record("token_id", token_id);
@@ -240,7 +240,7 @@ async fn accept(
     log.span.record("provider", checked.model.provider.as_str());
     log.span.record("model", checked.model.id.as_str());
     let limits = &state.config.limits;
-    let cancel = CancellationToken::new();
+    let cancel = pi_types::CancellationToken::new();
     let options = pi_types::StreamOptions {
         cancel: Some(cancel.clone()),
         timeout_ms: Some(limits.upstream_headers_timeout.as_millis() as u64),
@@ -269,7 +269,7 @@ async fn read_body(body: Body) -> Result<Bytes, Refusal> {
 /// upstream request, frees the slots and logs the request.
 struct EventBody {
     upstream: AssistantMessageEventStream,
-    _cancel_upstream: DropGuard,
+    _cancel_upstream: pi_types::CancelGuard,
     _slots: Slots,
     log: RequestLog,
     drain: CancellationToken,
@@ -284,7 +284,7 @@ const KEEPALIVE: &[u8] = b": keepalive\n\n";
 impl EventBody {
     fn new(
         state: &AppState,
-        (upstream, slots, cancel): (AssistantMessageEventStream, Slots, CancellationToken),
+        (upstream, slots, cancel): (AssistantMessageEventStream, Slots, pi_types::CancellationToken),
         log: RequestLog,
     ) -> Self {
         let limits = &state.config.limits;

@@ -12,11 +12,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use pi_proxy::wire::ProxyEvent;
 use pi_proxy::ProxyStreamFn;
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, Message, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
     Usage, UserMessage,
 };
-use tokio_util::sync::CancellationToken;
 
 use crate::loopback::{head, sse_head, with_length, Server, Step};
 

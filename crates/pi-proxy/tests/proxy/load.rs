@@ -15,12 +15,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use pi_providers::Provider;
 use pi_proxy::ProxyStreamFn;
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessageEvent, AssistantMessageEventStream, Message, Model, StopReason, StreamFn, StreamOptions,
     TranscriptContext, UserMessage,
 };
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{config_with, Rng, TestServer, TOKEN};
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_thinking, faux_tool_call, FauxResponse};
 use pi_proxy::ProxyStreamFn;
+use pi_types::CancellationToken;
 use pi_types::{AssistantMessage, Message, StopReason, StreamFn, StreamOptions, TranscriptContext, UserMessage};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::support::{collect, config_with, faux, faux_provider, Stall, TestServer, TOKEN};
 

@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 use pi_providers::faux::{FauxOptions, FauxProvider};
 use pi_providers::{Auth, Models, Provider};
 use pi_proxy::server::{serve, ProxyToken, ServerConfig};
+use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions,
     TranscriptContext,
 };
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 pub const TOKEN: &str = "test-token-0123456789";
 pub const OTHER_TOKEN: &str = "other-token-0123456789";
