@@ -7,9 +7,11 @@
 //! [`MessageList`] is a persistent vector (an RRB tree, `imbl::Vector`): a clone shares every
 //! node, a push copies at most the one chunk it writes to, so a prompt costs O(new messages).
 //!
-//! The list also keeps its system messages apart, in order, because the transcript rules
+//! A long list also keeps its system messages apart, in order, because the transcript rules
 //! (tool declarations, the current system prompt) replay only those: a replay costs the
-//! system messages, not the history.
+//! system messages, not the history. A short list (up to 32 messages, most agents' whole
+//! conversation) finds them by looking through itself, which costs less than keeping a second
+//! shared list beside every transcript.
 
 use std::fmt;
 use std::sync::Arc;
@@ -33,8 +35,9 @@ use crate::message::SystemMessage;
 #[derive(Clone, Default)]
 pub struct MessageList {
     all: Shared<AgentMessage>,
-    /// The system messages among `all`, in order.
-    systems: Shared<Arc<SystemMessage>>,
+    /// The system messages among `all`, in order, once `all` is a tree (`None` while it is
+    /// small: they are found by a scan then).
+    systems: Option<Shared<Arc<SystemMessage>>>,
 }
 
 impl MessageList {
@@ -55,10 +58,19 @@ impl MessageList {
 
     /// Append a message.
     pub fn push(&mut self, message: AgentMessage) {
-        if let AgentMessage::System(system) = &message {
-            self.systems.push(Arc::clone(system));
+        if let (AgentMessage::System(system), Some(systems)) = (&message, &mut self.systems) {
+            systems.push(Arc::clone(system));
         }
         self.all.push(message);
+        if self.systems.is_none() && matches!(self.all, Shared::Large(_)) {
+            let mut systems = Shared::default();
+            for message in self.all.iter_from(0) {
+                if let AgentMessage::System(system) = message {
+                    systems.push(Arc::clone(system));
+                }
+            }
+            self.systems = Some(systems);
+        }
     }
 
     /// The message at `index`.
@@ -88,7 +100,13 @@ impl MessageList {
 
     /// The system messages in order, without walking the rest of the transcript.
     pub fn systems(&self) -> impl DoubleEndedIterator<Item = &SystemMessage> + ExactSizeIterator + '_ {
-        self.systems.iter_from(0).map(|system| &**system)
+        Systems(match &self.systems {
+            Some(systems) => SystemsRepr::Index(systems.iter_from(0)),
+            None => {
+                let left = self.all.iter_from(0).filter(|m| matches!(m, AgentMessage::System(_))).count();
+                SystemsRepr::Scan { messages: self.all.iter_from(0), left }
+            }
+        })
     }
 
     /// Keep the first `len` messages.
@@ -97,8 +115,10 @@ impl MessageList {
             return;
         }
         self.all.truncate(len);
-        let systems = self.iter().filter(|m| matches!(m, AgentMessage::System(_))).count();
-        self.systems.truncate(systems);
+        if let Some(systems) = &mut self.systems {
+            let kept = self.all.iter_from(0).filter(|m| matches!(m, AgentMessage::System(_))).count();
+            systems.truncate(kept);
+        }
     }
 
     /// Remove every message.
@@ -213,6 +233,52 @@ impl<T: Clone> DoubleEndedIterator for SharedIter<'_, T> {
 }
 
 impl<T: Clone> ExactSizeIterator for SharedIter<'_, T> {}
+
+/// The system messages of a [`MessageList`]: from its index, or by a scan of a short list
+/// (which counted them first, so that the length is known).
+struct Systems<'a>(SystemsRepr<'a>);
+
+enum SystemsRepr<'a> {
+    Index(SharedIter<'a, Arc<SystemMessage>>),
+    Scan { messages: SharedIter<'a, AgentMessage>, left: usize },
+}
+
+impl<'a> Iterator for Systems<'a> {
+    type Item = &'a SystemMessage;
+
+    fn next(&mut self) -> Option<&'a SystemMessage> {
+        match &mut self.0 {
+            SystemsRepr::Index(systems) => systems.next().map(|system| &**system),
+            SystemsRepr::Scan { messages, left } => {
+                let found = messages.find_map(AgentMessage::as_system)?;
+                *left = left.saturating_sub(1);
+                Some(found)
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            SystemsRepr::Index(systems) => systems.size_hint(),
+            SystemsRepr::Scan { left, .. } => (*left, Some(*left)),
+        }
+    }
+}
+
+impl DoubleEndedIterator for Systems<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        match &mut self.0 {
+            SystemsRepr::Index(systems) => systems.next_back().map(|system| &**system),
+            SystemsRepr::Scan { messages, left } => {
+                let found = messages.rev().find_map(AgentMessage::as_system)?;
+                *left = left.saturating_sub(1);
+                Some(found)
+            }
+        }
+    }
+}
+
+impl ExactSizeIterator for Systems<'_> {}
 
 /// The messages of a [`MessageList`], by reference.
 pub struct Iter<'a>(SharedIter<'a, AgentMessage>);
@@ -411,7 +477,11 @@ mod tests {
             let mut shared = list.clone();
             shared.push(system("s"));
             assert_eq!((list.len(), shared.len(), shared.systems().count()), (len, len + 1, 1));
-            assert_eq!(Vec::from(shared.clone()).len(), len + 1);
+            shared.push(UserMessage::text("u").into());
+            shared.push(system("t"));
+            let texts: Vec<String> = shared.systems().rev().map(|s| s.content.to_text()).collect();
+            assert_eq!((shared.systems().len(), texts), (2, vec!["t".to_owned(), "s".to_owned()]), "{len}");
+            assert_eq!(Vec::from(shared.clone()).len(), len + 3);
             shared.truncate(len);
             assert_eq!(shared, list);
             assert_eq!(shared.systems().count(), 0);
