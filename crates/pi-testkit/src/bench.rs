@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use pi_agent::{Agent, AgentOptions};
+use pi_agent::{Agent, AgentOptions, Subscription};
 use pi_loop::{AgentContext, LoopConfig};
 use pi_providers::faux::{
     faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxRequest, FauxResponse,
@@ -242,16 +242,45 @@ struct Counters {
     type_chars: AtomicUsize,
 }
 
-impl Counters {
-    /// An agent calls its listener for one event at a time, so a plain load and store count
-    /// exactly, like the reference's two JavaScript additions (a read-modify-write would add
-    /// two locked instructions per event that the reference does not pay).
+/// One agent's listener counts, added to the shared totals when the listener is dropped.
+/// Not cache-line aligned as the totals are: it lives in the listener's own allocation.
+struct Tally {
+    events: AtomicUsize,
+    type_chars: AtomicUsize,
+    total: Arc<Counters>,
+}
+
+impl Tally {
+    fn new(total: &Arc<Counters>) -> Self {
+        Self { events: AtomicUsize::new(0), type_chars: AtomicUsize::new(0), total: Arc::clone(total) }
+    }
+
+    /// As [`Counters::count`]: the agent calls its listener for one event at a time.
     fn count(&self, event: &AgentEvent) {
-        let add = |counter: &AtomicUsize, amount: usize| {
-            counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
-        };
-        add(&self.events, 1);
-        add(&self.type_chars, black_box(event.type_name()).len());
+        add_unshared(&self.events, 1);
+        add_unshared(&self.type_chars, black_box(event.type_name()).len());
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.total.events.fetch_add(self.events.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.total.type_chars.fetch_add(self.type_chars.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// A plain load and store: exact for a counter only one caller adds to at a time, like the
+/// reference's JavaScript additions (a read-modify-write would add a locked instruction per
+/// event that the reference does not pay).
+fn add_unshared(counter: &AtomicUsize, amount: usize) {
+    counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
+}
+
+impl Counters {
+    /// For the one consumer of the `loopstream` workload (see [`add_unshared`]).
+    fn count(&self, event: &AgentEvent) {
+        add_unshared(&self.events, 1);
+        add_unshared(&self.type_chars, black_box(event.type_name()).len());
     }
 }
 
@@ -312,7 +341,6 @@ pub fn run(
         runtime.block_on(async {
             let mut agents = Vec::with_capacity(agent_count);
             let mut subscriptions = Vec::with_capacity(agent_count);
-            let mut per_agent = Vec::with_capacity(agent_count);
             for _ in 0..agent_count {
                 let options = AgentOptions::new(Arc::clone(&stream_fn))
                     .with_system_prompt(SYSTEM_PROMPT)
@@ -320,11 +348,12 @@ pub fn run(
                     .with_tools([Arc::clone(&tool)])
                     .with_tool_execution(ToolExecutionMode::Parallel);
                 let agent = Agent::new(options);
-                // Each agent's listener counts into its own counters (summed below), so that
-                // with `--threads` the workers do not serialize on one shared cache line.
-                let own = Arc::new(Counters::default());
-                per_agent.push(Arc::clone(&own));
-                subscriptions.push(agent.subscribe_fn(move |event| own.count(event)));
+                // Each agent's listener counts into a tally of its own, kept in the listener
+                // itself (no allocation per agent beyond the reference's closure) and added to
+                // the totals when the listener is dropped: with `--threads` the workers do not
+                // serialize on one shared cache line.
+                let tally = Tally::new(&counters);
+                subscriptions.push(agent.subscribe_fn(move |event| tally.count(event)));
                 agents.push(agent);
             }
             for _ in 0..prompt_count {
@@ -333,11 +362,9 @@ pub fn run(
                     outcome.map_err(|e| e.to_string())?;
                 }
             }
-            drop(subscriptions);
-            for own in &per_agent {
-                counters.events.fetch_add(own.events.load(Ordering::Relaxed), Ordering::Relaxed);
-                counters.type_chars.fetch_add(own.type_chars.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
+            // The runs are over (their tasks, and the listener views they held, are gone): each
+            // listener, dropped when it is unsubscribed, adds its tally to the totals.
+            subscriptions.into_iter().for_each(Subscription::unsubscribe);
             Ok::<_, String>(agents)
         })?
     };
