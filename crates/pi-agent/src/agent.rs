@@ -440,28 +440,36 @@ fn drive(
         }
         RunWork::Continue => Box::pin(pi_loop::run_agent_loop_continue(context, config, loop_sink, cancel.clone())),
     };
-    settle(core, guard, sink, run, cancel)
+    settle(guard, sink, run)
 }
 
-async fn settle(
-    core: Arc<Core>,
+/// Not an `async fn`, whose parameters would be stored twice in its future (as given and as
+/// the body's locals): the task a run is spawned as holds only what the `async` block
+/// captures, small enough for the runtime's smallest task cell. The agent and the token are
+/// the sink's.
+#[allow(clippy::manual_async_fn)] // the `async fn` form is what this avoids
+fn settle(
     guard: FinishGuard,
     sink: Arc<RunSink>,
     run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>>,
-    cancel: CancellationToken,
-) -> Result<(), AgentError> {
-    let failure = match catch_panic(run).await {
-        Ok(Ok(_)) => None,
-        Ok(Err(error)) => Some(error.to_string()),
-        Err(panic) => Some(panic),
-    };
-    let outcome = match failure {
-        // Boxed: held inline, the rare failure report would make every run's task larger.
-        Some(error) => Box::pin(core.report_failure(&sink, error, cancel.is_cancelled())).await,
-        None => Ok(()),
-    };
-    drop(guard);
-    outcome
+) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
+    async move {
+        let failure = match catch_panic(run).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(panic) => Some(panic),
+        };
+        let outcome = match failure {
+            // Boxed: held inline, the rare failure report would make every run's task larger.
+            Some(error) => {
+                let aborted = sink.cancel.is_cancelled();
+                Box::pin(sink.core.report_failure(&sink, error, aborted)).await
+            }
+            None => Ok(()),
+        };
+        drop(guard);
+        outcome
+    }
 }
 
 /// The stateful agent (the reference's `Agent`).

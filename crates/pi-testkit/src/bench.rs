@@ -357,9 +357,12 @@ pub fn run(
                 agents.push(agent);
             }
             for _ in 0..prompt_count {
+                // Every prompt starts its run as a task of its own, so waiting for the runs in
+                // turn lets them all go on at once, as `Promise.all` does, without a joined
+                // future (and its bookkeeping) per agent.
                 let runs: Vec<_> = agents.iter().map(|a| a.prompt(USER_PROMPT)).collect();
-                for outcome in futures::future::join_all(runs).await {
-                    outcome.map_err(|e| e.to_string())?;
+                for run in runs {
+                    run.await.map_err(|e| e.to_string())?;
                 }
             }
             // The runs are over (their tasks, and the listener views they held, are gone): each
