@@ -80,19 +80,29 @@ pub(crate) fn run_agent_loop_continue_to(
     run_continue(Box::new(Inputs { context, config }), target, cancel)
 }
 
-async fn run_continue(inputs: Box<Inputs>, target: Target, cancel: CancellationToken) -> RunOutcome {
-    check_continue(&inputs.context)?;
-    let emitter = Emitter::new(target);
-    let mut new_messages = Vec::new();
-    let mut run = {
-        let (context, config) = inputs.into_parts();
-        Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
-    };
-    emitter.emit_boxed(AgentEvent::AgentStart).await?;
-    emitter.emit_boxed(AgentEvent::TurnStart).await?;
-    run.run(true).await?;
-    drop(run);
-    Ok(new_messages)
+// This and `run_with_prompts` are not `async fn`s, whose parameters would take room twice in
+// the future every run is (as given and as the body's locals): the `async move` blocks hold
+// each of them once.
+#[allow(clippy::manual_async_fn)]
+fn run_continue(
+    inputs: Box<Inputs>,
+    target: Target,
+    cancel: CancellationToken,
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    async move {
+        check_continue(&inputs.context)?;
+        let emitter = Emitter::new(target);
+        let mut new_messages = Vec::new();
+        let mut run = {
+            let (context, config) = inputs.into_parts();
+            Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
+        };
+        emitter.emit_boxed(AgentEvent::AgentStart).await?;
+        emitter.emit_boxed(AgentEvent::TurnStart).await?;
+        run.run(true).await?;
+        drop(run);
+        Ok(new_messages)
+    }
 }
 
 /// Like [`run_agent_loop`], but the first steering poll is skipped (the caller already
@@ -107,34 +117,37 @@ pub fn run_agent_loop_resume(
     run_with_prompts(prompts, Box::new(Inputs { context, config }), Target::Sink(sink), cancel, false)
 }
 
-async fn run_with_prompts(
+#[allow(clippy::manual_async_fn)]
+fn run_with_prompts(
     prompts: Vec<AgentMessage>,
     inputs: Box<Inputs>,
     target: Target,
     cancel: CancellationToken,
     poll_initial_steering: bool,
-) -> RunOutcome {
-    let emitter = Emitter::new(target);
-    let initial;
-    let mut new_messages;
-    // Built before the first await, in a block: the context and configuration then live only
-    // in this box (a local moved from still has its place in the future until its scope ends).
-    let mut run = {
-        let (mut context, config) = inputs.into_parts();
-        initial = declare_tool_changes(&context, prompts);
-        context.messages.extend(initial.iter().cloned());
-        new_messages = initial.clone();
-        Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
-    };
-    emitter.emit_boxed(AgentEvent::AgentStart).await?;
-    emitter.emit_boxed(AgentEvent::TurnStart).await?;
-    for message in initial {
-        emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
-        emitter.emit_boxed(AgentEvent::MessageEnd { message }).await?;
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    async move {
+        let emitter = Emitter::new(target);
+        let initial;
+        let mut new_messages;
+        // Built before the first await, in a block: the context and configuration then live only
+        // in this box (a local moved from still has its place in the future until its scope ends).
+        let mut run = {
+            let (mut context, config) = inputs.into_parts();
+            initial = declare_tool_changes(&context, prompts);
+            context.messages.extend(initial.iter().cloned());
+            new_messages = initial.clone();
+            Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
+        };
+        emitter.emit_boxed(AgentEvent::AgentStart).await?;
+        emitter.emit_boxed(AgentEvent::TurnStart).await?;
+        for message in initial {
+            emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
+            emitter.emit_boxed(AgentEvent::MessageEnd { message }).await?;
+        }
+        run.run(poll_initial_steering).await?;
+        drop(run);
+        Ok(new_messages)
     }
-    run.run(poll_initial_steering).await?;
-    drop(run);
-    Ok(new_messages)
 }
 
 pub(crate) fn check_continue(context: &AgentContext) -> Result<(), LoopError> {

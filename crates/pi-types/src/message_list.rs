@@ -165,7 +165,18 @@ impl<T: Clone> Shared<T> {
 
     fn push(&mut self, item: T) {
         match self {
-            Self::Small(items) if items.len() < SMALL => Arc::make_mut(items).push(item),
+            Self::Small(items) if items.len() < SMALL => match Arc::get_mut(items) {
+                Some(own) => own.push(item),
+                None => {
+                    // Shared with another holder (an agent and its run each append the same
+                    // messages): the copy gets room for this one message and the next, not
+                    // the doubling a push would give a copy of exactly the shared length.
+                    let mut copy = Vec::with_capacity(items.len().saturating_add(2));
+                    copy.extend(items.iter().cloned());
+                    copy.push(item);
+                    *items = Arc::new(copy);
+                }
+            },
             Self::Small(items) => {
                 let mut large: Vector<T> = items.iter().cloned().collect();
                 large.push_back(item);

@@ -396,57 +396,62 @@ impl FauxProvider {
         self.stream_content(out, content, reason, cancel)
     }
 
-    async fn stream_content(
+    // Not an `async fn`: its parameters would take room twice in the future every streaming
+    // request holds (as given and as the body's locals).
+    #[allow(clippy::manual_async_fn)]
+    fn stream_content(
         &self,
         mut out: AssistantMessageBuilder,
         mut content: Vec<AssistantContent>,
         reason: StopReason,
         cancel: Option<CancellationToken>,
-    ) {
-        let cancelled = || cancel.as_ref().is_some_and(|c| c.is_cancelled());
-        if cancelled() {
-            return abort(out).await;
-        }
-        out.start().await;
-        for block in &mut content {
-            match self.stream_block(&mut out, block, cancel.as_ref()).await {
-                Ok(true) => {}
-                Ok(false) => return abort(out).await,
-                Err(error) => return out.error(error.to_string()).await,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        async move {
+            let cancelled = || cancel.as_ref().is_some_and(|c| c.is_cancelled());
+            if cancelled() {
+                return Box::pin(abort(out)).await;
             }
-        }
-        // The scripted signatures arrive with the final message, as in the reference, whose
-        // partial blocks never carry them.
-        for (index, block) in content.into_iter().enumerate() {
-            match block {
-                AssistantContent::Text(text) => {
-                    if let Ok(partial) = out.text_mut(index) {
-                        *partial = text;
-                    }
+            out.start().await;
+            for block in &mut content {
+                match self.stream_block(&mut out, block, cancel.as_ref()).await {
+                    Ok(true) => {}
+                    Ok(false) => return Box::pin(abort(out)).await,
+                    Err(error) => return out.error(error.to_string()).await,
                 }
-                AssistantContent::Thinking(thinking) => {
-                    if let Ok(partial) = out.thinking_mut(index) {
-                        *partial = thinking;
-                    }
-                }
-                AssistantContent::ToolCall(_) => {}
             }
+            // The scripted signatures arrive with the final message, as in the reference, whose
+            // partial blocks never carry them.
+            for (index, block) in content.into_iter().enumerate() {
+                match block {
+                    AssistantContent::Text(text) => {
+                        if let Ok(partial) = out.text_mut(index) {
+                            *partial = text;
+                        }
+                    }
+                    AssistantContent::Thinking(thinking) => {
+                        if let Ok(partial) = out.thinking_mut(index) {
+                            *partial = thinking;
+                        }
+                    }
+                    AssistantContent::ToolCall(_) => {}
+                }
+            }
+            if reason == StopReason::Pending {
+                // Built in a block: the model must not be held across the await.
+                let error = {
+                    let model = Model::new(
+                        out.message().model.as_str(),
+                        out.message().api.as_str(),
+                        out.message().provider.as_str(),
+                    );
+                    Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
+                };
+                let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };
+                return out.into_sender().send(event).await;
+            }
+            // `error` and `aborted` end with the scripted message as the error.
+            out.done(reason).await;
         }
-        if reason == StopReason::Pending {
-            // Built in a block: the model must not be held across the await.
-            let error = {
-                let model = Model::new(
-                    out.message().model.as_str(),
-                    out.message().api.as_str(),
-                    out.message().provider.as_str(),
-                );
-                Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
-            };
-            let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };
-            return out.into_sender().send(event).await;
-        }
-        // `error` and `aborted` end with the scripted message as the error.
-        out.done(reason).await;
     }
 }
 
