@@ -1,0 +1,24 @@
+//! Sizes of the values every agent keeps many of, held down so that a field added by value
+//! (instead of behind a pointer, when it is rarely set) shows up here rather than as memory
+//! per agent: an agent loop copies its `StreamOptions` into every request and keeps them for
+//! the run, every emitted event is moved through the futures that emit it, and a transcript
+//! keeps every message and tool call.
+
+use pi_types::{AgentEvent, AssistantContent, AssistantMessage, StreamOptions, ToolResultMessage};
+
+fn check<T>(name: &str, limit: usize) {
+    let size = std::mem::size_of::<T>();
+    assert!(size <= limit, "{name} is {size} bytes (at most {limit})");
+}
+
+#[test]
+fn values_kept_per_agent_stay_small() {
+    // 600 bytes before its rarely set, larger options were shared.
+    check::<StreamOptions>("StreamOptions", 256);
+    // 128 bytes before the tool execution events boxed their arguments.
+    check::<AgentEvent>("AgentEvent", 80);
+    check::<AssistantMessage>("AssistantMessage", 400);
+    check::<AssistantContent>("AssistantContent", 192);
+    // 328 bytes before its rare usage was boxed.
+    check::<ToolResultMessage>("ToolResultMessage", 216);
+}
