@@ -13,9 +13,15 @@
 //! polls only the calls that were woken. A streamed update needs none: the loop awaits it
 //! directly, so the consumer's next `poll_next` polls it again; skipping the waker saves a
 //! clone and a wake of the consumer's task per delta.
+//!
+//! Whether the slot holds an event is also kept in a flag beside its lock, so that the looks
+//! that find nothing to do (the consumer's before it polls the run, an emit's while its event
+//! waits or after it was taken) are one load each: per event the lock is taken twice, to put
+//! the event in and to take it out.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
@@ -33,6 +39,8 @@ use crate::LoopError;
 #[derive(Default)]
 pub(crate) struct Handoff {
     slot: spin::mutex::SpinMutex<Slot>,
+    /// Whether `slot` holds an event; changed only under the lock.
+    full: AtomicBool,
 }
 
 #[derive(Default)]
@@ -45,8 +53,12 @@ struct Slot {
 impl Handoff {
     /// Take the waiting event, if any, and wake its emit if it waits with a waker.
     fn take(&self) -> Option<AgentEvent> {
+        if !self.full.load(Ordering::Acquire) {
+            return None;
+        }
         let (event, producer) = {
             let mut slot = self.slot.lock();
+            self.full.store(false, Ordering::Release);
             (slot.event.take(), slot.producer.take())
         };
         if let Some(waker) = producer {
@@ -60,7 +72,10 @@ impl Handoff {
     /// the module docs), so it needs no waker.
     pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken<'_> {
         // Emits are serialized by the loop, so the slot is empty here.
-        self.slot.lock().event = Some(event);
+        let mut slot = self.slot.lock();
+        slot.event = Some(event);
+        self.full.store(true, Ordering::Release);
+        drop(slot);
         Taken { handoff: self, awaited_directly }
     }
 }
@@ -75,11 +90,17 @@ impl Future for Taken<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.handoff.full.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        if self.awaited_directly {
+            return Poll::Pending;
+        }
         let mut slot = self.handoff.slot.lock();
         if slot.event.is_none() {
             return Poll::Ready(());
         }
-        if !self.awaited_directly && !slot.producer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        if !slot.producer.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             slot.producer = Some(cx.waker().clone());
         }
         Poll::Pending
