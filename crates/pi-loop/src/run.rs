@@ -443,24 +443,29 @@ impl<'r> Run<'r> {
         let mut was_started = false;
         // Only for a stream that does not leave its unfinished message (see below).
         let mut streamed: Option<Box<Streamed>> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                AssistantMessageEvent::Start { partial } => {
-                    was_started = true;
-                    let start = started(partial, !stream.leaves_unfinished(), &mut streamed);
-                    self.emitter.emit(start).await?;
-                }
-                AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
-                event if was_started => {
-                    let Some(current) = event.partial().cloned() else { continue };
-                    if let Some(streamed) = &mut streamed {
-                        streamed.observe(&event, &current);
+        loop {
+            // Made in a block that ends before the emit: a binding of the provider's event
+            // that lived on would keep its place in this future beside the emission.
+            let emission = {
+                let Some(event) = stream.next().await else { break };
+                match event {
+                    AssistantMessageEvent::Start { partial } => {
+                        was_started = true;
+                        Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed))
                     }
-                    let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
-                    self.emitter.emit(Emission::update(update, stream.metadata_changed())).await?;
+                    AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
+                    event if was_started => {
+                        let Some(current) = event.partial().cloned() else { continue };
+                        if let Some(streamed) = &mut streamed {
+                            streamed.observe(&event, &current);
+                        }
+                        let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
+                        Emission::update(update, stream.metadata_changed())
+                    }
+                    _ => continue,
                 }
-                _ => {}
-            }
+            };
+            self.emitter.emit(emission).await?;
         }
         // Without a terminal event, end with what was streamed: the message a builder left with
         // the stream, or else the loop's own copy. Taking the final message out of the stream
