@@ -253,7 +253,9 @@ impl<'r> Run<'r> {
                 if let Some(turn) = &last_turn {
                     if let Some(hook) = self.config.prepare_next_turn.clone() {
                         let ctx = self.turn_context(turn);
-                        let update = catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)?;
+                        // Boxed, as are the turn's other hook calls: inline, a hook's future
+                        // would size the future of every run, hooks or not.
+                        let update = Box::pin(catch_call(|| hook(&ctx))).await.map_err(LoopError::Hook)?;
                         if let Some(update) = update {
                             if let Some(context) = update.context {
                                 self.replace_context(context);
@@ -282,7 +284,8 @@ impl<'r> Run<'r> {
                 if let Some(hook) = self.config.prepare_request.clone() {
                     let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
                     let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
-                    let update = catch_call(|| hook(&request, &self.cancel)).await.map_err(LoopError::Hook)?;
+                    let update =
+                        Box::pin(catch_call(|| hook(&request, &self.cancel))).await.map_err(LoopError::Hook)?;
                     if let Some(update) = update {
                         if let Some(context) = update.context {
                             self.replace_context(context);
@@ -301,7 +304,7 @@ impl<'r> Run<'r> {
                     let turn = CompletedTurn { message, tool_results: Vec::new() };
                     if let Some(hook) = self.config.finish_turn.clone() {
                         let ctx = self.turn_context(&turn);
-                        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?;
+                        Box::pin(catch_call(|| hook(&ctx, &self.cancel))).await.map_err(LoopError::Hook)?;
                     }
                     self.emitter
                         .emit_boxed(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
@@ -335,7 +338,7 @@ impl<'r> Run<'r> {
                 let decision = match self.config.finish_turn.clone() {
                     Some(hook) => {
                         let ctx = self.turn_context(&turn);
-                        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)?
+                        Box::pin(catch_call(|| hook(&ctx, &self.cancel))).await.map_err(LoopError::Hook)?
                     }
                     None => None,
                 };

@@ -338,8 +338,13 @@ impl FauxProvider {
     /// the whole response, twice, making every streaming request kilobytes larger.
     async fn respond(self, tx: EventSender, mut pending: Box<Pending>) {
         if let Some(on_response) = &pending.request.options.on_response {
-            let response = ProviderResponse { status: 200, ..Default::default() };
-            on_response(&response, &pending.request.model).await;
+            // Boxed, as is the response factory below: this future waits at the yield in every
+            // concurrent request, so it holds no state of the steps before and after it.
+            Box::pin(async {
+                let response = ProviderResponse { status: 200, ..Default::default() };
+                on_response(&response, &pending.request.model).await;
+            })
+            .await;
         }
         if self.inner.tokens_per_second.is_none() {
             // Behave like a network call: let other tasks run once per request.
@@ -351,7 +356,7 @@ impl FauxProvider {
         let message = match pending.step.take() {
             None => Err("No more faux responses queued".to_owned()),
             Some(Queued::Message(message)) => Ok(message),
-            Some(Queued::Build(build)) => catch_call(|| build(request)).await.map(Box::new),
+            Some(Queued::Build(build)) => Box::pin(catch_call(|| build(request))).await.map(Box::new),
         };
         let (mut message, streamed) = match message {
             Ok(mut message) => {
