@@ -23,14 +23,30 @@ use crate::LoopError;
 struct Inputs {
     context: AgentContext,
     config: LoopConfig,
+    prompts: Vec<AgentMessage>,
+    target: Target,
+    cancel: CancellationToken,
 }
 
 impl Inputs {
+    /// All of a run's inputs in one box: the run's future then holds one pointer to them
+    /// until they are taken apart (each argument of its own would keep its place for the whole
+    /// run, moved out or not).
+    fn boxed(
+        prompts: Vec<AgentMessage>,
+        context: AgentContext,
+        config: LoopConfig,
+        target: Target,
+        cancel: CancellationToken,
+    ) -> Box<Self> {
+        Box::new(Self { context, config, prompts, target, cancel })
+    }
+
     /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
     /// would keep the empty box allocated until the run ends).
-    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig) {
-        let Self { context, config } = *self;
-        (context, config)
+    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Target, CancellationToken) {
+        let Self { context, config, prompts, target, cancel } = *self;
+        (context, config, prompts, target, cancel)
     }
 }
 
@@ -56,7 +72,7 @@ pub(crate) fn run_agent_loop_to(
     target: Target,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(prompts, Box::new(Inputs { context, config }), target, cancel, true)
+    run_with_prompts(Inputs::boxed(prompts, context, config, target, cancel), true)
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -77,26 +93,23 @@ pub(crate) fn run_agent_loop_continue_to(
     target: Target,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Box::new(Inputs { context, config }), target, cancel)
+    run_continue(Inputs::boxed(Vec::new(), context, config, target, cancel))
 }
 
 // This and `run_with_prompts` are not `async fn`s, whose parameters would take room twice in
 // the future every run is (as given and as the body's locals): the `async move` blocks hold
 // each of them once.
 #[allow(clippy::manual_async_fn)]
-fn run_continue(
-    inputs: Box<Inputs>,
-    target: Target,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
+fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         check_continue(&inputs.context)?;
-        let emitter = Emitter::new(target);
         let mut new_messages = Vec::new();
-        let mut run = {
-            let (context, config) = inputs.into_parts();
-            Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
-        };
+        let (emitter, mut run);
+        {
+            let (context, config, _, target, cancel) = inputs.into_parts();
+            emitter = Emitter::new(target);
+            run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
+        }
         emitter.emit_boxed(AgentEvent::AgentStart).await?;
         emitter.emit_boxed(AgentEvent::TurnStart).await?;
         run.run(true).await?;
@@ -114,30 +127,26 @@ pub fn run_agent_loop_resume(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(prompts, Box::new(Inputs { context, config }), Target::Sink(sink), cancel, false)
+    run_with_prompts(Inputs::boxed(prompts, context, config, Target::Sink(sink), cancel), false)
 }
 
 #[allow(clippy::manual_async_fn)]
 fn run_with_prompts(
-    prompts: Vec<AgentMessage>,
     inputs: Box<Inputs>,
-    target: Target,
-    cancel: CancellationToken,
     poll_initial_steering: bool,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
-        let emitter = Emitter::new(target);
-        let initial;
-        let mut new_messages;
+        let (emitter, initial, mut new_messages, mut run);
         // Built before the first await, in a block: the context and configuration then live only
         // in this box (a local moved from still has its place in the future until its scope ends).
-        let mut run = {
-            let (mut context, config) = inputs.into_parts();
+        {
+            let (mut context, config, prompts, target, cancel) = inputs.into_parts();
+            emitter = Emitter::new(target);
             initial = declare_tool_changes(&context, prompts);
             context.messages.extend(initial.iter().cloned());
             new_messages = initial.clone();
-            Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages))
-        };
+            run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
+        }
         emitter.emit_boxed(AgentEvent::AgentStart).await?;
         emitter.emit_boxed(AgentEvent::TurnStart).await?;
         for message in initial {

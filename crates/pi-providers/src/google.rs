@@ -730,7 +730,7 @@ async fn handle_chunk(
                 id: id.into(),
                 name: name.into(),
                 arguments,
-                thought_signature: signature.map(str::to_owned),
+                thought_signature: signature.map(Into::into),
                 ..Default::default()
             };
             out.complete_tool_call(tool_call).await;

@@ -736,7 +736,7 @@ impl ResponsesState {
                 let call = ToolCall {
                     id: format!("{}|{}", id_part("call_id"), id_part("id")).into(),
                     name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                    namespace: item.get("namespace").and_then(Value::as_str).map(str::to_owned),
+                    namespace: item.get("namespace").and_then(Value::as_str).map(Into::into),
                     ..Default::default()
                 };
                 let index = out.start_tool_call_with_arguments(call, text).await;
@@ -871,7 +871,7 @@ impl ResponsesState {
                     }
                     ("function_call", Some((SlotKind::ToolCall, index))) => {
                         if let Some(namespace) = item.get("namespace").and_then(Value::as_str) {
-                            out.tool_call_mut(index)?.namespace = Some(namespace.to_owned());
+                            out.tool_call_mut(index)?.namespace = Some(namespace.into());
                         }
                         match item.get("arguments").and_then(Value::as_str).filter(|a| !a.is_empty()) {
                             Some(text) => out.end_tool_call_with_arguments(index, text).await?,

@@ -637,7 +637,7 @@ impl AssistantMessageBuilder {
             if let Some(AssistantContent::ToolCall(call)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
                 call.arguments = parsed.arguments;
                 if parsed.arguments_error.is_some() {
-                    call.arguments_error = parsed.arguments_error;
+                    call.arguments_error = parsed.arguments_error.map(String::into_boxed_str);
                 }
             }
         }

@@ -53,15 +53,16 @@ pub struct ToolCall {
     pub name: CompactString,
     /// The arguments, a JSON object (partial while streaming).
     pub arguments: JsonObject,
-    /// Opaque provider signature (Gemini) to send back with the call.
+    /// Opaque provider signature (Gemini) to send back with the call. This and the two fields
+    /// after it are rarely set: boxed strings, 16 bytes each in every block of a transcript.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thought_signature: Option<String>,
+    pub thought_signature: Option<Box<str>>,
     /// OpenAI Responses namespace of dynamically loaded tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
+    pub namespace: Option<Box<str>>,
     /// Set when the complete argument text was not a JSON object; `arguments` is then empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arguments_error: Option<String>,
+    pub arguments_error: Option<Box<str>>,
 }
 
 /// A block of an assistant message.

@@ -339,9 +339,9 @@ pub struct ToolResultMessage {
     /// result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Box<Usage>>,
-    /// Calls this tool made to other tools.
+    /// Calls this tool made to other tools (boxed: rare).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nested_calls: Option<NestedToolCalls>,
+    pub nested_calls: Option<Box<NestedToolCalls>>,
     /// Whether the call failed.
     pub is_error: bool,
     /// Unix time in milliseconds.
