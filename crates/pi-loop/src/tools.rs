@@ -479,6 +479,24 @@ struct Batch<'a> {
 }
 
 impl Batch<'_> {
+    /// The first phase of a parallel batch: each call's `tool_execution_start`, then its
+    /// preparation (a call that fails it ends at once).
+    async fn prepare_all(&self, calls: &[&ToolCall]) -> Result<Vec<Slot>, LoopError> {
+        let mut slots = Vec::with_capacity(calls.len());
+        for call in calls {
+            self.emitter.emit(start_event(call)).await?;
+            match prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel).await {
+                Preparation::Immediate(result) => {
+                    let outcome = Finished::immediate(*result);
+                    self.emitter.emit(end_event(call, &outcome)).await?;
+                    slots.push(Slot::Done(outcome));
+                }
+                Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
+            }
+        }
+        Ok(slots)
+    }
+
     /// Execute a prepared call and run its `after_tool_call` hook. The arguments are lent, not
     /// given: they stay in their one place in the batch until the tool takes them, instead of
     /// being copied into each future on the way.
@@ -571,14 +589,14 @@ async fn execute_parallel(
     cancel: &CancellationToken,
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
+    let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
+    let batch = &batch;
     // Boxed, this phase and the last: every call of the batch waits in this future (at the
     // yield after its execution), so it holds no state of the steps before and after.
-    let slots = Box::pin(prepare_parallel(context, assistant, calls, hooks, cancel, emitter)).await?;
+    let slots = Box::pin(batch.prepare_all(calls)).await?;
     // Polled in source order on this task, each call giving way once its `execute` is done:
     // every call starts before any goes on (the reference starts them all at once), and
     // `tool_execution_end` follows completion order.
-    let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
-    let batch = &batch;
     // A call that runs captures its tool and arguments as they are: the arguments then have one
     // place in its future (see `Batch::run_prepared`).
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| match slot {
@@ -601,31 +619,6 @@ async fn execute_parallel(
 enum Slot {
     Done(Box<Finished>),
     Run(Arc<dyn AgentTool>, Value),
-}
-
-/// The first phase of a parallel batch: each call's `tool_execution_start`, then its
-/// preparation (a call that fails it ends at once).
-async fn prepare_parallel(
-    context: &AgentContext,
-    assistant: &Arc<AssistantMessage>,
-    calls: &[&ToolCall],
-    hooks: &ToolHooks,
-    cancel: &CancellationToken,
-    emitter: &Emitter,
-) -> Result<Vec<Slot>, LoopError> {
-    let mut slots = Vec::with_capacity(calls.len());
-    for call in calls {
-        emitter.emit(start_event(call)).await?;
-        match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
-            Preparation::Immediate(result) => {
-                let outcome = Finished::immediate(*result);
-                emitter.emit(end_event(call, &outcome)).await?;
-                slots.push(Slot::Done(outcome));
-            }
-            Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
-        }
-    }
-    Ok(slots)
 }
 
 /// The last phase of a parallel batch: the result messages, in call order.
