@@ -661,10 +661,12 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
     let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
     let preparation =
         prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
-    let (tool, args) = match preparation {
+    let (tool, mut args) = match preparation {
         Preparation::Immediate(result) => return Finished::immediate(*result).into_outcome(tool_call),
         Preparation::Prepared { tool, args } => (tool, args),
     };
+    // Only the `after_tool_call` hook reads the arguments once the tool took them.
+    let hook_args = if hooks.after.is_some() { args.clone() } else { Value::Null };
     let forward = options.on_update.clone();
     let deliver = Box::new(move |update: AgentToolResult| -> Delivery {
         if let Some(forward) = &forward {
@@ -672,11 +674,11 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
         }
         Box::pin(std::future::ready(Ok(())))
     });
-    let executed = match execute_prepared(tool_call, &tool, &mut args.clone(), &options.cancel, deliver, false).await {
+    let executed = match execute_prepared(tool_call, &tool, &mut args, &options.cancel, deliver, false).await {
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };
-    finalize(&options.context, &options.assistant_message, tool_call, &args, executed, &hooks, &options.cancel)
+    finalize(&options.context, &options.assistant_message, tool_call, &hook_args, executed, &hooks, &options.cancel)
         .await
         .into_outcome(tool_call)
 }

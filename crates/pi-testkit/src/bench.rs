@@ -233,54 +233,45 @@ impl StreamFn for WithoutTranscript {
     }
 }
 
-/// The listener's counters.
+/// The listener's counts: a plain load and store per addition, exact for counts only one caller
+/// adds to at a time (an agent calls its listener for one event at a time), like the
+/// reference's JavaScript additions; a read-modify-write would add a locked instruction per
+/// event that the reference does not pay.
 #[derive(Default)]
-// One cache line each: agents on different worker threads do not contend for counters.
-#[repr(align(64))]
-struct Counters {
+struct Counts {
     events: AtomicUsize,
     type_chars: AtomicUsize,
 }
 
-/// One agent's listener counts, added to the shared totals when the listener is dropped.
-/// Not cache-line aligned as the totals are: it lives in the listener's own allocation.
-struct Tally {
-    events: AtomicUsize,
-    type_chars: AtomicUsize,
-    total: Arc<Counters>,
-}
-
-impl Tally {
-    fn new(total: &Arc<Counters>) -> Self {
-        Self { events: AtomicUsize::new(0), type_chars: AtomicUsize::new(0), total: Arc::clone(total) }
-    }
-
-    /// As [`Counters::count`]: the agent calls its listener for one event at a time.
+impl Counts {
     fn count(&self, event: &AgentEvent) {
-        add_unshared(&self.events, 1);
-        add_unshared(&self.type_chars, black_box(event.type_name()).len());
+        let add = |counter: &AtomicUsize, amount: usize| {
+            counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
+        };
+        add(&self.events, 1);
+        add(&self.type_chars, black_box(event.type_name()).len());
     }
+}
+
+/// The totals, one cache line of their own (the `loopstream` consumer counts into them
+/// directly; agents' listeners add their tallies at the end).
+#[derive(Default)]
+#[repr(align(64))]
+struct Counters(Counts);
+
+/// One agent's listener counts, kept in the listener's own allocation (not cache-line aligned
+/// as the totals are) and added to the totals when the listener is dropped: with `--threads`
+/// the workers do not serialize on one shared cache line.
+struct Tally {
+    own: Counts,
+    total: Arc<Counters>,
 }
 
 impl Drop for Tally {
     fn drop(&mut self) {
-        self.total.events.fetch_add(self.events.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.total.type_chars.fetch_add(self.type_chars.load(Ordering::Relaxed), Ordering::Relaxed);
-    }
-}
-
-/// A plain load and store: exact for a counter only one caller adds to at a time, like the
-/// reference's JavaScript additions (a read-modify-write would add a locked instruction per
-/// event that the reference does not pay).
-fn add_unshared(counter: &AtomicUsize, amount: usize) {
-    counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
-}
-
-impl Counters {
-    /// For the one consumer of the `loopstream` workload (see [`add_unshared`]).
-    fn count(&self, event: &AgentEvent) {
-        add_unshared(&self.events, 1);
-        add_unshared(&self.type_chars, black_box(event.type_name()).len());
+        let (own, total) = (&self.own, &self.total.0);
+        total.events.fetch_add(own.events.load(Ordering::Relaxed), Ordering::Relaxed);
+        total.type_chars.fetch_add(own.type_chars.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 }
 
@@ -348,12 +339,8 @@ pub fn run(
                     .with_tools([Arc::clone(&tool)])
                     .with_tool_execution(ToolExecutionMode::Parallel);
                 let agent = Agent::new(options);
-                // Each agent's listener counts into a tally of its own, kept in the listener
-                // itself (no allocation per agent beyond the reference's closure) and added to
-                // the totals when the listener is dropped: with `--threads` the workers do not
-                // serialize on one shared cache line.
-                let tally = Tally::new(&counters);
-                subscriptions.push(agent.subscribe_fn(move |event| tally.count(event)));
+                let tally = Tally { own: Counts::default(), total: Arc::clone(&counters) };
+                subscriptions.push(agent.subscribe_fn(move |event| tally.own.count(event)));
                 agents.push(agent);
             }
             for _ in 0..prompt_count {
@@ -373,11 +360,11 @@ pub fn run(
     };
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
 
-    let events = counters.events.load(Ordering::Relaxed);
+    let events = counters.0.events.load(Ordering::Relaxed);
     if events != expect.events {
         return Err(format!("{workload} {size}: expected {} events, got {events}", expect.events));
     }
-    if counters.type_chars.load(Ordering::Relaxed) == 0 {
+    if counters.0.type_chars.load(Ordering::Relaxed) == 0 {
         return Err("listener saw no event types".into());
     }
     for agent in &agents {
@@ -420,7 +407,7 @@ async fn loop_stream(
     let prompts = vec![UserMessage::text(USER_PROMPT).into()];
     let mut stream = pi_loop::agent_loop(prompts, context, config, Default::default());
     while let Some(event) = stream.next().await {
-        counters.count(&event);
+        counters.0.count(&event);
     }
     stream.result().await.map_err(|e| e.to_string())
 }

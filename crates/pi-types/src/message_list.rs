@@ -6,6 +6,8 @@
 //! decrements when the run ends), so a long conversation would pay O(history) per prompt.
 //! [`MessageList`] is a persistent vector (an RRB tree, `imbl::Vector`): a clone shares every
 //! node, a push copies at most the one chunk it writes to, so a prompt costs O(new messages).
+//! Up to 32 messages it is one shared `Vec` instead, copied whole (a bounded copy) when a
+//! holder appends to a shared one.
 //!
 //! A long list also keeps its system messages apart, in order, because the transcript rules
 //! (tool declarations, the current system prompt) replay only those: a replay costs the
@@ -488,11 +490,11 @@ mod tests {
             let mut shared = list.clone();
             shared.push(system("s"));
             assert_eq!((list.len(), shared.len(), shared.systems().count()), (len, len + 1, 1));
+            assert_eq!(Vec::from(shared.clone()).len(), len + 1);
             shared.push(UserMessage::text("u").into());
             shared.push(system("t"));
             let texts: Vec<String> = shared.systems().rev().map(|s| s.content.to_text()).collect();
             assert_eq!((shared.systems().len(), texts), (2, vec!["t".to_owned(), "s".to_owned()]), "{len}");
-            assert_eq!(Vec::from(shared.clone()).len(), len + 3);
             shared.truncate(len);
             assert_eq!(shared, list);
             assert_eq!(shared.systems().count(), 0);

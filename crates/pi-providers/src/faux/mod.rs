@@ -131,8 +131,8 @@ struct FauxState {
 }
 
 struct FauxInner {
-    api: String,
-    provider: String,
+    api: CompactString,
+    provider: CompactString,
     min_token_size: usize,
     max_token_size: usize,
     tokens_per_second: Option<f64>,
@@ -189,8 +189,8 @@ impl FauxProvider {
         let seed = pi_types::now_ms() | 1;
         Self {
             inner: Arc::new(FauxInner {
-                api: options.api,
-                provider: options.provider,
+                api: options.api.into(),
+                provider: options.provider.into(),
                 min_token_size: min,
                 max_token_size: max,
                 tokens_per_second: options.tokens_per_second,
@@ -323,8 +323,8 @@ impl FauxProvider {
 
     fn error_message(&self, model: &Model, text: String) -> AssistantMessage {
         AssistantMessage {
-            api: self.inner.api.as_str().into(),
-            provider: self.inner.provider.as_str().into(),
+            api: self.inner.api.clone(),
+            provider: self.inner.provider.clone(),
             model: model.id.clone(),
             stop_reason: StopReason::Error,
             error_message: Some(text),
@@ -360,8 +360,8 @@ impl FauxProvider {
         };
         let (mut message, streamed) = match message {
             Ok(mut message) => {
-                message.api = self.inner.api.as_str().into();
-                message.provider = self.inner.provider.as_str().into();
+                message.api = self.inner.api.clone();
+                message.provider = self.inner.provider.clone();
                 message.model = request.model.id.clone();
                 (message, true)
             }
