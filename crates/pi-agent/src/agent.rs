@@ -212,12 +212,16 @@ impl Core {
         mut last_id: u64,
         view: &mut ListenerView,
     ) -> Option<(u64, Listener)> {
+        // Where the next listener is in `view`: found by id only when the list changed (ids
+        // grow along the list, and 0 is before every id).
+        let mut index = if last_id == 0 { 0 } else { view.list.partition_point(|entry| entry.id <= last_id) };
         loop {
             if self.listeners_version.load(Ordering::Acquire) != view.version {
                 *view = self.listener_view();
+                index = view.list.partition_point(|entry| entry.id <= last_id);
             }
-            let index = view.list.partition_point(|entry| entry.id <= last_id);
             let entry = view.list.get(index)?;
+            index += 1;
             last_id = entry.id;
             match &entry.listener {
                 ListenerKind::Sync(listener) => listener(event),
@@ -405,7 +409,7 @@ impl Drop for FinishGuard {
             let mut state = lock(&self.core.state);
             state.is_streaming = false;
             state.clear_streaming();
-            state.pending_tool_calls = Arc::default();
+            state.pending_tool_calls = PendingToolCalls::shared_empty();
         }
         if run.as_ref().is_some_and(|r| r.id == self.run_id) {
             *run = None;
@@ -909,7 +913,7 @@ impl Agent {
             *lock(&core.transcript_cache) = pi_loop::TranscriptCache::new();
             state.is_streaming = false;
             state.clear_streaming();
-            state.pending_tool_calls = Arc::default();
+            state.pending_tool_calls = PendingToolCalls::shared_empty();
             state.error_message = None;
         }
         drop(slot);

@@ -1,6 +1,9 @@
 //! The ids of the tool calls that are executing, as a set in start order.
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use pi_types::CompactString;
 
 use serde::{Serialize, Serializer};
 
@@ -15,15 +18,25 @@ const SCANNED: usize = 16;
 /// calls stays linear; iterating yields the ids in the order their calls started.
 #[derive(Clone, Default)]
 pub struct PendingToolCalls {
-    /// In start order; `None` where a call ended (compacted once they are the majority).
-    slots: Vec<Option<String>>,
-    /// Id → its slot, while there are more than [`SCANNED`] slots (empty otherwise).
-    index: HashMap<String, usize>,
+    /// In start order; `None` where a call ended (compacted once they are the majority). Ids
+    /// are `CompactString`s: a provider's call id is usually short enough to need no allocation.
+    slots: Vec<Option<CompactString>>,
+    /// Id → its slot, while there are more than [`SCANNED`] slots (`None` otherwise): boxed,
+    /// so the set every agent keeps is small while it needs no table.
+    #[allow(clippy::box_collection)]
+    index: Option<Box<HashMap<CompactString, usize>>>,
     /// How many slots hold an id.
     len: usize,
 }
 
 impl PendingToolCalls {
+    /// The empty set, shared: an agent that has no call in flight holds no set of its own (the
+    /// first call copies it on write).
+    pub(crate) fn shared_empty() -> Arc<Self> {
+        static EMPTY: OnceLock<Arc<PendingToolCalls>> = OnceLock::new();
+        Arc::clone(EMPTY.get_or_init(Arc::default))
+    }
+
     /// Whether no tool call is executing.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -41,7 +54,7 @@ impl PendingToolCalls {
 
     /// The ids in the order their calls started.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &str> {
-        self.slots.iter().flatten().map(String::as_str)
+        self.slots.iter().flatten().map(CompactString::as_str)
     }
 
     /// Add an id at the end; `false` (and no change) if it is already there.
@@ -49,14 +62,19 @@ impl PendingToolCalls {
         if self.contains(id) {
             return false;
         }
-        self.slots.push(Some(id.to_owned()));
+        if self.slots.capacity() == 0 {
+            // Most batches are one call: room for just it (growth doubles from there).
+            self.slots.reserve_exact(1);
+        }
+        self.slots.push(Some(id.into()));
         self.len += 1;
-        if self.slots.len() > SCANNED {
-            if self.index.is_empty() {
-                self.reindex();
-            } else {
-                self.index.insert(id.to_owned(), self.slots.len() - 1);
+        let slot = self.slots.len() - 1;
+        match &mut self.index {
+            Some(index) => {
+                index.insert(id.into(), slot);
             }
+            None if self.slots.len() > SCANNED => self.reindex(),
+            None => {}
         }
         true
     }
@@ -67,14 +85,16 @@ impl PendingToolCalls {
         if let Some(entry) = self.slots.get_mut(slot) {
             *entry = None;
         }
-        self.index.remove(id);
+        if let Some(index) = &mut self.index {
+            index.remove(id);
+        }
         self.len = self.len.saturating_sub(1);
         if self.len == 0 {
             // Idle between batches: an agent that waits keeps no table around.
             *self = Self::default();
         } else if self.slots.len() > 2 * self.len + SCANNED {
             self.slots.retain(Option::is_some);
-            self.index.clear();
+            self.index = None;
             if self.slots.len() > SCANNED {
                 self.reindex();
             }
@@ -83,15 +103,15 @@ impl PendingToolCalls {
     }
 
     fn slot_of(&self, id: &str) -> Option<usize> {
-        if self.index.is_empty() {
-            self.slots.iter().position(|slot| slot.as_deref() == Some(id))
-        } else {
-            self.index.get(id).copied()
+        match &self.index {
+            Some(index) => index.get(id).copied(),
+            None => self.slots.iter().position(|slot| slot.as_deref() == Some(id)),
         }
     }
 
     fn reindex(&mut self) {
-        self.index = self.slots.iter().enumerate().filter_map(|(slot, id)| Some((id.clone()?, slot))).collect();
+        let index = self.slots.iter().enumerate().filter_map(|(slot, id)| Some((id.clone()?, slot))).collect();
+        self.index = Some(Box::new(index));
     }
 }
 
@@ -158,6 +178,6 @@ mod tests {
         for id in expected {
             assert!(pending.remove(id));
         }
-        assert!(pending.is_empty() && pending.slots.capacity() == 0 && pending.index.capacity() == 0);
+        assert!(pending.is_empty() && pending.slots.capacity() == 0 && pending.index.is_none());
     }
 }

@@ -106,7 +106,7 @@ impl AgentState {
             messages: messages.into(),
             is_streaming: false,
             streaming_message: None,
-            pending_tool_calls: Arc::default(),
+            pending_tool_calls: PendingToolCalls::shared_empty(),
             error_message: None,
             own_partial: None,
             arguments: ArgumentRefresh::default(),
@@ -140,6 +140,43 @@ impl AgentState {
         }
     }
 
+    /// The common update, a text or thinking delta to the copy the listeners see, with nothing
+    /// but that block's text changed: appended in place. `false` when the update is another
+    /// kind (then [`reduce`](Self::reduce) takes its general path, which gives the same result).
+    fn append_delta(&mut self, partial: &AssistantMessage, event: &AssistantMessageEvent) -> bool {
+        let (index, delta, text) = match event {
+            AssistantMessageEvent::TextDelta { content_index, delta, .. } => (*content_index, delta, true),
+            AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => (*content_index, delta, false),
+            _ => return false,
+        };
+        let Some(StreamingMessage::Assistant(own)) = &mut self.streaming_message else { return false };
+        if self.own_partial.is_some() || own.content.len() != partial.content.len() {
+            return false;
+        }
+        // Unique unless a snapshot holds it: then copied once (copy on write).
+        let own = Arc::make_mut(own);
+        match (own.content.get_mut(index), partial.content.get(index)) {
+            (Some(AssistantContent::Text(mine)), Some(AssistantContent::Text(theirs))) if text => {
+                mine.text.push_str(delta);
+                if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
+                    mine.clone_from(theirs);
+                }
+                true
+            }
+            (Some(AssistantContent::Thinking(mine)), Some(AssistantContent::Thinking(theirs))) if !text => {
+                mine.thinking.push_str(delta);
+                if mine.thinking.len() != theirs.thinking.len()
+                    || mine.thinking_signature != theirs.thinking_signature
+                    || mine.redacted != theirs.redacted
+                {
+                    mine.clone_from(theirs);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The system prompt: the replay of every system message of the transcript.
     pub fn system_prompt(&self) -> String {
         current_system_prompt(self.messages.systems())
@@ -161,6 +198,9 @@ impl AgentState {
                 });
             }
             AgentEvent::MessageUpdate { message, assistant_message_event } => {
+                if !metadata_changed && self.append_delta(message, assistant_message_event) {
+                    return false;
+                }
                 let mut own = match self.own_partial.take().or_else(|| match self.streaming_message.take() {
                     Some(StreamingMessage::Assistant(own)) => Some(own),
                     _ => None,

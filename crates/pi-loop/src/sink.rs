@@ -155,7 +155,10 @@ impl Emitter {
                 false => Some(self.order.lock().await),
             };
             match &self.target {
-                Target::Sink(sink) => deliver(&**sink, &event, metadata_changed).await,
+                Target::Sink(sink) => match start_delivery(&**sink, &event, metadata_changed) {
+                    Delivery::Handled(outcome) => outcome,
+                    Delivery::Pending(future) => finish_delivery(future).await,
+                },
                 Target::Handoff(handoff) => {
                     handoff.give(event, alone).await;
                     Ok(())
@@ -213,21 +216,33 @@ impl From<AgentEvent> for Emission {
     }
 }
 
-/// Hand one event to the sink; a sink error or panic becomes [`crate::LoopError::Sink`].
-async fn deliver(
-    sink: &dyn AgentEventSink,
-    event: &AgentEvent,
-    metadata_changed: bool,
-) -> Result<(), crate::LoopError> {
+/// How far [`start_delivery`] got.
+enum Delivery<'a> {
+    /// The sink handled the event at once (the common case): no future to poll.
+    Handled(Result<(), crate::LoopError>),
+    /// The sink handles it in this future.
+    Pending(EmitFuture<'a>),
+}
+
+/// Hand one event to the sink; a sink error or panic becomes [`crate::LoopError::Sink`]. A
+/// plain function, so that an event the sink handles at once costs no future of its own.
+fn start_delivery<'a>(sink: &'a dyn AgentEventSink, event: &'a AgentEvent, metadata_changed: bool) -> Delivery<'a> {
     let handle = || match event {
         AgentEvent::MessageUpdate { .. } => sink.emit_update(event, metadata_changed),
         _ => sink.emit(event),
     };
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(handle)) {
-        // Handled at once (the common case): no future to poll.
-        Ok(EmitFuture::Ready(outcome)) => outcome.unwrap_or(Ok(())).map_err(|error| error.to_string()),
-        Ok(future) => pi_types::catch_failure(future).await,
-        Err(payload) => Err(pi_types::error::panic_message(payload.as_ref())),
-    };
-    outcome.map_err(crate::LoopError::Sink)
+    match std::panic::catch_unwind(AssertUnwindSafe(handle)) {
+        Ok(EmitFuture::Ready(outcome)) => {
+            Delivery::Handled(outcome.unwrap_or(Ok(())).map_err(|error| crate::LoopError::Sink(error.to_string())))
+        }
+        Ok(future) => Delivery::Pending(future),
+        Err(payload) => {
+            Delivery::Handled(Err(crate::LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))))
+        }
+    }
+}
+
+/// The rest of a delivery the sink handles asynchronously.
+async fn finish_delivery(future: EmitFuture<'_>) -> Result<(), crate::LoopError> {
+    pi_types::catch_failure(future).await.map_err(crate::LoopError::Sink)
 }

@@ -671,6 +671,7 @@ impl AssistantMessageBuilder {
     }
 
     /// Checks that `index` is an open block of `kind`.
+    #[inline]
     fn open_block(&self, index: usize, kind: Kind) -> Result<(), TypesError> {
         let is_kind = self.message.content.get(index).is_some_and(|block| kind_of(block) == kind);
         if is_kind && self.is_open(index) {

@@ -33,9 +33,8 @@ use crate::transcript::TranscriptContext;
 /// not depend on when a producer stamps its timestamp: one stamped just before the stream was
 /// created (the millisecond may tick in between) is timed as soon as the response starts.
 pub struct AssistantMessageEventStream {
-    inner: BoxStream<'static, AssistantMessageEvent>,
-    /// The producer's slot, for a stream made by [`from_producer`](Self::from_producer).
-    slot: Option<Arc<Slot>>,
+    /// Where the events come from: a producer's slot is polled without a dynamic call.
+    source: Source,
     clock: StreamClock,
     saw_start: bool,
     final_message: Option<Arc<AssistantMessage>>,
@@ -71,8 +70,7 @@ impl AssistantMessageEventStream {
 
     fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
         Self {
-            inner: events.boxed(),
-            slot: None,
+            source: Source::Events(events.boxed()),
             clock,
             saw_start: false,
             final_message: None,
@@ -102,9 +100,8 @@ impl AssistantMessageEventStream {
         let clock = StreamClock::now();
         let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
-        let mut stream =
-            Self::with_clock(ProducerStream { slot: Arc::clone(&slot), future: Some(Box::pin(future)) }, clock);
-        stream.slot = Some(slot);
+        let mut stream = Self::with_clock(futures::stream::empty(), clock);
+        stream.source = Source::Producer(ProducerStream { slot, future: Some(Box::pin(future)) });
         stream
     }
 
@@ -125,7 +122,7 @@ impl AssistantMessageEventStream {
     /// its own of what was streamed. Known once the producer made its builder (by its first
     /// event).
     pub fn leaves_unfinished(&self) -> bool {
-        self.slot.as_ref().is_some_and(|slot| slot.builder.load(Ordering::Acquire))
+        self.slot().is_some_and(|slot| slot.builder.load(Ordering::Acquire))
     }
 
     /// Whether the fields of the last event's partial other than `content` (usage, ids, stop
@@ -140,7 +137,7 @@ impl AssistantMessageEventStream {
     /// The message of a builder that was dropped without ending the response: what was streamed
     /// of a response whose stream ended without a terminal event. `None` otherwise.
     pub fn take_unfinished(&mut self) -> Option<Arc<AssistantMessage>> {
-        let slot = self.slot.as_ref()?;
+        let slot = self.slot()?;
         slot.unfinished.lock().ok()?.take()
     }
 
@@ -153,6 +150,14 @@ impl AssistantMessageEventStream {
     /// The final message seen so far, without draining (copied only if still shared).
     pub fn into_final_message(self) -> Option<AssistantMessage> {
         self.final_message.map(|m| Arc::try_unwrap(m).unwrap_or_else(|shared| (*shared).clone()))
+    }
+
+    /// The producer's slot, for a stream made by [`from_producer`](Self::from_producer).
+    fn slot(&self) -> Option<&Slot> {
+        match &self.source {
+            Source::Producer(producer) => Some(&producer.slot),
+            Source::Events(_) => None,
+        }
     }
 
     fn time(&self, message: &mut Arc<AssistantMessage>) {
@@ -172,14 +177,18 @@ impl Stream for AssistantMessageEventStream {
         if self.ended {
             return Poll::Ready(None);
         }
-        match self.inner.poll_next_unpin(cx) {
+        let polled = match &mut self.source {
+            Source::Producer(producer) => producer.poll_next_unpin(cx),
+            Source::Events(events) => events.poll_next_unpin(cx),
+        };
+        match polled {
             Poll::Pending => Poll::Pending,
             Poll::Ready(None) => {
                 self.ended = true;
                 Poll::Ready(None)
             }
             Poll::Ready(Some(mut event)) => {
-                self.metadata_changed = match &self.slot {
+                self.metadata_changed = match self.slot() {
                     Some(slot) if slot.metadata_tracked.load(Ordering::Acquire) => slot.take_metadata_touched(),
                     _ => true,
                 };
@@ -197,6 +206,14 @@ impl Stream for AssistantMessageEventStream {
             }
         }
     }
+}
+
+/// The events of an [`AssistantMessageEventStream`].
+enum Source {
+    /// An async producer's, handed over through its slot.
+    Producer(ProducerStream),
+    /// Any other stream's.
+    Events(BoxStream<'static, AssistantMessageEvent>),
 }
 
 /// Hands events from a producer to its [`AssistantMessageEventStream`], one at a time.
@@ -353,6 +370,7 @@ struct ProducerStream {
 impl Stream for ProducerStream {
     type Item = AssistantMessageEvent;
 
+    #[inline]
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
         if let Some(event) = self.slot.take() {
             return Poll::Ready(Some(event));

@@ -482,12 +482,21 @@ impl FauxProvider {
         };
         let mut start = 0;
         let mut first = true;
+        // Fixed-size tokens of ASCII text are fixed byte counts: no walk over each chunk.
+        let fixed_ascii = (self.inner.min_token_size == self.inner.max_token_size && text.is_ascii())
+            .then(|| self.inner.min_token_size.saturating_mul(4).max(1));
+        let paced = self.inner.tokens_per_second.is_some();
         while first || start < text.len() {
             first = false;
-            let end = self.chunk_end(&text, start);
+            let end = match fixed_ascii {
+                Some(limit) => start.saturating_add(limit).min(text.len()),
+                None => self.chunk_end(&text, start),
+            };
             let chunk = text.get(start..end).unwrap_or_default();
             start = end;
-            self.pace(chunk).await;
+            if paced {
+                self.pace(chunk).await;
+            }
             if cancel.is_some_and(|c| c.is_cancelled()) {
                 return Ok(false);
             }
