@@ -177,34 +177,33 @@ impl Stream for AssistantMessageEventStream {
         if self.ended {
             return Poll::Ready(None);
         }
-        let polled = match &mut self.source {
+        let this = &mut *self;
+        // Looked at in place and returned as polled: the event is not moved out and back in.
+        let mut polled = match &mut this.source {
             Source::Producer(producer) => producer.poll_next_unpin(cx),
             Source::Events(events) => events.poll_next_unpin(cx),
         };
-        match polled {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(None) => {
-                self.ended = true;
-                Poll::Ready(None)
-            }
-            Poll::Ready(Some(mut event)) => {
-                self.metadata_changed = match self.slot() {
+        match &mut polled {
+            Poll::Pending => {}
+            Poll::Ready(None) => this.ended = true,
+            Poll::Ready(Some(event)) => {
+                this.metadata_changed = match this.slot() {
                     Some(slot) if slot.metadata_tracked.load(Ordering::Acquire) => slot.take_metadata_touched(),
                     _ => true,
                 };
-                match &mut event {
-                    AssistantMessageEvent::Start { .. } => self.saw_start = true,
+                match event {
+                    AssistantMessageEvent::Start { .. } => this.saw_start = true,
                     AssistantMessageEvent::Done { message, .. }
                     | AssistantMessageEvent::Error { error: message, .. } => {
-                        self.time(message);
-                        self.final_message = Some(Arc::clone(message));
-                        self.ended = true;
+                        this.time(message);
+                        this.final_message = Some(Arc::clone(message));
+                        this.ended = true;
                     }
                     _ => {}
                 }
-                Poll::Ready(Some(event))
             }
         }
+        polled
     }
 }
 
