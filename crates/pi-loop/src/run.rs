@@ -12,7 +12,7 @@ use pi_types::{
     ThinkingLevel, Tool, TranscriptContext,
 };
 
-use crate::config::{AgentContext, LoopConfig, RequestContext, TurnContext, TurnDecision};
+use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
 use crate::sink::{AgentEventSink, Emission, Emitter, Target};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
@@ -103,18 +103,15 @@ pub(crate) fn run_agent_loop_continue_to(
 fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         check_continue(&inputs.context)?;
-        let mut new_messages = Vec::new();
-        let (emitter, mut run);
-        {
+        // Everything the run keeps is in its box: this future holds only the box.
+        let mut run = {
             let (context, config, _, target, cancel) = inputs.into_parts();
-            emitter = Emitter::new(target);
-            run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
-        }
-        emitter.emit_boxed(AgentEvent::AgentStart).await?;
-        emitter.emit_boxed(AgentEvent::TurnStart).await?;
+            Box::new(Run::new(context, config, cancel, Emitter::new(target), Vec::new()))
+        };
+        run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
+        run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
         run.run(true).await?;
-        drop(run);
-        Ok(new_messages)
+        Ok(run.into_new_messages())
     }
 }
 
@@ -136,26 +133,21 @@ fn run_with_prompts(
     poll_initial_steering: bool,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
-        let (emitter, initial, mut new_messages, mut run);
         // Built before the first await, in a block: the context and configuration then live only
-        // in this box (a local moved from still has its place in the future until its scope ends).
-        {
+        // in the run's box (a local moved from still has its place in the future until its scope
+        // ends), and everything the run keeps is in that box, so this future holds only the box.
+        let mut run = {
             let (mut context, config, prompts, target, cancel) = inputs.into_parts();
-            emitter = Emitter::new(target);
-            initial = declare_tool_changes(&context, prompts);
+            let initial = declare_tool_changes(&context, prompts);
             context.messages.extend(initial.iter().cloned());
-            new_messages = initial.clone();
-            run = Box::new(Run::new(context, config, cancel, &emitter, &mut new_messages));
-        }
-        emitter.emit_boxed(AgentEvent::AgentStart).await?;
-        emitter.emit_boxed(AgentEvent::TurnStart).await?;
-        for message in initial {
-            emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
-            emitter.emit_boxed(AgentEvent::MessageEnd { message }).await?;
-        }
+            Box::new(Run::new(context, config, cancel, Emitter::new(target), initial))
+        };
+        run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
+        run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
+        // The prompts are the run's first new messages.
+        Box::pin(run.emit_new_messages(0)).await?;
         run.run(poll_initial_steering).await?;
-        drop(run);
-        Ok(new_messages)
+        Ok(run.into_new_messages())
     }
 }
 
@@ -167,7 +159,7 @@ pub(crate) fn check_continue(context: &AgentContext) -> Result<(), LoopError> {
     }
 }
 
-struct Run<'r> {
+struct Run {
     context: AgentContext,
     llm_cache: Arc<Vec<Message>>,
     llm_converted: usize,
@@ -175,8 +167,9 @@ struct Run<'r> {
     shared_cache: Option<crate::TranscriptCache>,
     config: LoopConfig,
     cancel: CancellationToken,
-    emitter: &'r Emitter,
-    new_messages: &'r mut Vec<AgentMessage>,
+    emitter: Emitter,
+    /// The messages this run added, returned when it ends.
+    new_messages: Vec<AgentMessage>,
 }
 
 struct CompletedTurn {
@@ -184,13 +177,13 @@ struct CompletedTurn {
     tool_results: Vec<pi_types::ToolResultMessage>,
 }
 
-impl<'r> Run<'r> {
+impl Run {
     fn new(
         context: AgentContext,
         config: LoopConfig,
         cancel: CancellationToken,
-        emitter: &'r Emitter,
-        new_messages: &'r mut Vec<AgentMessage>,
+        emitter: Emitter,
+        new_messages: Vec<AgentMessage>,
     ) -> Self {
         let mut run = Self {
             context,
@@ -241,8 +234,44 @@ impl<'r> Run<'r> {
             message: &turn.message,
             tool_results: &turn.tool_results,
             context: &self.context,
-            new_messages: self.new_messages,
+            new_messages: &self.new_messages,
         }
+    }
+
+    /// The `prepare_next_turn` hook's answer for the turn after `turn`.
+    async fn prepare_next_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnUpdate>, LoopError> {
+        let Some(hook) = self.config.prepare_next_turn.clone() else { return Ok(None) };
+        let ctx = self.turn_context(turn);
+        catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)
+    }
+
+    /// The `prepare_request` hook's answer for the next request.
+    async fn prepare_request(&self) -> Result<Option<RequestUpdate>, LoopError> {
+        let Some(hook) = self.config.prepare_request.clone() else { return Ok(None) };
+        let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
+        let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
+        catch_call(|| hook(&request, &self.cancel)).await.map_err(LoopError::Hook)
+    }
+
+    /// The `finish_turn` hook's decision on `turn`.
+    async fn finish_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnDecision>, LoopError> {
+        let Some(hook) = self.config.finish_turn.clone() else { return Ok(None) };
+        let ctx = self.turn_context(turn);
+        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)
+    }
+
+    /// The messages this run added (the run ends here).
+    fn into_new_messages(mut self: Box<Self>) -> Vec<AgentMessage> {
+        std::mem::take(&mut self.new_messages)
+    }
+
+    /// `message_start` and `message_end` of each new message from `from` on.
+    async fn emit_new_messages(&self, from: usize) -> Result<(), LoopError> {
+        for message in self.new_messages.iter().skip(from) {
+            self.emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
+            self.emitter.emit_boxed(AgentEvent::MessageEnd { message: message.clone() }).await?;
+        }
+        Ok(())
     }
 
     fn set_reasoning(&mut self, level: Option<ThinkingLevel>) {
@@ -260,11 +289,10 @@ impl<'r> Run<'r> {
             while has_more_tool_calls || !pending.is_empty() {
                 let mut prepared = Vec::new();
                 if let Some(turn) = &last_turn {
-                    if let Some(hook) = self.config.prepare_next_turn.clone() {
-                        let ctx = self.turn_context(turn);
-                        // Boxed, as are the turn's other hook calls: inline, a hook's future
-                        // would size the future of every run, hooks or not.
-                        let update = Box::pin(catch_call(|| hook(&ctx))).await.map_err(LoopError::Hook)?;
+                    if self.config.prepare_next_turn.is_some() {
+                        // Boxed, as are the turn's other hook calls: inline, a hook's call (and
+                        // the context it is given) would size the future of every run.
+                        let update = Box::pin(self.prepare_next_turn(turn)).await?;
                         if let Some(update) = update {
                             if let Some(context) = update.context {
                                 self.replace_context(context);
@@ -284,17 +312,17 @@ impl<'r> Run<'r> {
                     self.emitter.emit_boxed(AgentEvent::TurnStart).await?;
                 }
                 prepared.append(&mut pending);
+                let from = self.new_messages.len();
                 for message in declare_tool_changes(&self.context, prepared) {
-                    self.emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
-                    self.emitter.emit_boxed(AgentEvent::MessageEnd { message: message.clone() }).await?;
                     self.context.messages.push(message.clone());
                     self.new_messages.push(message);
                 }
-                if let Some(hook) = self.config.prepare_request.clone() {
-                    let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
-                    let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
-                    let update =
-                        Box::pin(catch_call(|| hook(&request, &self.cancel))).await.map_err(LoopError::Hook)?;
+                if self.new_messages.len() > from {
+                    // Boxed: its loop's state would otherwise take room in every run's future.
+                    Box::pin(self.emit_new_messages(from)).await?;
+                }
+                if self.config.prepare_request.is_some() {
+                    let update = Box::pin(self.prepare_request()).await?;
                     if let Some(update) = update {
                         if let Some(context) = update.context {
                             self.replace_context(context);
@@ -311,9 +339,8 @@ impl<'r> Run<'r> {
                 self.new_messages.push(AgentMessage::Assistant(Arc::clone(&message)));
                 if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
                     let turn = CompletedTurn { message, tool_results: Vec::new() };
-                    if let Some(hook) = self.config.finish_turn.clone() {
-                        let ctx = self.turn_context(&turn);
-                        Box::pin(catch_call(|| hook(&ctx, &self.cancel))).await.map_err(LoopError::Hook)?;
+                    if self.config.finish_turn.is_some() {
+                        Box::pin(self.finish_turn(&turn)).await?;
                     }
                     self.emitter
                         .emit_boxed(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
@@ -326,11 +353,11 @@ impl<'r> Run<'r> {
                 has_more_tool_calls = false;
                 if message.tool_calls().next().is_some() {
                     let batch = if message.stop_reason == StopReason::Length {
-                        Box::pin(fail_truncated_tool_calls(&message, self.emitter)).await?
+                        Box::pin(fail_truncated_tool_calls(&message, &self.emitter)).await?
                     } else {
                         let mode = self.config.tool_execution;
                         let hooks = crate::tools::ToolHooks::from_config(&self.config);
-                        Box::pin(execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, self.emitter))
+                        Box::pin(execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, &self.emitter))
                             .await?
                     };
                     has_more_tool_calls = !batch.terminate;
@@ -344,12 +371,9 @@ impl<'r> Run<'r> {
                 }
 
                 let mut turn = CompletedTurn { message, tool_results };
-                let decision = match self.config.finish_turn.clone() {
-                    Some(hook) => {
-                        let ctx = self.turn_context(&turn);
-                        Box::pin(catch_call(|| hook(&ctx, &self.cancel))).await.map_err(LoopError::Hook)?
-                    }
-                    None => None,
+                let decision = match self.config.finish_turn.is_some() {
+                    true => Box::pin(self.finish_turn(&turn)).await?,
+                    false => None,
                 };
                 // Only `prepare_next_turn` reads the last turn's results: without it, the event
                 // takes them and nothing keeps them through the next request.
@@ -615,7 +639,7 @@ impl Streamed {
     }
 }
 
-impl Drop for Run<'_> {
+impl Drop for Run {
     fn drop(&mut self) {
         self.return_cache();
     }
