@@ -530,7 +530,9 @@ impl Drop for AgentHandle {
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent").field("state", &*self.core().state.lock()).finish_non_exhaustive()
+        // Formatted from a snapshot: the state's lock is not held while the formatter writes.
+        let state = self.core().state.lock().snapshot();
+        f.debug_struct("Agent").field("state", &state).finish_non_exhaustive()
     }
 }
 
