@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn};
+use pi_loop::{
+    AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn, UpdateDelivery,
+};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{
@@ -369,6 +371,8 @@ struct RunSink {
     /// changed. Events of a run are delivered one at a time, so this lock is never contended:
     /// a spin lock, one atomic operation per event.
     listeners: spin::mutex::SpinMutex<ListenerView>,
+    /// This sink, for an update whose listeners go on asynchronously: their future owns it.
+    this: Weak<RunSink>,
 }
 
 /// A copy of the listener list and the version it is at.
@@ -384,6 +388,31 @@ impl AgentEventSink for RunSink {
 
     fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
         self.core.process(event, metadata_changed, &self.cancel, &self.listeners)
+    }
+
+    fn delivers_updates(&self) -> bool {
+        true
+    }
+
+    /// [`Core::process`] for an update given by value: the same steps, and when a listener is
+    /// asynchronous, a future that owns the update and this sink.
+    fn deliver_update(&self, event: AgentEvent, metadata_changed: bool) -> UpdateDelivery {
+        let holds_partial = self.core.state.lock().reduce(&event, metadata_changed);
+        let next = self.core.call_sync_listeners(&event, 0, &mut self.listeners.lock());
+        let Some((last_id, listener)) = next else {
+            self.core.delivered(holds_partial);
+            return UpdateDelivery::Done(Ok(()));
+        };
+        let Some(sink) = self.this.upgrade() else {
+            // Unreachable while the run delivers through it; finish the state's step anyway.
+            self.core.delivered(holds_partial);
+            return UpdateDelivery::Done(Err("the run's sink is gone".into()));
+        };
+        UpdateDelivery::Pending(Box::pin(async move {
+            let outcome = sink.core.call_listeners(&event, &sink.cancel, last_id, listener, &sink.listeners).await;
+            sink.core.delivered(holds_partial);
+            outcome
+        }))
     }
 }
 
@@ -438,7 +467,12 @@ fn drive(
     cancel: CancellationToken,
 ) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
     let listeners = spin::mutex::SpinMutex::new(core.listener_view());
-    let sink = Arc::new(RunSink { core: Arc::clone(&core), cancel: cancel.clone(), listeners });
+    let sink = Arc::new_cyclic(|this| RunSink {
+        core: Arc::clone(&core),
+        cancel: cancel.clone(),
+        listeners,
+        this: Weak::clone(this),
+    });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
     let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
         RunWork::Prompt(prompts) => {

@@ -84,6 +84,54 @@ async fn a_long_text_streams_into_one_partial() {
     assert!(distinct(&seen.partials) <= 32, "{} text buffers", distinct(&seen.partials));
 }
 
+/// An asynchronous listener holds the provider (the updates are pushed to the agent from inside
+/// the provider's sends, and an update whose listener yields makes the provider wait): it sees
+/// the agent's streaming message equal to its event's partial after its own yield too, and the
+/// partial is still grown in place.
+#[tokio::test]
+async fn an_asynchronous_listener_sees_its_update_and_the_text_still_grows_in_place() {
+    let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
+    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(
+        vec![faux_text(body(4_000))],
+        StopReason::Stop,
+    ))]);
+    let agent = Agent::new(AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let weak = agent.downgrade();
+    let record = Arc::clone(&seen);
+    let listener = agent.subscribe(move |event, _cancel| {
+        let weak = weak.clone();
+        let record = Arc::clone(&record);
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            if let AgentEvent::MessageUpdate { message, .. } = event {
+                let agent = weak.upgrade().unwrap();
+                let mut seen = record.lock().unwrap();
+                let buffer = match message.content.first() {
+                    Some(AssistantContent::Text(text)) => text.text.as_ptr() as usize,
+                    _ => 0,
+                };
+                seen.partials.push(buffer);
+                match agent.streaming_message() {
+                    Some(StreamingMessage::Assistant(own)) if *own == **message => {}
+                    _ => seen.foreign += 1,
+                }
+            }
+            Ok(())
+        })
+    });
+    agent.prompt("go").await.unwrap();
+    listener.unsubscribe();
+    let seen = Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap();
+    assert_eq!(seen.partials.len(), 1_000 + 2);
+    assert_eq!(seen.foreign, 0);
+    assert!(distinct(&seen.partials) <= 24, "{} text buffers", distinct(&seen.partials));
+    match agent.state().messages.last() {
+        Some(pi_types::AgentMessage::Assistant(last)) => assert_eq!(last.text(), body(4_000)),
+        other => panic!("the last message is {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn a_long_tool_argument_streams_into_one_partial() {
     let mut arguments = Map::new();

@@ -35,6 +35,7 @@
 mod config;
 mod emit_order;
 mod error;
+mod push;
 mod run;
 mod sink;
 mod stream;
@@ -49,7 +50,7 @@ pub use config::{
 };
 pub use error::LoopError;
 pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run_agent_loop_resume};
-pub use sink::{AgentEventSink, EmitFuture, FnSink, NullSink};
+pub use sink::{AgentEventSink, EmitFuture, FnSink, NullSink, UpdateDelivery};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
 

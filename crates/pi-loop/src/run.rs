@@ -479,15 +479,33 @@ impl Run {
         let mut was_started = false;
         // Only for a stream that does not leave its unfinished message (see below).
         let mut streamed: Option<Box<Streamed>> = None;
+        // Set once the response started, when its updates are pushed (see `crate::push`).
+        let mut push: Option<Arc<crate::push::PushDelivery>> = None;
         loop {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
             let emission = {
-                let Some(event) = stream.next().await else { break };
+                let next = stream.next().await;
+                // A pushed update's failure ends the run before anything after it is handled.
+                if let Some(push) = &push {
+                    push.take_failure()?;
+                }
+                let Some(event) = next else { break };
                 match event {
                     AssistantMessageEvent::Start { partial } => {
                         was_started = true;
-                        Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed))
+                        let start = Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed));
+                        self.emitter.emit(start).await?;
+                        // From here on the updates can be pushed: they need no copy of the
+                        // loop's (the builder leaves its message with the stream).
+                        if streamed.is_none() && push.is_none() {
+                            if let Some(delivery) = self.emitter.push_delivery() {
+                                if stream.push_to(delivery.clone()) {
+                                    push = Some(delivery);
+                                }
+                            }
+                        }
+                        continue;
                     }
                     AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                     event if was_started => {

@@ -33,6 +33,46 @@ pub trait AgentEventSink: Send + Sync {
         let _ = metadata_changed;
         self.emit(event)
     }
+
+    /// Whether this sink takes a streamed response's `message_update`s by value through
+    /// [`deliver_update`](Self::deliver_update). The loop then has the provider push them from
+    /// inside its sends (see [`pi_types::push`]) instead of pulling one event per delta. `false`
+    /// by default.
+    fn delivers_updates(&self) -> bool {
+        false
+    }
+
+    /// Handle a `message_update` given by value, as [`emit_update`](Self::emit_update) handles a
+    /// lent one; called only when [`delivers_updates`](Self::delivers_updates) says so. A sink
+    /// that answers asynchronously returns a future that owns what it needs. The default serves a
+    /// sink whose `emit_update` always answers at once: it reports an asynchronous answer as an
+    /// error.
+    fn deliver_update(&self, event: AgentEvent, metadata_changed: bool) -> UpdateDelivery {
+        match self.emit_update(&event, metadata_changed) {
+            EmitFuture::Ready(outcome) => UpdateDelivery::Done(outcome.unwrap_or(Ok(()))),
+            EmitFuture::Boxed(_) => UpdateDelivery::Done(Err(
+                "this sink answered a message_update asynchronously: it must implement deliver_update".into(),
+            )),
+        }
+    }
+}
+
+/// What [`AgentEventSink::deliver_update`] did with an update.
+#[must_use = "the loop awaits the outcome"]
+pub enum UpdateDelivery {
+    /// Handled at once, with this outcome.
+    Done(Result<(), BoxError>),
+    /// Being handled by this future, which owns the update.
+    Pending(BoxFuture<'static, Result<(), BoxError>>),
+}
+
+impl std::fmt::Debug for UpdateDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Done(outcome) => f.debug_tuple("Done").field(outcome).finish(),
+            Self::Pending(_) => f.write_str("Pending(..)"),
+        }
+    }
 }
 
 /// What [`AgentEventSink::emit`] returns: an outcome known at once, or a future for it.
@@ -99,6 +139,10 @@ where
         (self.0)(event);
         EmitFuture::done()
     }
+
+    fn delivers_updates(&self) -> bool {
+        true
+    }
 }
 
 /// A sink that drops every event.
@@ -108,6 +152,10 @@ pub struct NullSink;
 impl AgentEventSink for NullSink {
     fn emit<'a>(&'a self, _event: &'a AgentEvent) -> EmitFuture<'a> {
         EmitFuture::done()
+    }
+
+    fn delivers_updates(&self) -> bool {
+        true
     }
 }
 
@@ -176,6 +224,17 @@ impl Emitter {
         emission: impl Into<Emission>,
     ) -> futures::future::BoxFuture<'_, Result<(), crate::LoopError>> {
         Box::pin(self.emit(emission))
+    }
+
+    /// A consumer that delivers a streamed response's updates as the provider sends them, when
+    /// the target is a sink that takes updates by value (see [`crate::push`]).
+    pub(crate) fn push_delivery(&self) -> Option<Arc<crate::push::PushDelivery>> {
+        match &self.target {
+            Target::Sink(sink) if sink.delivers_updates() => {
+                Some(Arc::new(crate::push::PushDelivery::new(Arc::clone(sink), Arc::clone(&self.order))))
+            }
+            _ => None,
+        }
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own

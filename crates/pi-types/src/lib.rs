@@ -28,6 +28,7 @@ mod message;
 pub mod message_list;
 mod model;
 mod options;
+pub mod push;
 mod serde_util;
 mod stream;
 mod tool;
@@ -55,6 +56,7 @@ pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
     RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
+pub use push::{Consumed, EventConsumer};
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,

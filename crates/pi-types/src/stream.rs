@@ -3,7 +3,10 @@
 //! A provider's stream is pulled: the producer runs only while the consumer polls, and
 //! [`EventSender::send`] hands over one event and waits until the consumer asks for the
 //! next. So a provider never runs ahead of the loop, and a cancellation raised while the
-//! loop handles an event is seen by the provider before it produces the next delta.
+//! loop handles an event is seen by the provider before it produces the next delta. A consumer
+//! that handles block events synchronously may have them pushed to it from inside the sends
+//! instead ([`AssistantMessageEventStream::push_to`], protocol in [`crate::push`]), with the same
+//! guarantees.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,6 +21,7 @@ use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
 use crate::model::Model;
 use crate::options::StreamOptions;
+use crate::push::{is_block_event, Consumed, EventConsumer, Registered};
 use crate::transcript::TranscriptContext;
 
 /// The events of one assistant response plus its final message.
@@ -134,6 +138,17 @@ impl AssistantMessageEventStream {
         self.metadata_changed
     }
 
+    /// Push this stream's block events to `consumer` from inside the producer's sends from now
+    /// on, instead of yielding each (see [`crate::push`]). Returns `false`, and changes nothing,
+    /// when the stream is not a producer's ([`from_producer`](Self::from_producer)) or a
+    /// consumer is registered already.
+    pub fn push_to(&mut self, consumer: Arc<dyn EventConsumer>) -> bool {
+        match &self.source {
+            Source::Producer(producer) => producer.slot.consumer.set(Registered(consumer)).is_ok(),
+            Source::Events(_) => false,
+        }
+    }
+
     /// The message of a builder that was dropped without ending the response: what was streamed
     /// of a response whose stream ended without a terminal event. `None` otherwise.
     pub fn take_unfinished(&mut self) -> Option<Arc<AssistantMessage>> {
@@ -180,7 +195,19 @@ impl Stream for AssistantMessageEventStream {
         let this = &mut *self;
         // Looked at in place and returned as polled: the event is not moved out and back in.
         let mut polled = match &mut this.source {
-            Source::Producer(producer) => producer.poll_next_unpin(cx),
+            Source::Producer(producer) => match producer.slot.consumer.get().cloned() {
+                None => producer.poll_next_unpin(cx),
+                Some(Registered(consumer)) => loop {
+                    if consumer.poll_ready(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    match producer.poll_next_unpin(cx) {
+                        // The producer waits for a pushed event's handling: poll that first.
+                        Poll::Pending if producer.slot.take_consumer_waiting() => continue,
+                        polled => break polled,
+                    }
+                },
+            },
             Source::Events(events) => events.poll_next_unpin(cx),
         };
         match &mut polled {
@@ -237,6 +264,11 @@ struct Slot {
     metadata_tracked: AtomicBool,
     /// Whether the builder edited the message's metadata since the stream yielded an event.
     metadata_touched: AtomicBool,
+    /// Where block events are pushed, once registered (see [`crate::push`]).
+    consumer: std::sync::OnceLock<Registered>,
+    /// Whether a pushed event is still being handled: the stream then polls the consumer's
+    /// `poll_ready` before its producer.
+    consumer_waiting: AtomicBool,
 }
 
 impl Slot {
@@ -350,14 +382,45 @@ impl Slot {
     /// stays pending once, while the consumer takes it. The producer is only ever polled by its
     /// `ProducerStream`, which takes the event and re-polls on the next `poll_next`, so no
     /// waker is needed for this one yield.
+    ///
+    /// With a registered consumer, a block event is offered to it first (see [`crate::push`]):
+    /// handled, the send is ready at once.
+    #[inline]
     fn hand_over(&self, event: &mut Option<AssistantMessageEvent>) -> Poll<()> {
-        match event.take() {
-            Some(event) => {
-                self.put(event);
-                Poll::Pending
+        let Some(mut value) = event.take() else { return Poll::Ready(()) };
+        if let Some(Registered(consumer)) = self.consumer.get() {
+            if is_block_event(&value) {
+                let metadata_changed = match self.metadata_tracked.load(Ordering::Acquire) {
+                    true => self.take_metadata_touched(),
+                    false => true,
+                };
+                match consumer.consume(value, metadata_changed) {
+                    Consumed::Handled => return Poll::Ready(()),
+                    Consumed::Waiting => {
+                        self.consumer_waiting.store(true, Ordering::Release);
+                        return Poll::Pending;
+                    }
+                    Consumed::Refused(refused) => {
+                        // The stream reads the flag again for the event it yields.
+                        if metadata_changed {
+                            self.metadata_touched.store(true, Ordering::Release);
+                        }
+                        value = refused;
+                    }
+                }
             }
-            None => Poll::Ready(()),
         }
+        self.put(value);
+        Poll::Pending
+    }
+
+    /// Whether a pushed event's handling made the producer wait (cleared by the look).
+    fn take_consumer_waiting(&self) -> bool {
+        let waiting = self.consumer_waiting.load(Ordering::Acquire);
+        if waiting {
+            self.consumer_waiting.store(false, Ordering::Release);
+        }
+        waiting
     }
 }
 
