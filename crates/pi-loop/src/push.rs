@@ -1,16 +1,18 @@
 //! A streamed response's `message_update`s, pushed to the run's sink from inside the provider.
 //!
 //! # Protocol
-//! When the run's sink [`delivers_updates`](crate::AgentEventSink::delivers_updates) and the
-//! provider builds its response with a builder (so the loop needs no copy of its own), the loop
-//! registers a [`PushDelivery`] on the response's stream once `start` was handled (see
-//! [`pi_types::push`]). Each block event then becomes its `message_update` and reaches the sink
-//! as the provider sends it, in order, with the same rules as a pulled one:
+//! When the run's sink [`delivers_updates`](crate::AgentEventSink::delivers_updates), or the
+//! run feeds the `Stream` form, and the provider builds its response with a builder (so the loop
+//! needs no copy of its own), the loop registers a [`PushDelivery`] on the response's stream once
+//! `start` was handled (see [`pi_types::push`]). Each block event then becomes its
+//! `message_update` and is delivered as the provider sends it, in order, with the same rules as
+//! a pulled one:
 //!
-//! * the update goes to the sink only while nobody holds the emit order (during a response only
-//!   the loop emits, so this always holds; otherwise the event is refused and pulled);
+//! * the update is delivered only while nobody holds the emit order (during a response only the
+//!   loop emits, so this always holds; otherwise the event is refused and pulled);
 //! * a sink that answers asynchronously holds the provider until its future is done, polled by
-//!   the stream before the provider (`Consumed::Waiting`);
+//!   the stream before the provider (`Consumed::Waiting`); the `Stream` form's handoff holds it
+//!   until the consumer took the update, as the loop's own emit does;
 //! * a sink's error or panic fails the run: it is kept, every later event is refused, and the
 //!   loop reports it when the stream next yields or ends, before it handles anything else.
 
@@ -24,11 +26,20 @@ use pi_types::{AgentEvent, AssistantMessageEvent, BoxError, Consumed, EventConsu
 
 use crate::emit_order::EmitOrder;
 use crate::sink::{AgentEventSink, UpdateDelivery};
+use crate::stream::Handoff;
 use crate::LoopError;
 
-/// Delivers one response's pushed updates to the run's sink; see the [module docs](self).
+/// Where pushed updates go.
+pub(crate) enum Destination {
+    /// A sink that takes updates by value.
+    Sink(Arc<dyn AgentEventSink>),
+    /// The `Stream` form's handoff: an update waits there until the consumer takes it.
+    Handoff(Arc<Handoff>),
+}
+
+/// Delivers one response's pushed updates to the run's target; see the [module docs](self).
 pub(crate) struct PushDelivery {
-    sink: Arc<dyn AgentEventSink>,
+    destination: Destination,
     order: Arc<EmitOrder>,
     /// Whether `failure` holds the run's failure (read per event; set once).
     failed: AtomicBool,
@@ -39,9 +50,9 @@ pub(crate) struct PushDelivery {
 }
 
 impl PushDelivery {
-    pub(crate) fn new(sink: Arc<dyn AgentEventSink>, order: Arc<EmitOrder>) -> Self {
+    pub(crate) fn new(destination: Destination, order: Arc<EmitOrder>) -> Self {
         Self {
-            sink,
+            destination,
             order,
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
@@ -82,8 +93,15 @@ impl EventConsumer for PushDelivery {
         }
         let Some(message) = event.partial().cloned() else { return Consumed::Refused(event) };
         let update = AgentEvent::MessageUpdate { message, assistant_message_event: event };
-        let delivery =
-            std::panic::catch_unwind(AssertUnwindSafe(|| self.sink.deliver_update(update, metadata_changed)));
+        let sink = match &self.destination {
+            Destination::Sink(sink) => sink,
+            Destination::Handoff(handoff) => {
+                handoff.put(update);
+                self.waiting.store(true, Ordering::Release);
+                return Consumed::Waiting;
+            }
+        };
+        let delivery = std::panic::catch_unwind(AssertUnwindSafe(|| sink.deliver_update(update, metadata_changed)));
         match delivery {
             Ok(UpdateDelivery::Done(Ok(()))) => {}
             Ok(UpdateDelivery::Done(Err(error))) => self.sink_failed(error),
@@ -99,6 +117,15 @@ impl EventConsumer for PushDelivery {
 
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.waiting.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        if let Destination::Handoff(handoff) = &self.destination {
+            // The consumer takes the update when the run yields, and polls the run again after
+            // it: no waker is needed, as for the loop's own emits.
+            if handoff.holds_event() {
+                return Poll::Pending;
+            }
+            self.waiting.store(false, Ordering::Release);
             return Poll::Ready(());
         }
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);

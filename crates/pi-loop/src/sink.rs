@@ -227,14 +227,16 @@ impl Emitter {
     }
 
     /// A consumer that delivers a streamed response's updates as the provider sends them, when
-    /// the target is a sink that takes updates by value (see [`crate::push`]).
+    /// the target is a sink that takes updates by value or the `Stream` form's handoff (see
+    /// [`crate::push`]).
     pub(crate) fn push_delivery(&self) -> Option<Arc<crate::push::PushDelivery>> {
-        match &self.target {
-            Target::Sink(sink) if sink.delivers_updates() => {
-                Some(Arc::new(crate::push::PushDelivery::new(Arc::clone(sink), Arc::clone(&self.order))))
-            }
-            _ => None,
-        }
+        use crate::push::{Destination, PushDelivery};
+        let destination = match &self.target {
+            Target::Sink(sink) if sink.delivers_updates() => Destination::Sink(Arc::clone(sink)),
+            Target::Handoff(handoff) => Destination::Handoff(Arc::clone(handoff)),
+            Target::Sink(_) => return None,
+        };
+        Some(Arc::new(PushDelivery::new(destination, Arc::clone(&self.order))))
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own

@@ -67,6 +67,18 @@ impl Handoff {
         event
     }
 
+    /// Puts `event` in the slot for the consumer (a pushed update: see `crate::push`).
+    pub(crate) fn put(&self, event: AgentEvent) {
+        let mut slot = self.slot.lock();
+        slot.event = Some(event);
+        self.full.store(true, Ordering::Release);
+    }
+
+    /// Whether an event waits for the consumer.
+    pub(crate) fn holds_event(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
     /// An emit: the event moves into the slot now; the future resolves once the consumer took
     /// it (and holds no event itself). `awaited_directly`: the loop itself awaits the emit (see
     /// the module docs), so it needs no waker.

@@ -213,3 +213,33 @@ async fn a_cancellation_raised_by_the_sink_stops_the_provider_at_the_same_delta(
         assert!(outcome.is_ok());
     }
 }
+
+/// The `Stream` form's updates are pushed into its handoff: the consumer still takes them one
+/// at a time, the same as a pulled run's, and a cancellation it raises between two updates stops
+/// the provider at the same delta.
+#[tokio::test]
+async fn the_stream_form_yields_the_same_run() {
+    use futures::StreamExt;
+    for twist in [Twist::None, Twist::Cancel(7)] {
+        let (pulled, pulled_outcome, _) = run(false, false, twist).await;
+        let cancel = CancellationToken::new();
+        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(scripted));
+        let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
+        let mut stream = pi_loop::agent_loop(prompts, AgentContext::default(), config, cancel.clone());
+        let mut events = Vec::new();
+        while let Some(event) = stream.next().await {
+            events.push(serde_json::to_value(&event).unwrap());
+            if matches!(twist, Twist::Cancel(n) if updates(&events) == n) {
+                cancel.cancel();
+            }
+        }
+        let outcome = stream.result().await.map(|messages| messages.len()).map_err(|error| error.to_string());
+        assert_eq!(outcome, pulled_outcome);
+        assert_eq!(events.len(), pulled.len());
+        for (index, (mut mine, mut theirs)) in events.into_iter().zip(pulled).enumerate() {
+            strip_times(&mut mine);
+            strip_times(&mut theirs);
+            assert_eq!(mine, theirs, "event {index}");
+        }
+    }
+}
