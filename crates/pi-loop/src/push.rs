@@ -13,8 +13,9 @@
 //! * a sink that answers asynchronously holds the provider until its future is done, polled by
 //!   the stream before the provider (`Consumed::Waiting`); the `Stream` form's handoff holds it
 //!   until the consumer took the update, as the loop's own emit does;
-//! * a sink's error or panic fails the run: it is kept, every later event is refused, and the
-//!   loop reports it when the stream next yields or ends, before it handles anything else.
+//! * a sink's error or panic fails the run: it is kept and the response's stream ends at once
+//!   (`Consumed::Stop`), so the loop reports it without waiting for the provider's next event,
+//!   as it does for a pulled update.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +23,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_types::{AgentEvent, AssistantMessageEvent, BoxError, Consumed, EventConsumer};
+use pi_types::{AgentEvent, AssistantMessageEvent, BoxError, Consumed, EventConsumer, Flow};
 
 use crate::emit_order::EmitOrder;
 use crate::sink::{AgentEventSink, UpdateDelivery};
@@ -87,8 +88,10 @@ impl PushDelivery {
 
 impl EventConsumer for PushDelivery {
     fn consume(&self, event: AssistantMessageEvent, metadata_changed: bool) -> Consumed {
-        let busy = self.failed.load(Ordering::Acquire) || self.waiting.load(Ordering::Acquire);
-        if busy || !self.order.is_free() {
+        if self.failed.load(Ordering::Acquire) {
+            return Consumed::Stop;
+        }
+        if self.waiting.load(Ordering::Acquire) || !self.order.is_free() {
             return Consumed::Refused(event);
         }
         let Some(message) = event.partial().cloned() else { return Consumed::Refused(event) };
@@ -103,21 +106,29 @@ impl EventConsumer for PushDelivery {
         };
         let delivery = std::panic::catch_unwind(AssertUnwindSafe(|| sink.deliver_update(update, metadata_changed)));
         match delivery {
-            Ok(UpdateDelivery::Done(Ok(()))) => {}
-            Ok(UpdateDelivery::Done(Err(error))) => self.sink_failed(error),
+            Ok(UpdateDelivery::Done(Ok(()))) => Consumed::Handled,
+            Ok(UpdateDelivery::Done(Err(error))) => {
+                self.sink_failed(error);
+                Consumed::Stop
+            }
             Ok(UpdateDelivery::Pending(future)) => {
                 *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(future);
                 self.waiting.store(true, Ordering::Release);
-                return Consumed::Waiting;
+                Consumed::Waiting
             }
-            Err(payload) => self.sink_failed(pi_types::error::panic_message(payload.as_ref())),
+            Err(payload) => {
+                self.sink_failed(pi_types::error::panic_message(payload.as_ref()));
+                Consumed::Stop
+            }
         }
-        Consumed::Handled
     }
 
-    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Flow> {
+        if self.failed.load(Ordering::Acquire) {
+            return Poll::Ready(Flow::Stop);
+        }
         if !self.waiting.load(Ordering::Acquire) {
-            return Poll::Ready(());
+            return Poll::Ready(Flow::Continue);
         }
         if let Destination::Handoff(handoff) = &self.destination {
             // The consumer takes the update when the run yields, and polls the run again after
@@ -126,7 +137,7 @@ impl EventConsumer for PushDelivery {
                 return Poll::Pending;
             }
             self.waiting.store(false, Ordering::Release);
-            return Poll::Ready(());
+            return Poll::Ready(Flow::Continue);
         }
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(future) = pending.as_mut() {
@@ -141,6 +152,6 @@ impl EventConsumer for PushDelivery {
             }
         }
         self.waiting.store(false, Ordering::Release);
-        Poll::Ready(())
+        Poll::Ready(if self.failed.load(Ordering::Acquire) { Flow::Stop } else { Flow::Continue })
     }
 }

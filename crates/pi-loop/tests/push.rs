@@ -3,6 +3,7 @@
 //! answers at once or asynchronously, fails, panics or cancels the run mid-response.
 #![allow(clippy::unwrap_used)]
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -241,5 +242,45 @@ async fn the_stream_form_yields_the_same_run() {
             strip_times(&mut theirs);
             assert_eq!(mine, theirs, "event {index}");
         }
+    }
+}
+
+/// A provider that streams three pieces and then waits for ever (a stalled connection).
+fn stalling(model: &Model, _context: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+    let model = model.clone();
+    AssistantMessageEventStream::from_producer(move |tx| async move {
+        let mut out = AssistantMessageBuilder::for_model(tx, &model);
+        out.start().await;
+        let text = out.start_text().await;
+        for piece in ["one ", "two ", "three "] {
+            out.text_delta(text, piece).await.unwrap();
+        }
+        std::future::pending::<()>().await;
+    })
+}
+
+/// A sink's failure ends the run at once, pushed or pulled, synchronous or not: the loop does
+/// not wait for the provider's next event to report it. The run is polled by hand, with a waker
+/// that wakes nothing: it must finish although the provider never sends again.
+#[tokio::test]
+async fn a_failure_is_reported_without_waiting_for_the_provider() {
+    for (push, asynchronous) in [(false, false), (true, false), (false, true), (true, true)] {
+        let cancel = CancellationToken::new();
+        // The last update before the stall fails: text_start and three deltas.
+        let recorder = Recorder::new(push, asynchronous, Twist::Fail(4), cancel.clone());
+        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(stalling));
+        let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
+        let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
+        let mut run = Box::pin(run_agent_loop(prompts, AgentContext::default(), config, sink, cancel));
+        let waker = futures::task::noop_waker();
+        let mut context = std::task::Context::from_waker(&waker);
+        // Each poll gets past at least one yield of an asynchronous sink.
+        let outcome = (0..1_000).find_map(|_| match run.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(outcome) => Some(outcome),
+            std::task::Poll::Pending => None,
+        });
+        let Some(outcome) = outcome else { panic!("push {push}, asynchronous {asynchronous}: the run waits") };
+        assert_eq!(outcome.map(|m| m.len()).map_err(|e| e.to_string()), Err("listener failed".to_string()));
+        assert_eq!(updates(&recorder.events()), 4);
     }
 }

@@ -56,7 +56,7 @@ pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
     RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
-pub use push::{Consumed, EventConsumer};
+pub use push::{Consumed, EventConsumer, Flow};
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,

@@ -12,6 +12,9 @@
 //!   [`Consumed::Waiting`] makes it yield until [`EventConsumer::poll_ready`] is ready (the
 //!   stream polls that before it polls the producer again); [`Consumed::Refused`] hands the
 //!   event back, and it goes through the slot as if nothing were registered;
+//!   [`Consumed::Stop`] (or [`Flow::Stop`] from `poll_ready`) makes the producer yield and the
+//!   stream end at once, without a terminal event: the consumer wants no more (its sink failed,
+//!   say) and should not wait for the provider's next event to say so;
 //! * `start`, `done` and `error` always go through the slot, so the stream still sees the
 //!   response begin and end (its timing and final message are unchanged).
 //!
@@ -35,9 +38,18 @@ pub trait EventConsumer: Send + Sync {
     /// the previous event's.
     fn consume(&self, event: AssistantMessageEvent, metadata_changed: bool) -> Consumed;
 
-    /// Finish what a [`Consumed::Waiting`] left to do; ready when nothing is left. The stream
-    /// polls this before it polls its producer again.
-    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()>;
+    /// Finish what a [`Consumed::Waiting`] left to do; ready when nothing is left, with whether
+    /// the stream goes on. The stream polls this before it polls its producer again.
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Flow>;
+}
+
+/// Whether a stream goes on after [`EventConsumer::poll_ready`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// The producer is polled again.
+    Continue,
+    /// The stream ends now, without a terminal event.
+    Stop,
 }
 
 /// What [`EventConsumer::consume`] did with an event.
@@ -50,6 +62,9 @@ pub enum Consumed {
     Waiting,
     /// Not taken: the event goes through the stream as a pulled event.
     Refused(AssistantMessageEvent),
+    /// Taken, and the consumer wants no more: the producer yields and the stream ends at once,
+    /// without a terminal event.
+    Stop,
 }
 
 /// A registered consumer, as a stream's slot keeps it.

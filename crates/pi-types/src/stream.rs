@@ -21,7 +21,7 @@ use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
 use crate::model::Model;
 use crate::options::StreamOptions;
-use crate::push::{is_block_event, Consumed, EventConsumer, Registered};
+use crate::push::{is_block_event, Consumed, EventConsumer, Flow, Registered};
 use crate::transcript::TranscriptContext;
 
 /// The events of one assistant response plus its final message.
@@ -198,12 +198,17 @@ impl Stream for AssistantMessageEventStream {
             Source::Producer(producer) => match producer.slot.consumer.get().cloned() {
                 None => producer.poll_next_unpin(cx),
                 Some(Registered(consumer)) => loop {
-                    if consumer.poll_ready(cx).is_pending() {
-                        return Poll::Pending;
+                    match consumer.poll_ready(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Flow::Stop) => break Poll::Ready(None),
+                        Poll::Ready(Flow::Continue) => {}
                     }
                     match producer.poll_next_unpin(cx) {
                         // The producer waits for a pushed event's handling: poll that first.
                         Poll::Pending if producer.slot.take_consumer_waiting() => continue,
+                        Poll::Pending if producer.slot.consumer_stopped.load(Ordering::Acquire) => {
+                            break Poll::Ready(None)
+                        }
                         polled => break polled,
                     }
                 },
@@ -269,6 +274,8 @@ struct Slot {
     /// Whether a pushed event is still being handled: the stream then polls the consumer's
     /// `poll_ready` before its producer.
     consumer_waiting: AtomicBool,
+    /// Whether the consumer wants no more events: the stream ends.
+    consumer_stopped: AtomicBool,
 }
 
 impl Slot {
@@ -398,6 +405,10 @@ impl Slot {
                     Consumed::Handled => return Poll::Ready(()),
                     Consumed::Waiting => {
                         self.consumer_waiting.store(true, Ordering::Release);
+                        return Poll::Pending;
+                    }
+                    Consumed::Stop => {
+                        self.consumer_stopped.store(true, Ordering::Release);
                         return Poll::Pending;
                     }
                     Consumed::Refused(refused) => {
