@@ -195,20 +195,18 @@ impl Stream for AssistantMessageEventStream {
         let this = &mut *self;
         // Looked at in place and returned as polled: the event is not moved out and back in.
         let mut polled = match &mut this.source {
-            Source::Producer(producer) => match producer.slot.consumer.get().cloned() {
-                None => producer.poll_next_unpin(cx),
+            Source::Producer(ProducerStream { slot, future }) => match slot.consumer.get() {
+                None => poll_producer(slot, future, cx),
                 Some(Registered(consumer)) => loop {
                     match consumer.poll_ready(cx) {
                         Poll::Pending => return Poll::Pending,
                         Poll::Ready(Flow::Stop) => break Poll::Ready(None),
                         Poll::Ready(Flow::Continue) => {}
                     }
-                    match producer.poll_next_unpin(cx) {
+                    match poll_producer(slot, future, cx) {
                         // The producer waits for a pushed event's handling: poll that first.
-                        Poll::Pending if producer.slot.take_consumer_waiting() => continue,
-                        Poll::Pending if producer.slot.consumer_stopped.load(Ordering::Acquire) => {
-                            break Poll::Ready(None)
-                        }
+                        Poll::Pending if slot.take_consumer_waiting() => continue,
+                        Poll::Pending if slot.consumer_stopped.load(Ordering::Acquire) => break Poll::Ready(None),
                         polled => break polled,
                     }
                 },
@@ -440,25 +438,26 @@ struct ProducerStream {
     future: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
-impl Stream for ProducerStream {
-    type Item = AssistantMessageEvent;
-
-    #[inline]
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(event) = self.slot.take() {
-            return Poll::Ready(Some(event));
+/// The next event of a producer: the one in its slot, or the one it hands over when polled.
+#[inline]
+fn poll_producer(
+    slot: &Slot,
+    future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Option<AssistantMessageEvent>> {
+    if let Some(event) = slot.take() {
+        return Poll::Ready(Some(event));
+    }
+    let Some(running) = future.as_mut() else { return Poll::Ready(None) };
+    match running.as_mut().poll(cx) {
+        Poll::Ready(()) => {
+            *future = None;
+            Poll::Ready(slot.take())
         }
-        let Some(future) = self.future.as_mut() else { return Poll::Ready(None) };
-        match future.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                self.future = None;
-                Poll::Ready(self.slot.take())
-            }
-            Poll::Pending => match self.slot.take() {
-                Some(event) => Poll::Ready(Some(event)),
-                None => Poll::Pending,
-            },
-        }
+        Poll::Pending => match slot.take() {
+            Some(event) => Poll::Ready(Some(event)),
+            None => Poll::Pending,
+        },
     }
 }
 
