@@ -41,6 +41,23 @@ struct Seen {
     foreign: usize,
 }
 
+/// Notes an update's partial, and whether the agent's streaming message is it right now.
+fn observe(agent: &pi_agent::WeakAgent, seen: &Mutex<Seen>, event: &AgentEvent) {
+    if let AgentEvent::MessageUpdate { message, .. } = event {
+        let agent = agent.upgrade().unwrap();
+        let mut seen = seen.lock().unwrap();
+        let buffer = match message.content.first() {
+            Some(AssistantContent::Text(text)) => text.text.as_ptr() as usize,
+            _ => 0,
+        };
+        seen.partials.push(buffer);
+        match agent.streaming_message() {
+            Some(StreamingMessage::Assistant(own)) if *own == **message => {}
+            _ => seen.foreign += 1,
+        }
+    }
+}
+
 /// Run one prompt; every update's partial, and whether the agent's streaming message was it.
 async fn stream(responses: Vec<FauxResponse>) -> Seen {
     let faux = FauxProvider::new(FauxOptions::default().with_token_size(1));
@@ -50,21 +67,7 @@ async fn stream(responses: Vec<FauxResponse>) -> Seen {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let weak = agent.downgrade();
     let record = Arc::clone(&seen);
-    let listener = agent.subscribe_fn(move |event| {
-        if let AgentEvent::MessageUpdate { message, .. } = event {
-            let agent = weak.upgrade().unwrap();
-            let mut seen = record.lock().unwrap();
-            let buffer = match message.content.first() {
-                Some(AssistantContent::Text(text)) => text.text.as_ptr() as usize,
-                _ => 0,
-            };
-            seen.partials.push(buffer);
-            match agent.streaming_message() {
-                Some(StreamingMessage::Assistant(own)) if *own == **message => {}
-                _ => seen.foreign += 1,
-            }
-        }
-    });
+    let listener = agent.subscribe_fn(move |event| observe(&weak, &record, event));
     agent.prompt("go").await.unwrap();
     listener.unsubscribe();
     Arc::try_unwrap(seen).ok().unwrap().into_inner().unwrap()
@@ -104,19 +107,7 @@ async fn an_asynchronous_listener_sees_its_update_and_the_text_still_grows_in_pl
         let record = Arc::clone(&record);
         Box::pin(async move {
             tokio::task::yield_now().await;
-            if let AgentEvent::MessageUpdate { message, .. } = event {
-                let agent = weak.upgrade().unwrap();
-                let mut seen = record.lock().unwrap();
-                let buffer = match message.content.first() {
-                    Some(AssistantContent::Text(text)) => text.text.as_ptr() as usize,
-                    _ => 0,
-                };
-                seen.partials.push(buffer);
-                match agent.streaming_message() {
-                    Some(StreamingMessage::Assistant(own)) if *own == **message => {}
-                    _ => seen.foreign += 1,
-                }
-            }
+            observe(&weak, &record, event);
             Ok(())
         })
     });
