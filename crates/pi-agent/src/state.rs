@@ -144,35 +144,17 @@ impl AgentState {
     /// but that block's text changed: appended in place. `false` when the update is another
     /// kind (then [`reduce`](Self::reduce) takes its general path, which gives the same result).
     fn append_delta(&mut self, partial: &AssistantMessage, event: &AssistantMessageEvent) -> bool {
-        let (index, delta, text) = match event {
-            AssistantMessageEvent::TextDelta { content_index, delta, .. } => (*content_index, delta, true),
-            AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => (*content_index, delta, false),
-            _ => return false,
-        };
+        let Some(index) = event.content_index() else { return false };
+        if !matches!(event, AssistantMessageEvent::TextDelta { .. } | AssistantMessageEvent::ThinkingDelta { .. }) {
+            return false;
+        }
         let Some(StreamingMessage::Assistant(own)) = &mut self.streaming_message else { return false };
         if self.own_partial.is_some() || own.content.len() != partial.content.len() {
             return false;
         }
         // Unique unless a snapshot holds it: then copied once (copy on write).
-        let own = Arc::make_mut(own);
-        match (own.content.get_mut(index), partial.content.get(index)) {
-            (Some(AssistantContent::Text(mine)), Some(AssistantContent::Text(theirs))) if text => {
-                mine.text.push_str(delta);
-                if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
-                    mine.clone_from(theirs);
-                }
-                true
-            }
-            (Some(AssistantContent::Thinking(mine)), Some(AssistantContent::Thinking(theirs))) if !text => {
-                mine.thinking.push_str(delta);
-                if mine.thinking.len() != theirs.thinking.len()
-                    || mine.thinking_signature != theirs.thinking_signature
-                    || mine.redacted != theirs.redacted
-                {
-                    mine.clone_from(theirs);
-                }
-                true
-            }
+        match (Arc::make_mut(own).content.get_mut(index), partial.content.get(index)) {
+            (Some(mine), Some(theirs)) => append_block_delta(mine, theirs, event),
             _ => false,
         }
     }
@@ -335,30 +317,10 @@ fn apply_update(
         return refresh_metadata(own);
     }
     if let (Some(mine), Some(theirs)) = (own.content.get_mut(index), content.get(index)) {
+        if append_block_delta(mine, theirs, event) {
+            return refresh_metadata(own);
+        }
         match (mine, theirs, event) {
-            (
-                AssistantContent::Text(mine),
-                AssistantContent::Text(theirs),
-                AssistantMessageEvent::TextDelta { delta, .. },
-            ) => {
-                mine.text.push_str(delta);
-                if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
-                    mine.clone_from(theirs);
-                }
-            }
-            (
-                AssistantContent::Thinking(mine),
-                AssistantContent::Thinking(theirs),
-                AssistantMessageEvent::ThinkingDelta { delta, .. },
-            ) => {
-                mine.thinking.push_str(delta);
-                if mine.thinking.len() != theirs.thinking.len()
-                    || mine.thinking_signature != theirs.thinking_signature
-                    || mine.redacted != theirs.redacted
-                {
-                    mine.clone_from(theirs);
-                }
-            }
             // Tool-call arguments are re-parsed per delta: copied when their text has doubled,
             // so the copies stay linear in total.
             (mine, theirs, AssistantMessageEvent::ToolcallDelta { delta, .. }) => {
@@ -375,6 +337,43 @@ fn apply_update(
         }
     }
     refresh_metadata(own);
+}
+
+/// Appends a text or thinking delta to the copy's block `mine`, then makes it equal to the
+/// partial's block `theirs` if anything else differs. `false`, changing nothing, for other
+/// events or blocks of another kind.
+// Always inlined: it runs per delta, and as a call (it has two callers) it cost about 36
+// instructions per delta more.
+#[inline(always)]
+fn append_block_delta(mine: &mut AssistantContent, theirs: &AssistantContent, event: &AssistantMessageEvent) -> bool {
+    match (mine, theirs, event) {
+        (
+            AssistantContent::Text(mine),
+            AssistantContent::Text(theirs),
+            AssistantMessageEvent::TextDelta { delta, .. },
+        ) => {
+            mine.text.push_str(delta);
+            if mine.text.len() != theirs.text.len() || mine.text_signature != theirs.text_signature {
+                mine.clone_from(theirs);
+            }
+            true
+        }
+        (
+            AssistantContent::Thinking(mine),
+            AssistantContent::Thinking(theirs),
+            AssistantMessageEvent::ThinkingDelta { delta, .. },
+        ) => {
+            mine.thinking.push_str(delta);
+            if mine.thinking.len() != theirs.thinking.len()
+                || mine.thinking_signature != theirs.thinking_signature
+                || mine.redacted != theirs.redacted
+            {
+                mine.clone_from(theirs);
+            }
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Bring the message's fields other than `content` to `partial`'s.

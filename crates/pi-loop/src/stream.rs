@@ -67,7 +67,7 @@ impl Handoff {
         event
     }
 
-    /// Puts `event` in the slot for the consumer (a pushed update: see `crate::push`).
+    /// Puts `event` in the slot for the consumer (an emit, or a pushed update: see `crate::push`).
     pub(crate) fn put(&self, event: AgentEvent) {
         let mut slot = self.slot.lock();
         slot.event = Some(event);
@@ -84,10 +84,7 @@ impl Handoff {
     /// the module docs), so it needs no waker.
     pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken<'_> {
         // Emits are serialized by the loop, so the slot is empty here.
-        let mut slot = self.slot.lock();
-        slot.event = Some(event);
-        self.full.store(true, Ordering::Release);
-        drop(slot);
+        self.put(event);
         Taken { handoff: self, awaited_directly }
     }
 }
