@@ -219,7 +219,7 @@ impl AgentState {
             AgentEvent::TurnEnd { message: AgentMessage::Assistant(message), .. } => {
                 // JavaScript truthiness: an empty error text does not count.
                 if let Some(error) = message.error_message.as_ref().filter(|e| !e.is_empty()) {
-                    self.error_message = Some(error.clone());
+                    self.error_message = Some(error.to_string());
                 }
             }
             AgentEvent::AgentEnd { .. } => self.clear_streaming(),

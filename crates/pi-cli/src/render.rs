@@ -285,7 +285,7 @@ impl Renderer {
                 if let (AgentEvent::MessageEnd { .. }, AgentMessage::Assistant(m)) = (event, message) {
                     text.push_str(&format!(" stopReason={}", stop_reason_name(m.stop_reason)));
                     if let Some(error) = &m.error_message {
-                        text.push_str(&format!(" errorMessage={}", pi_types::json::stringify(&error.as_str().into())));
+                        text.push_str(&format!(" errorMessage={}", pi_types::json::stringify(&(&**error).into())));
                     }
                 }
                 self.line(&text);

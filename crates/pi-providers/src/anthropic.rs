@@ -307,7 +307,8 @@ async fn run(
     let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
     let params = build_params(model, &context, options, &compat, &thinking, oauth);
     if effort_messages(model, &compat, &thinking) {
-        out.metadata_mut().provider_thinking_level = Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()));
+        out.metadata_mut().provider_thinking_level =
+            Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
     }
     let mut params = common::apply_on_payload(options, model, params).await;
     if let Some(map) = params.as_object_mut() {
@@ -485,10 +486,10 @@ impl BlockState {
             Some("message_start") => {
                 let message = event.get("message").cloned().unwrap_or(Value::Null);
                 let mut m = out.metadata_mut();
-                m.response_id = message.get("id").and_then(Value::as_str).map(str::to_owned);
+                m.response_id = (message.get("id").and_then(Value::as_str).map(str::to_owned)).map(Into::into);
                 let response_model = message.get("model").and_then(Value::as_str);
                 if response_model != Some(model.id.as_str()) {
-                    m.response_model = response_model.map(str::to_owned);
+                    m.response_model = (response_model.map(str::to_owned)).map(Into::into);
                 }
                 let usage = message.get("usage").cloned().unwrap_or(Value::Null);
                 m.usage.input = count(usage.get("input_tokens"));
@@ -565,10 +566,10 @@ impl BlockState {
                     let reason = reason.as_str().map_or_else(|| jsonx::stringify(reason), str::to_owned);
                     let (stop, error) = map_stop_reason(&reason, delta.and_then(|d| d.get("stop_details")))?;
                     let mut m = out.metadata_mut();
-                    m.raw_stop_reason = Some(reason);
+                    m.raw_stop_reason = Some(reason.into());
                     m.stop_reason = stop;
                     if let Some(error) = error {
-                        m.error_message = Some(error);
+                        m.error_message = Some(error.into());
                     }
                 }
                 let mut m = out.metadata_mut();

@@ -678,7 +678,7 @@ async fn handle_chunk(
 ) -> Result<(), Stop> {
     if out.message().response_id.as_deref().is_none_or(str::is_empty) {
         if let Some(id) = chunk.get("responseId").and_then(Value::as_str) {
-            out.metadata_mut().response_id = Some(id.to_owned());
+            out.metadata_mut().response_id = Some(id.to_owned().into());
         }
     }
     let candidate = chunk.get("candidates").and_then(Value::as_array).and_then(|c| c.first());
@@ -742,7 +742,7 @@ async fn handle_chunk(
         let stop = map_stop_reason(reason)?;
         let has_tool_call = out.message().tool_calls().next().is_some();
         let mut m = out.metadata_mut();
-        m.raw_stop_reason = Some(reason.to_owned());
+        m.raw_stop_reason = Some(reason.to_owned().into());
         m.stop_reason = stop;
         if stop == StopReason::Stop && has_tool_call {
             m.stop_reason = StopReason::ToolUse;

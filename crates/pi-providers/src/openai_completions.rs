@@ -421,7 +421,7 @@ async fn run(
             .error_message
             .clone()
             .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| "Provider returned an error stop reason".to_owned());
+            .unwrap_or_else(|| "Provider returned an error stop reason".to_owned().into());
         return Err(Stop::error(message));
     }
     if (compat.supports_finish_reason && !chunks.has_finish_reason) || out.message().stop_reason == StopReason::Pending
@@ -596,7 +596,7 @@ impl Chunks {
             let mut m = out.metadata_mut();
             if m.response_id.as_deref().is_none_or(str::is_empty) {
                 if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-                    m.response_id = Some(id.to_owned());
+                    m.response_id = Some(id.to_owned().into());
                 }
             }
             if let Some(response_model) = chunk.get("model").and_then(Value::as_str) {
@@ -604,7 +604,7 @@ impl Chunks {
                     && response_model != model.id
                     && m.response_model.as_deref().is_none_or(str::is_empty)
                 {
-                    m.response_model = Some(response_model.to_owned());
+                    m.response_model = Some(response_model.to_owned().into());
                 }
             }
         }
@@ -630,10 +630,10 @@ impl Chunks {
             };
             let (stop, error) = map_stop_reason(&reason_text);
             let mut m = out.metadata_mut();
-            m.raw_stop_reason = Some(reason_text);
+            m.raw_stop_reason = Some(reason_text.into());
             m.stop_reason = stop;
             if let Some(error) = error {
-                m.error_message = Some(error);
+                m.error_message = Some(error.into());
             }
             self.has_finish_reason = true;
         }

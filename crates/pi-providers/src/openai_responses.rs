@@ -566,7 +566,7 @@ async fn run(
     let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
     let params = build_params(model, &context, options, &compat);
     if let Some(effort) = configuration_update_effort(model, options, &compat) {
-        out.metadata_mut().provider_thinking_level = Some(effort);
+        out.metadata_mut().provider_thinking_level = Some(effort.into());
     }
     let params = common::apply_on_payload(options, model, params).await;
     let mut session_headers = Vec::new();
@@ -665,9 +665,10 @@ async fn run(
         StopReason::Aborted | StopReason::Error => Err(fail(
             out.message()
                 .error_message
-                .clone()
+                .as_deref()
                 .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| "An unknown error occurred".into()),
+                .unwrap_or("An unknown error occurred")
+                .to_owned(),
         )),
         _ => Ok(()),
     }
@@ -760,7 +761,8 @@ impl ResponsesState {
         match kind {
             "response.created" => {
                 out.metadata_mut().response_id =
-                    event.get("response").and_then(|r| r.get("id")).and_then(Value::as_str).map(str::to_owned);
+                    (event.get("response").and_then(|r| r.get("id")).and_then(Value::as_str).map(str::to_owned))
+                        .map(Into::into);
             }
             "response.output_item.added" => {
                 let item = event.get("item").cloned().unwrap_or(Value::Null);
@@ -891,7 +893,7 @@ impl ResponsesState {
                 self.saw_terminal = true;
                 let response = event.get("response");
                 out.metadata_mut().raw_stop_reason =
-                    response.and_then(|r| r.get("status")).and_then(Value::as_str).map(str::to_owned);
+                    (response.and_then(|r| r.get("status")).and_then(Value::as_str).map(str::to_owned)).map(Into::into);
                 let error = response.and_then(|r| r.get("error")).filter(|e| http::truthy(e));
                 let details = response.and_then(|r| r.get("incomplete_details"));
                 let text_of = |v: Option<&Value>, default: &str| {
@@ -949,7 +951,7 @@ impl ResponsesState {
         let has_tool_call = out.message().tool_calls().next().is_some();
         let mut m = out.metadata_mut();
         if let Some(id) = response.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-            m.response_id = Some(id.to_owned());
+            m.response_id = Some(id.to_owned().into());
         }
         if let Some(usage) = response.get("usage").filter(|u| http::truthy(u)) {
             let details = usage.get("input_tokens_details");
@@ -990,9 +992,9 @@ impl ResponsesState {
         let status = response.get("status").and_then(Value::as_str).filter(|s| !s.is_empty());
         let reason = response.get("incomplete_details").and_then(|d| d.get("reason")).and_then(Value::as_str);
         m.raw_stop_reason = match (status, reason) {
-            (Some(status), Some(reason)) => Some(format!("{status}.{reason}")),
-            (None, Some(reason)) => Some(format!("undefined.{reason}")),
-            (status, None) => status.map(str::to_owned),
+            (Some(status), Some(reason)) => Some(format!("{status}.{reason}").into()),
+            (None, Some(reason)) => Some(format!("undefined.{reason}").into()),
+            (status, None) => status.map(Box::from),
         };
         let (stop, error) = match status {
             None | Some("completed" | "in_progress" | "queued") => (StopReason::Stop, None),
@@ -1005,7 +1007,7 @@ impl ResponsesState {
             Some(other) => return Err(Stop::error(format!("Unhandled stop reason: {other}"))),
         };
         m.stop_reason = stop;
-        m.error_message = error;
+        m.error_message = (error).map(Into::into);
         if m.stop_reason == StopReason::Stop && has_tool_call {
             m.stop_reason = StopReason::ToolUse;
         }

@@ -247,7 +247,7 @@ fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream 
         provider: model.provider.clone(),
         model: model.id.clone(),
         stop_reason: StopReason::Error,
-        error_message: Some(message),
+        error_message: Some(message.into()),
         timestamp: pi_types::now_ms(),
         ..Default::default()
     };

@@ -159,7 +159,7 @@ fn error_text(api: &str, message: &AssistantMessage) -> String {
     let text = message.error_message.clone().unwrap_or_default();
     assert!(!text.is_empty(), "{api}: empty error");
     assert!(!text.contains(SECRET), "{api}: key in the error");
-    text
+    text.into()
 }
 
 #[tokio::test]

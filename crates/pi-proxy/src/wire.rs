@@ -95,7 +95,7 @@ pub enum ProxyEvent {
         usage: Usage,
         /// Provider-native effort level used.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        provider_thinking_level: Option<String>,
+        provider_thinking_level: Option<Box<str>>,
     },
     /// The response failed.
     Error {
@@ -103,12 +103,12 @@ pub enum ProxyEvent {
         reason: StopReason,
         /// What went wrong.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        error_message: Option<String>,
+        error_message: Option<Box<str>>,
         /// Usage so far.
         usage: Usage,
         /// Provider-native effort level used.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        provider_thinking_level: Option<String>,
+        provider_thinking_level: Option<Box<str>>,
     },
 }
 

@@ -106,13 +106,17 @@ pub enum AgentMessage {
     /// Tool output.
     ToolResult(Arc<ToolResultMessage>),
     /// Application-defined; dropped by the default `convert_to_llm`.
-    Custom(Arc<dyn CustomMessage>),
+    ///
+    /// Boxed behind its `Arc` so that the pointer is thin: a fat `Arc<dyn _>` here would make
+    /// every `AgentMessage` (the entries of every transcript, event and run) 24 bytes instead
+    /// of 16.
+    Custom(Arc<Box<dyn CustomMessage>>),
 }
 
 impl AgentMessage {
     /// Wrap an application message kind.
     pub fn custom(kind: impl CustomMessage) -> Self {
-        Self::Custom(Arc::new(kind))
+        Self::Custom(Arc::new(Box::new(kind)))
     }
 
     /// The `role` tag.
@@ -200,7 +204,7 @@ impl AgentMessage {
         match role.as_str() {
             "system" | "user" | "assistant" | "toolResult" => Ok(Message::from_json_object(&role, value)?.into()),
             _ => match value {
-                Value::Object(fields) => Ok(Self::Custom(Arc::new(RawCustomMessage { role, fields }))),
+                Value::Object(fields) => Ok(Self::Custom(Arc::new(Box::new(RawCustomMessage { role, fields })))),
                 _ => Err(serde_json::Error::custom("message must be an object")),
             },
         }

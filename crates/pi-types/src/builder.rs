@@ -609,7 +609,7 @@ impl AssistantMessageBuilder {
     fn fail(mut self, reason: StopReason, text: String) -> SendOwned {
         let message = Arc::make_mut(&mut self.message);
         message.stop_reason = reason;
-        message.error_message = Some(text);
+        message.error_message = Some(text.into());
         let error = self.take_message();
         self.tx.send_owned(AssistantMessageEvent::Error { reason, error })
     }
@@ -617,9 +617,17 @@ impl AssistantMessageBuilder {
     /// The message, for the terminal event: the builder is done with it.
     fn take_message(&mut self) -> Arc<AssistantMessage> {
         self.ended = true;
-        // The final message is kept (a transcript holds it for good): no room for blocks
-        // that will never come.
-        Arc::make_mut(&mut self.message).content.shrink_to_fit();
+        // The final message is kept (a transcript holds it for good): no room for blocks, or
+        // text, that will never come (a streamed text's buffer grew by doubling).
+        let content = &mut Arc::make_mut(&mut self.message).content;
+        content.shrink_to_fit();
+        for block in content.iter_mut() {
+            match block {
+                AssistantContent::Text(text) => text.text.shrink_to_fit(),
+                AssistantContent::Thinking(thinking) => thinking.thinking.shrink_to_fit(),
+                AssistantContent::ToolCall(_) => {}
+            }
+        }
         std::mem::replace(&mut self.message, crate::stream::ended_placeholder())
     }
 

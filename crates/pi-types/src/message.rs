@@ -114,8 +114,11 @@ pub struct SystemMessage {
     /// Instruction text.
     pub content: SystemContent,
     /// Named, ordered prompt sections; `None` removes a section.
+    ///
+    /// Boxed: rarely set, and unboxed its room (56 bytes) would be in every system message a
+    /// transcript keeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sections: Option<IndexMap<String, Option<String>>>,
+    pub sections: Option<Box<IndexMap<String, Option<String>>>>,
     /// Tools that become available here (complete definitions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_added: Option<Vec<Tool>>,
@@ -219,14 +222,17 @@ pub struct AssistantMessage {
     /// Requested model id.
     pub model: CompactString,
     /// Model id the provider reported, when it differs.
+    ///
+    /// This and the other rarely set strings are `Box<str>`s (16 bytes, not a `String`'s 24):
+    /// a transcript keeps every response for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_model: Option<String>,
+    pub response_model: Option<Box<str>>,
     /// Provider response id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response_id: Option<String>,
+    pub response_id: Option<Box<str>>,
     /// Exact provider-native effort level used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider_thinking_level: Option<String>,
+    pub provider_thinking_level: Option<Box<str>>,
     /// Thinking level the agent loop requested.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_level: Option<ThinkingLevel>,
@@ -243,10 +249,10 @@ pub struct AssistantMessage {
     pub deferred: Option<Box<DeferredHandle>>,
     /// What went wrong, for `error` and `aborted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
+    pub error_message: Option<Box<str>>,
     /// The provider's own stop reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_stop_reason: Option<String>,
+    pub raw_stop_reason: Option<Box<str>>,
     /// Whether the model explicitly ended its turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_turn: Option<bool>,

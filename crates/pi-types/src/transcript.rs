@@ -194,7 +194,7 @@ pub fn current_system_message<'a, T: TranscriptEntry + 'a>(
         if !text.is_empty() {
             content.push(text);
         }
-        for (name, value) in message.sections.iter().flatten() {
+        for (name, value) in message.sections.as_deref().into_iter().flatten() {
             match value {
                 None => {
                     sections.shift_remove(name);
@@ -211,7 +211,7 @@ pub fn current_system_message<'a, T: TranscriptEntry + 'a>(
     }
     Some(SystemMessage {
         content: SystemContent::Text(content.join("\n\n")),
-        sections: (!sections.is_empty()).then(|| sections.into_iter().map(|(k, v)| (k, Some(v))).collect()),
+        sections: (!sections.is_empty()).then(|| Box::new(sections.into_iter().map(|(k, v)| (k, Some(v))).collect())),
         tools_added: (!tools.is_empty()).then(|| tools.into_values().cloned().collect()),
         tools_removed: None,
         timestamp: timestamp.unwrap_or(0),
@@ -221,7 +221,7 @@ pub fn current_system_message<'a, T: TranscriptEntry + 'a>(
 /// A system message rendered as a prompt: content, then section texts, blank-line separated.
 pub fn system_message_text(message: &SystemMessage) -> String {
     let mut parts = vec![message.content.to_text()];
-    parts.extend(message.sections.iter().flatten().filter_map(|(_, v)| v.clone()));
+    parts.extend(message.sections.as_deref().into_iter().flatten().filter_map(|(_, v)| v.clone()));
     parts.retain(|p| !p.is_empty());
     parts.join("\n\n")
 }
@@ -238,7 +238,7 @@ pub fn render_system_message_update(message: &SystemMessage) -> String {
     if !text.is_empty() {
         parts.push(text);
     }
-    for (name, value) in message.sections.iter().flatten() {
+    for (name, value) in message.sections.as_deref().into_iter().flatten() {
         parts.push(match value {
             None => format!("Removed system prompt section \"{name}\"."),
             Some(value) => format!("Updated system prompt section \"{name}\":\n\n{value}"),

@@ -69,10 +69,11 @@ fn replay_applies_removals_then_additions_in_order() {
 #[test]
 fn replay_joins_contents_and_patches_sections_by_name() {
     let mut lead = system("Base");
-    lead.sections =
-        Some([("rules".to_owned(), Some("R1".to_owned())), ("style".to_owned(), Some("S1".to_owned()))].into());
+    lead.sections = Some(Box::new(
+        [("rules".to_owned(), Some("R1".to_owned())), ("style".to_owned(), Some("S1".to_owned()))].into(),
+    ));
     let mut later = system("More");
-    later.sections = Some([("rules".to_owned(), None), ("extra".to_owned(), Some("E".to_owned()))].into());
+    later.sections = Some(Box::new([("rules".to_owned(), None), ("extra".to_owned(), Some("E".to_owned()))].into()));
     let messages = vec![Message::from(lead), user("x"), Message::from(later)];
     let replayed = current_system_message(&messages).unwrap();
     assert_eq!(replayed.content, SystemContent::Text("Base\n\nMore".into()));
@@ -86,7 +87,8 @@ fn replay_joins_contents_and_patches_sections_by_name() {
 #[test]
 fn section_updates_render_with_their_names() {
     let mut update = system("Note");
-    update.sections = Some([("rules".to_owned(), None), ("style".to_owned(), Some("Terse".to_owned()))].into());
+    update.sections =
+        Some(Box::new([("rules".to_owned(), None), ("style".to_owned(), Some("Terse".to_owned()))].into()));
     assert_eq!(
         render_system_message_update(&update),
         "Note\n\nRemoved system prompt section \"rules\".\n\nUpdated system prompt section \"style\":\n\nTerse"

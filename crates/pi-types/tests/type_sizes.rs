@@ -4,7 +4,9 @@
 //! the run, every emitted event is moved through the futures that emit it, and a transcript
 //! keeps every message and tool call.
 
-use pi_types::{AgentEvent, AssistantContent, AssistantMessage, StreamOptions, ToolResultMessage};
+use pi_types::{
+    AgentEvent, AgentMessage, AssistantContent, AssistantMessage, StreamOptions, SystemMessage, ToolResultMessage,
+};
 
 fn check<T>(name: &str, limit: usize) {
     let size = std::mem::size_of::<T>();
@@ -17,7 +19,12 @@ fn values_kept_per_agent_stay_small() {
     check::<StreamOptions>("StreamOptions", 256);
     // 128 bytes before the tool execution events boxed their arguments.
     check::<AgentEvent>("AgentEvent", 80);
-    check::<AssistantMessage>("AssistantMessage", 400);
+    // 400 bytes before its rarely set strings were boxed.
+    check::<AssistantMessage>("AssistantMessage", 360);
+    // 160 bytes before its rarely set sections were boxed.
+    check::<SystemMessage>("SystemMessage", 96);
+    // 24 bytes while a custom message was a fat pointer: every transcript entry.
+    check::<AgentMessage>("AgentMessage", 16);
     // 192 bytes before a tool call's rare strings were boxed.
     check::<AssistantContent>("AssistantContent", 168);
     // 328 bytes before its rare usage and nested calls were boxed.

@@ -352,7 +352,7 @@ impl EventBody {
         self.log.outcome = outcome;
         ProxyEvent::Error {
             reason: StopReason::Error,
-            error_message: Some(message.to_owned()),
+            error_message: Some(message.to_owned().into()),
             usage: Usage::default(),
             provider_thinking_level: None,
         }

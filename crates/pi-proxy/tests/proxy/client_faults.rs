@@ -99,7 +99,7 @@ async fn run(url: &str, options: StreamOptions) -> AssistantMessage {
 /// The error text of a failed run.
 fn error_text(message: &AssistantMessage) -> String {
     assert_eq!(message.stop_reason, StopReason::Error, "{message:?}");
-    message.error_message.clone().unwrap_or_default()
+    message.error_message.as_deref().unwrap_or_default().to_owned()
 }
 
 fn assert_complete(message: &AssistantMessage) {
