@@ -37,6 +37,7 @@ mod emit_order;
 mod error;
 mod push;
 mod run;
+mod run_config;
 mod sink;
 mod stream;
 mod tools;

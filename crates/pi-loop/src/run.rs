@@ -13,6 +13,7 @@ use pi_types::{
 };
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
+use crate::run_config::RunConfig;
 use crate::sink::{AgentEventSink, Emission, Emitter, Target};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
@@ -165,7 +166,7 @@ struct Run {
     llm_converted: usize,
     /// Where `llm_cache` came from and goes back to when the run ends (see `TranscriptCache`).
     shared_cache: Option<crate::TranscriptCache>,
-    config: LoopConfig,
+    config: RunConfig,
     cancel: CancellationToken,
     emitter: Emitter,
     /// The messages this run added, returned when it ends.
@@ -190,12 +191,12 @@ impl Run {
             llm_cache: Arc::default(),
             llm_converted: 0,
             shared_cache: None,
-            config,
+            config: RunConfig::from(config),
             cancel,
             emitter,
             new_messages,
         };
-        if run.config.transform_context.is_none() && run.config.convert_to_llm.is_none() {
+        if run.config.converts_by_default() {
             if let Some(cache) = run.config.transcript_cache.clone() {
                 if let Some(converted) = cache.take().filter(|c| c.sources <= run.context.messages.len()) {
                     run.llm_cache = converted.messages;
@@ -240,14 +241,14 @@ impl Run {
 
     /// The `prepare_next_turn` hook's answer for the turn after `turn`.
     async fn prepare_next_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnUpdate>, LoopError> {
-        let Some(hook) = self.config.prepare_next_turn.clone() else { return Ok(None) };
+        let Some(hook) = self.config.hooks().prepare_next_turn.clone() else { return Ok(None) };
         let ctx = self.turn_context(turn);
         catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)
     }
 
     /// The `prepare_request` hook's answer for the next request.
     async fn prepare_request(&self) -> Result<Option<RequestUpdate>, LoopError> {
-        let Some(hook) = self.config.prepare_request.clone() else { return Ok(None) };
+        let Some(hook) = self.config.hooks().prepare_request.clone() else { return Ok(None) };
         let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
         let request = RequestContext { context: &self.context, model: &self.config.model, thinking_level };
         catch_call(|| hook(&request, &self.cancel)).await.map_err(LoopError::Hook)
@@ -255,7 +256,7 @@ impl Run {
 
     /// The `finish_turn` hook's decision on `turn`.
     async fn finish_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnDecision>, LoopError> {
-        let Some(hook) = self.config.finish_turn.clone() else { return Ok(None) };
+        let Some(hook) = self.config.hooks().finish_turn.clone() else { return Ok(None) };
         let ctx = self.turn_context(turn);
         catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)
     }
@@ -280,6 +281,9 @@ impl Run {
         }
     }
 
+    // Every running agent holds this future: what lives across its awaits is kept small (a
+    // turn's own values are scoped to the block that uses them, the completed turn is built
+    // in place in `last_turn`, and the larger phases run in boxed futures of their own).
     async fn run(&mut self, poll_initial_steering: bool) -> Result<(), LoopError> {
         let mut last_turn: Option<CompletedTurn> = None;
         let mut explicit_continuation = false;
@@ -287,41 +291,43 @@ impl Run {
         loop {
             let mut has_more_tool_calls = true;
             while has_more_tool_calls || !pending.is_empty() {
-                let mut prepared = Vec::new();
-                if let Some(turn) = &last_turn {
-                    if self.config.prepare_next_turn.is_some() {
-                        // Boxed, as are the turn's other hook calls: inline, a hook's call (and
-                        // the context it is given) would size the future of every run.
-                        let update = Box::pin(self.prepare_next_turn(turn)).await?;
-                        if let Some(update) = update {
-                            if let Some(context) = update.context {
-                                self.replace_context(context);
+                {
+                    let mut prepared = Vec::new();
+                    if let Some(turn) = &last_turn {
+                        if self.config.hooks().prepare_next_turn.is_some() {
+                            // Boxed, as are the turn's other hook calls: inline, a hook's call
+                            // (and the context it is given) would size the future of every run.
+                            let update = Box::pin(self.prepare_next_turn(turn)).await?;
+                            if let Some(update) = update {
+                                if let Some(context) = update.context {
+                                    self.replace_context(context);
+                                }
+                                prepared = update.messages.unwrap_or_default();
+                                if let Some(model) = update.model {
+                                    self.config.model = Arc::new(model);
+                                }
+                                self.set_reasoning(update.thinking_level);
                             }
-                            prepared = update.messages.unwrap_or_default();
-                            if let Some(model) = update.model {
-                                self.config.model = Arc::new(model);
-                            }
-                            self.set_reasoning(update.thinking_level);
                         }
+                        // Preparation may take long: pick up steering queued meanwhile, but only
+                        // when the earlier poll was empty (one-at-a-time queues would give two).
+                        if pending.is_empty() {
+                            pending = self.poll_steering().await;
+                        }
+                        self.emitter.emit_boxed(AgentEvent::TurnStart).await?;
                     }
-                    // Preparation may take long: pick up steering queued meanwhile, but only
-                    // when the earlier poll was empty (one-at-a-time queues would give two).
-                    if pending.is_empty() {
-                        pending = self.poll_steering().await;
+                    prepared.append(&mut pending);
+                    let from = self.new_messages.len();
+                    for message in declare_tool_changes(&self.context, prepared) {
+                        self.context.messages.push(message.clone());
+                        self.new_messages.push(message);
                     }
-                    self.emitter.emit_boxed(AgentEvent::TurnStart).await?;
+                    if self.new_messages.len() > from {
+                        // Boxed: its loop's state would otherwise take room in every run's future.
+                        Box::pin(self.emit_new_messages(from)).await?;
+                    }
                 }
-                prepared.append(&mut pending);
-                let from = self.new_messages.len();
-                for message in declare_tool_changes(&self.context, prepared) {
-                    self.context.messages.push(message.clone());
-                    self.new_messages.push(message);
-                }
-                if self.new_messages.len() > from {
-                    // Boxed: its loop's state would otherwise take room in every run's future.
-                    Box::pin(self.emit_new_messages(from)).await?;
-                }
-                if self.config.prepare_request.is_some() {
+                if self.config.hooks().prepare_request.is_some() {
                     let update = Box::pin(self.prepare_request()).await?;
                     if let Some(update) = update {
                         if let Some(context) = update.context {
@@ -337,29 +343,21 @@ impl Run {
                 // Boxed: the two big phases of a turn need not both live in every run's future.
                 let message = Box::pin(self.stream_assistant_response()).await?;
                 self.new_messages.push(AgentMessage::Assistant(Arc::clone(&message)));
-                if matches!(message.stop_reason, StopReason::Error | StopReason::Aborted) {
-                    let turn = CompletedTurn { message, tool_results: Vec::new() };
-                    if self.config.finish_turn.is_some() {
-                        Box::pin(self.finish_turn(&turn)).await?;
+                let failed = matches!(message.stop_reason, StopReason::Error | StopReason::Aborted);
+                let turn = last_turn.insert(CompletedTurn { message, tool_results: Vec::new() });
+                if failed {
+                    if self.config.hooks().finish_turn.is_some() {
+                        Box::pin(self.finish_turn(turn)).await?;
                     }
-                    self.emitter
-                        .emit_boxed(AgentEvent::TurnEnd { message: turn.message.into(), tool_results: Vec::new() })
-                        .await?;
+                    let message = AgentMessage::Assistant(Arc::clone(&turn.message));
+                    self.emitter.emit_boxed(AgentEvent::TurnEnd { message, tool_results: Vec::new() }).await?;
                     self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
                 }
 
-                let mut tool_results = Vec::new();
                 has_more_tool_calls = false;
-                if message.tool_calls().next().is_some() {
-                    let batch = if message.stop_reason == StopReason::Length {
-                        Box::pin(fail_truncated_tool_calls(&message, &self.emitter)).await?
-                    } else {
-                        let mode = self.config.tool_execution;
-                        let hooks = crate::tools::ToolHooks::from_config(&self.config);
-                        Box::pin(execute_tool_calls(&self.context, &message, mode, &hooks, &self.cancel, &self.emitter))
-                            .await?
-                    };
+                if turn.message.tool_calls().next().is_some() {
+                    let batch = Box::pin(self.execute_tools(&turn.message)).await?;
                     has_more_tool_calls = !batch.terminate;
                     for result in &batch.messages {
                         let result = AgentMessage::ToolResult(Arc::clone(result));
@@ -367,28 +365,21 @@ impl Run {
                         self.new_messages.push(result);
                     }
                     // The turn's hooks and `turn_end` take the results by value.
-                    tool_results = batch.messages.iter().map(|result| (**result).clone()).collect();
+                    turn.tool_results = batch.messages.iter().map(|result| (**result).clone()).collect();
                 }
 
-                let mut turn = CompletedTurn { message, tool_results };
-                let decision = match self.config.finish_turn.is_some() {
-                    true => Box::pin(self.finish_turn(&turn)).await?,
+                let decision = match self.config.hooks().finish_turn.is_some() {
+                    true => Box::pin(self.finish_turn(turn)).await?,
                     false => None,
                 };
                 // Only `prepare_next_turn` reads the last turn's results: without it, the event
                 // takes them and nothing keeps them through the next request.
-                let keep_results = self.config.prepare_next_turn.is_some();
-                let tool_results = match keep_results {
+                let tool_results = match self.config.hooks().prepare_next_turn.is_some() {
                     true => turn.tool_results.clone(),
                     false => std::mem::take(&mut turn.tool_results),
                 };
-                self.emitter
-                    .emit_boxed(AgentEvent::TurnEnd {
-                        message: AgentMessage::Assistant(Arc::clone(&turn.message)),
-                        tool_results,
-                    })
-                    .await?;
-                last_turn = Some(turn);
+                let message = AgentMessage::Assistant(Arc::clone(&turn.message));
+                self.emitter.emit_boxed(AgentEvent::TurnEnd { message, tool_results }).await?;
                 if decision == Some(TurnDecision::End) {
                     self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
                     return Ok(());
@@ -415,32 +406,63 @@ impl Run {
         self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
     }
 
-    /// The provider transcript. With the default `convert_to_llm` and no
-    /// `transform_context`, the converted list is kept between requests and only the new
-    /// messages are converted: a request costs time in what changed, not in the history.
-    async fn llm_transcript(&mut self) -> Result<TranscriptContext, LoopError> {
-        if self.config.transform_context.is_none() && self.config.convert_to_llm.is_none() {
-            if self.llm_converted > self.context.messages.len() {
-                self.reset_llm_cache();
-            }
-            let messages = &self.context.messages;
-            let cache = Arc::make_mut(&mut self.llm_cache);
-            cache.extend(messages.iter_from(self.llm_converted).filter_map(AgentMessage::to_llm));
-            self.llm_converted = messages.len();
-            return Ok(TranscriptContext::from_shared(Arc::clone(&self.llm_cache)));
+    /// The tool calls of `message`: executed, or failed when the response was cut off.
+    async fn execute_tools(&self, message: &Arc<AssistantMessage>) -> Result<crate::tools::ToolBatch, LoopError> {
+        if message.stop_reason == StopReason::Length {
+            return fail_truncated_tool_calls(message, &self.emitter).await;
         }
+        let hooks = crate::tools::ToolHooks::from_config(&self.config);
+        execute_tool_calls(&self.context, message, self.config.tool_execution, &hooks, &self.cancel, &self.emitter)
+            .await
+    }
+
+    /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
+    /// make it: the converted list is kept between requests and only the new messages are
+    /// converted, so a request costs time in what changed, not in the history (when a hook
+    /// makes it: [`Self::hooked_transcript`]).
+    fn cached_transcript(&mut self) -> TranscriptContext {
+        if self.llm_converted > self.context.messages.len() {
+            self.reset_llm_cache();
+        }
+        let messages = &self.context.messages;
+        let cache = Arc::make_mut(&mut self.llm_cache);
+        cache.extend(messages.iter_from(self.llm_converted).filter_map(AgentMessage::to_llm));
+        self.llm_converted = messages.len();
+        TranscriptContext::from_shared(Arc::clone(&self.llm_cache))
+    }
+
+    /// The transcript and the key of a request when a hook takes part in making them, in the
+    /// reference's order: `transform_context`, `convert_to_llm`, then `get_api_key`.
+    async fn hooked_request_inputs(&mut self) -> Result<(TranscriptContext, Option<String>), LoopError> {
+        let transcript = match self.config.converts_by_default() {
+            true => self.cached_transcript(),
+            false => self.hooked_transcript().await?,
+        };
+        Ok((transcript, self.api_key().await?))
+    }
+
+    /// The provider transcript through the `transform_context` and `convert_to_llm` hooks.
+    async fn hooked_transcript(&self) -> Result<TranscriptContext, LoopError> {
         // The hooks see the transcript as a slice: a copy of the pointers, once per request.
         let history = self.context.messages.to_vec();
-        let messages = match &self.config.transform_context {
+        let messages = match &self.config.hooks().transform_context {
             Some(hook) => catch_call(|| hook(&history, &self.cancel)).await.map_err(LoopError::Hook)?,
             None => history,
         };
         let messages: &[AgentMessage] = &messages;
-        let messages = match &self.config.convert_to_llm {
+        let messages = match &self.config.hooks().convert_to_llm {
             Some(hook) => catch_call(|| hook(messages)).await.map_err(LoopError::Hook)?,
             None => pi_types::default_convert_to_llm(messages),
         };
         Ok(normalize_context(Context { messages, ..Default::default() }))
+    }
+
+    /// The key from the `get_api_key` hook; `None` when it gives none or an empty one.
+    async fn api_key(&self) -> Result<Option<String>, LoopError> {
+        let Some(hook) = &self.config.hooks().get_api_key else { return Ok(None) };
+        let provider = self.config.model.provider.to_string();
+        // JavaScript `||`: an empty key falls back to the configured one.
+        Ok(catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?.filter(|k| !k.is_empty()))
     }
 
     /// The context was replaced by a hook: convert it from scratch next time.
@@ -457,16 +479,14 @@ impl Run {
     }
 
     async fn stream_assistant_response(&mut self) -> Result<Arc<AssistantMessage>, LoopError> {
-        let transcript = self.llm_transcript().await?;
-        // Only the key is awaited here; the request's options are built after it, so they never
-        // sit in this future (which every streaming run holds).
-        let api_key = match &self.config.get_api_key {
-            Some(hook) => {
-                let provider = self.config.model.provider.to_string();
-                // JavaScript `||`: an empty key falls back to the configured one.
-                catch_call(|| hook(provider)).await.map_err(LoopError::Hook)?.filter(|k| !k.is_empty())
-            }
-            None => None,
+        // The hooks' paths are boxed: inline, their futures would size this one (which every
+        // streaming run holds) for all runs, hooks or not.
+        // Only the transcript and the key are awaited here; the request's options are built
+        // after them, so they never sit in this future.
+        let (transcript, api_key) = match self.config.converts_by_default() && self.config.hooks().get_api_key.is_none()
+        {
+            true => (self.cached_transcript(), None),
+            false => Box::pin(self.hooked_request_inputs()).await?,
         };
         let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
         let mut stream = self.start_request(transcript, api_key);
@@ -484,7 +504,7 @@ impl Run {
         loop {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
-            let emission = {
+            let (emitting, started_now) = {
                 let next = stream.next().await;
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
@@ -495,17 +515,7 @@ impl Run {
                     AssistantMessageEvent::Start { partial } => {
                         was_started = true;
                         let start = Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed));
-                        self.emitter.emit(start).await?;
-                        // From here on the updates can be pushed: they need no copy of the
-                        // loop's (the builder leaves its message with the stream).
-                        if streamed.is_none() && push.is_none() {
-                            if let Some(delivery) = self.emitter.push_delivery() {
-                                if stream.push_to(delivery.clone()) {
-                                    push = Some(delivery);
-                                }
-                            }
-                        }
-                        continue;
+                        (self.emitter.emit(start), true)
                     }
                     AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
                     event if was_started => {
@@ -514,12 +524,21 @@ impl Run {
                             streamed.observe(&event, &current);
                         }
                         let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
-                        Emission::update(update, stream.metadata_changed())
+                        (self.emitter.emit(Emission::update(update, stream.metadata_changed())), false)
                     }
                     _ => continue,
                 }
             };
-            self.emitter.emit(emission).await?;
+            emitting.await?;
+            // From the start on, the updates can be pushed: they need no copy of the loop's (the
+            // builder leaves its message with the stream).
+            if started_now && streamed.is_none() && push.is_none() {
+                if let Some(delivery) = self.emitter.push_delivery() {
+                    if stream.push_to(delivery.clone()) {
+                        push = Some(delivery);
+                    }
+                }
+            }
         }
         // Without a terminal event, end with what was streamed: the message a builder left with
         // the stream, or else the loop's own copy. Taking the final message out of the stream

@@ -303,7 +303,14 @@ fn start_delivery<'a>(sink: &'a dyn AgentEventSink, event: &'a AgentEvent, metad
     }
 }
 
-/// The rest of a delivery the sink handles asynchronously.
-async fn finish_delivery(future: EmitFuture<'_>) -> Result<(), crate::LoopError> {
-    pi_types::catch_failure(future).await.map_err(crate::LoopError::Sink)
+/// The rest of a delivery the sink handles asynchronously: its error or panic becomes
+/// [`crate::LoopError::Sink`]. Combinators, not an `async fn`, so that every emit's future
+/// holds the sink's future once (an `async fn` would store it as its argument and again as
+/// the future it awaits).
+fn finish_delivery(future: EmitFuture<'_>) -> impl Future<Output = Result<(), crate::LoopError>> + Send + '_ {
+    use futures::FutureExt;
+    AssertUnwindSafe(future).catch_unwind().map(|outcome| match outcome {
+        Ok(outcome) => outcome.map_err(|error| crate::LoopError::Sink(error.to_string())),
+        Err(payload) => Err(crate::LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))),
+    })
 }

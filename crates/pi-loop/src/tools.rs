@@ -15,9 +15,7 @@ use pi_types::{
 };
 use serde_json::{Map, Value};
 
-use crate::config::{
-    AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn, LoopConfig,
-};
+use crate::config::{AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn};
 use crate::sink::Emitter;
 use crate::LoopError;
 
@@ -29,8 +27,9 @@ pub(crate) struct ToolHooks {
 }
 
 impl ToolHooks {
-    pub(crate) fn from_config(config: &LoopConfig) -> Self {
-        Self { before: config.before_tool_call.clone(), after: config.after_tool_call.clone() }
+    pub(crate) fn from_config(config: &crate::run_config::RunConfig) -> Self {
+        let hooks = config.hooks();
+        Self { before: hooks.before_tool_call.clone(), after: hooks.after_tool_call.clone() }
     }
 }
 

@@ -327,7 +327,7 @@ impl FauxProvider {
             provider: self.inner.provider.clone(),
             model: model.id.clone(),
             stop_reason: StopReason::Error,
-            error_message: Some(text),
+            error_message: Some(text.into()),
             timestamp: pi_types::now_ms(),
             ..Default::default()
         }
@@ -336,54 +336,59 @@ impl FauxProvider {
     /// The response to one request. The request and the scripted step are moved to the heap
     /// once (`Pending`): held by value, an `async fn`'s arguments would stay in its future for
     /// the whole response, twice, making every streaming request kilobytes larger.
-    async fn respond(self, tx: EventSender, mut pending: Box<Pending>) {
-        if let Some(on_response) = &pending.request.options.on_response {
-            // Boxed, as is the response factory below: this future waits at the yield in every
-            // concurrent request, so it holds no state of the steps before and after it.
-            Box::pin(async {
-                let response = ProviderResponse { status: 200, ..Default::default() };
-                on_response(&response, &pending.request.model).await;
-            })
-            .await;
-        }
-        if self.inner.tokens_per_second.is_none() {
-            // Behave like a network call: let other tasks run once per request.
-            tokio::task::yield_now().await;
-        }
-        let request = &pending.request;
-        // Boxed: a message held by value across the awaits below would sit in this future
-        // (and again in the one it awaits) for the whole response.
-        let message = match pending.step.take() {
-            None => Err("No more faux responses queued".to_owned()),
-            Some(Queued::Message(message)) => Ok(message),
-            Some(Queued::Build(build)) => Box::pin(catch_call(|| build(request))).await.map(Box::new),
-        };
-        let (mut message, streamed) = match message {
-            Ok(mut message) => {
-                message.api = self.inner.api.clone();
-                message.provider = self.inner.provider.clone();
-                message.model = request.model.id.clone();
-                (message, true)
+    ///
+    /// Not an `async fn`: its parameters would take room twice in the future (as given and as
+    /// the body's locals), which every concurrent request keeps while it waits at the yield.
+    #[allow(clippy::manual_async_fn)]
+    fn respond(self, tx: EventSender, mut pending: Box<Pending>) -> impl Future<Output = ()> + Send {
+        async move {
+            if let Some(on_response) = &pending.request.options.on_response {
+                // Boxed, as is the response factory below: this future waits at the yield in every
+                // concurrent request, so it holds no state of the steps before and after it.
+                Box::pin(async {
+                    let response = ProviderResponse { status: 200, ..Default::default() };
+                    on_response(&response, &pending.request.model).await;
+                })
+                .await;
             }
-            Err(text) => (Box::new(self.error_message(&request.model, text)), false),
-        };
-        {
-            let mut state = self.state();
-            let cache = &mut state.prompt_cache;
-            usage::apply_usage_estimate(&mut message, request.context.messages(), &request.options, cache);
+            if self.inner.tokens_per_second.is_none() {
+                // Behave like a network call: let other tasks run once per request.
+                tokio::task::yield_now().await;
+            }
+            let request = &pending.request;
+            // Boxed: a message held by value across the awaits below would sit in this future
+            // (and again in the one it awaits) for the whole response.
+            let message = match pending.step.take() {
+                None => Err("No more faux responses queued".to_owned()),
+                Some(Queued::Message(message)) => Ok(message),
+                Some(Queued::Build(build)) => Box::pin(catch_call(|| build(request))).await.map(Box::new),
+            };
+            let (mut message, streamed) = match message {
+                Ok(mut message) => {
+                    message.api = self.inner.api.clone();
+                    message.provider = self.inner.provider.clone();
+                    message.model = request.model.id.clone();
+                    (message, true)
+                }
+                Err(text) => (Box::new(self.error_message(&request.model, text)), false),
+            };
+            {
+                let mut state = self.state();
+                let cache = &mut state.prompt_cache;
+                usage::apply_usage_estimate(&mut message, request.context.messages(), &request.options, cache);
+            }
+            if !streamed {
+                // A failed request never started: one terminal event, no `start`. Boxed, like the
+                // streaming below: neither takes room in this future while it waits at the yield.
+                Box::pin(AssistantMessageBuilder::new(tx, *message).done(StopReason::Error)).await;
+                return;
+            }
+            // Streaming needs only the cancellation token: the request (its transcript, options
+            // and model) is freed before the response streams.
+            let cancel = pending.request.options.cancel.take();
+            drop(pending);
+            Box::pin(self.stream_message(tx, message, cancel)).await;
         }
-        if !streamed {
-            // A failed request never started: one terminal event, no `start`.
-            AssistantMessageBuilder::new(tx, *message).done(StopReason::Error).await;
-            return;
-        }
-        // Streaming needs only the cancellation token: the request (its transcript, options
-        // and model) is freed before the response streams.
-        let cancel = pending.request.options.cancel.take();
-        drop(pending);
-        // Boxed: until the response starts streaming (past the yield above, where many
-        // concurrent requests wait), its state takes no room in this future.
-        Box::pin(self.stream_message(tx, message, cancel)).await;
     }
 
     /// Streams a scripted message: its blocks in order, each in chunks, then its ending.
