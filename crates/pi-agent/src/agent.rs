@@ -23,6 +23,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use crate::error::AgentError;
 use crate::options::{default_model, AgentOptions, QueueMode};
 use crate::pending::PendingToolCalls;
+use crate::settings::Settings;
 use crate::state::{AgentState, StreamingMessage};
 
 /// An event listener: awaited for every event of a run, in subscription order.
@@ -124,15 +125,36 @@ impl PendingQueue {
 }
 
 /// Listeners in subscription order; ids grow, so the list is sorted by id.
-struct ListenerEntry {
+///
+/// Generic over the listener so that an entry and a synchronous closure share one allocation
+/// (`Arc<ListenerEntry<SyncListener<F>>>` coerced to `Arc<ListenerEntry>`): every agent keeps
+/// its listeners for as long as it lives.
+struct ListenerEntry<L: ?Sized = dyn DeliverTo> {
     id: u64,
-    listener: ListenerKind,
+    listener: L,
 }
 
-/// A synchronous listener is called in place: no future, no allocation per event.
-enum ListenerKind {
-    Sync(Arc<dyn Fn(&AgentEvent) + Send + Sync>),
-    Async(Listener),
+/// How an entry's listener takes an event.
+trait DeliverTo: Send + Sync {
+    /// Calls a synchronous listener in place (no future, no allocation per event) and gives
+    /// `None`; an asynchronous one is given back, to be called and awaited by the caller.
+    fn deliver(&self, event: &AgentEvent) -> Option<&Listener>;
+}
+
+/// A synchronous listener.
+struct SyncListener<F>(F);
+
+impl<F: Fn(&AgentEvent) + Send + Sync> DeliverTo for SyncListener<F> {
+    fn deliver(&self, event: &AgentEvent) -> Option<&Listener> {
+        (self.0)(event);
+        None
+    }
+}
+
+impl DeliverTo for Listener {
+    fn deliver(&self, _event: &AgentEvent) -> Option<&Listener> {
+        Some(self)
+    }
 }
 
 struct ActiveRun {
@@ -150,7 +172,8 @@ pub(crate) struct Core {
     /// read-modify-write (`stream`: about 1.06-1.09x the events/s). A panic while it is held
     /// leaves the state as it was, as with the other locks here.
     state: spin::mutex::SpinMutex<AgentState>,
-    options: Mutex<AgentOptions>,
+    /// The options, compactly (see [`crate::settings`]).
+    options: Mutex<Settings>,
     steering: Mutex<PendingQueue>,
     follow_ups: Mutex<PendingQueue>,
     listeners: Mutex<Arc<[Arc<ListenerEntry>]>>,
@@ -256,9 +279,8 @@ impl Core {
             let entry = view.list.get(index)?;
             index += 1;
             last_id = entry.id;
-            match &entry.listener {
-                ListenerKind::Sync(listener) => listener(event),
-                ListenerKind::Async(listener) => return Some((last_id, Arc::clone(listener))),
+            if let Some(listener) = entry.listener.deliver(event) {
+                return Some((last_id, Arc::clone(listener)));
             }
         }
     }
@@ -303,36 +325,39 @@ impl Core {
         transcript_cache: pi_loop::TranscriptCache,
         cancel: &CancellationToken,
     ) -> LoopConfig {
-        let options = lock(&self.options).clone();
+        let (options, hooks) = {
+            let settings = lock(&self.options);
+            (settings.clone(), settings.hooks())
+        };
         let mut config = LoopConfig::new(Arc::clone(&state.model), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
         request.reasoning = (state.thinking_level != ThinkingLevel::Off).then_some(state.thinking_level);
         request.session_id = options.session_id;
-        request.on_payload = options.on_payload;
-        request.on_response = options.on_response;
-        request.on_provider_stream_event = options.on_provider_stream_event;
+        request.on_payload = hooks.on_payload;
+        request.on_response = hooks.on_response;
+        request.on_provider_stream_event = hooks.on_provider_stream_event;
         request.transport = Some(options.transport);
         request.thinking_budgets = options.thinking_budgets;
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
         config.tool_execution = options.tool_execution;
         config.transcript_cache = Some(transcript_cache);
-        config.before_tool_call = options.before_tool_call;
-        config.after_tool_call = options.after_tool_call;
-        config.finish_turn = options.finish_turn;
-        config.prepare_request = options.prepare_request;
-        config.convert_to_llm = options.convert_to_llm;
-        config.transform_context = options.transform_context;
-        config.get_api_key = options.get_api_key;
-        if options.prepare_next_turn.is_some() || options.prepare_next_turn_with_context.is_some() {
+        config.before_tool_call = hooks.before_tool_call;
+        config.after_tool_call = hooks.after_tool_call;
+        config.finish_turn = hooks.finish_turn;
+        config.prepare_request = hooks.prepare_request;
+        config.convert_to_llm = hooks.convert_to_llm;
+        config.transform_context = hooks.transform_context;
+        config.get_api_key = hooks.get_api_key;
+        if hooks.prepare_next_turn.is_some() || hooks.prepare_next_turn_with_context.is_some() {
             // Like the reference, the hooks themselves are looked up when a turn is prepared.
             let core = Arc::downgrade(self);
             let cancel = cancel.clone();
             let hook: LoopPrepareNextTurnFn = Arc::new(move |turn| {
                 let (with_context, plain) = match core.upgrade() {
                     Some(core) => {
-                        let options = lock(&core.options);
-                        (options.prepare_next_turn_with_context.clone(), options.prepare_next_turn.clone())
+                        let hooks = lock(&core.options).hooks();
+                        (hooks.prepare_next_turn_with_context, hooks.prepare_next_turn)
                     }
                     None => (None, None),
                 };
@@ -371,7 +396,7 @@ impl Core {
             provider: model.provider.clone(),
             model: model.id.clone(),
             stop_reason: if aborted { StopReason::Aborted } else { StopReason::Error },
-            error_message: Some(error),
+            error_message: Some(error.into()),
             timestamp: pi_types::now_ms(),
             ..Default::default()
         });
@@ -616,7 +641,7 @@ impl Agent {
         let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
         let core = Core {
             state: spin::mutex::SpinMutex::new(state),
-            options: Mutex::new(options),
+            options: Mutex::new(Settings::new(options)),
             steering: Mutex::default(),
             follow_ups: Mutex::default(),
             listeners: Mutex::new(Arc::from(Vec::new())),
@@ -676,18 +701,19 @@ impl Agent {
     where
         F: Fn(&AgentEvent) + Send + Sync + 'static,
     {
-        self.add_listener(ListenerKind::Sync(Arc::new(listener)))
+        let id = self.core().next_id();
+        self.add_listener(Arc::new(ListenerEntry { id, listener: SyncListener(listener) }))
     }
 
     /// Subscribe a shared [`Listener`].
     pub fn subscribe_listener(&self, listener: Listener) -> Subscription {
-        self.add_listener(ListenerKind::Async(listener))
+        let id = self.core().next_id();
+        self.add_listener(Arc::new(ListenerEntry { id, listener }))
     }
 
-    fn add_listener(&self, listener: ListenerKind) -> Subscription {
+    fn add_listener(&self, entry: Arc<ListenerEntry>) -> Subscription {
         let core = self.core();
-        let id = core.next_id();
-        let entry = Arc::new(ListenerEntry { id, listener });
+        let id = entry.id;
         let mut listeners = lock(&core.listeners);
         let mut list = listeners.to_vec();
         list.push(entry);
@@ -776,13 +802,16 @@ impl Agent {
 
     /// A copy of the options (hooks, modes, request settings; no initial state).
     pub fn options(&self) -> AgentOptions {
-        lock(&self.core().options).clone()
+        lock(&self.core().options).to_options()
     }
 
     /// Change options (hooks, modes, request settings); runs read them when they start
     /// (`prepare_next_turn` and the queue modes: when used).
     pub fn update_options(&self, update: impl FnOnce(&mut AgentOptions)) {
-        update(&mut lock(&self.core().options));
+        let mut settings = lock(&self.core().options);
+        let mut options = settings.to_options();
+        update(&mut options);
+        *settings = Settings::new(options);
     }
 
     /// How steering messages are drained.

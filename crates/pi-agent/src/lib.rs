@@ -159,6 +159,7 @@ mod agent;
 mod error;
 mod options;
 mod pending;
+mod settings;
 mod state;
 
 pub use agent::{Agent, Listener, PromptInput, RunHandle, Subscription, WeakAgent};
