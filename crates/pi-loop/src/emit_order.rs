@@ -32,7 +32,9 @@ const HELD_WAITED: u8 = 2;
 #[derive(Debug, Default)]
 pub(crate) struct EmitOrder {
     state: AtomicU8,
-    queue: Mutex<Queue>,
+    /// Made when somebody first waits (most runs never do): every run holds an `EmitOrder`,
+    /// and an empty queue inline would take 56 bytes of it.
+    queue: Mutex<Option<Box<Queue>>>,
 }
 
 #[derive(Debug, Default)]
@@ -54,9 +56,9 @@ impl EmitOrder {
         self.state.load(Ordering::Acquire) == FREE
     }
 
-    fn queue(&self) -> MutexGuard<'_, Queue> {
+    fn queue(&self) -> QueueGuard<'_> {
         // Every critical section leaves the queue consistent, so a poisoned lock is usable.
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+        QueueGuard(self.queue.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn try_take(&self) -> bool {
@@ -84,6 +86,25 @@ impl EmitOrder {
             }
             None => self.state.store(FREE, Ordering::Release),
         }
+    }
+}
+
+/// The locked queue; an unmade queue reads as empty and is made when first changed.
+struct QueueGuard<'a>(MutexGuard<'a, Option<Box<Queue>>>);
+
+static NO_QUEUE: Queue = Queue { next_ticket: 0, waiting: VecDeque::new(), granted: None };
+
+impl std::ops::Deref for QueueGuard<'_> {
+    type Target = Queue;
+
+    fn deref(&self) -> &Queue {
+        self.0.as_deref().unwrap_or(&NO_QUEUE)
+    }
+}
+
+impl std::ops::DerefMut for QueueGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Queue {
+        self.0.get_or_insert_with(Box::default)
     }
 }
 
