@@ -170,7 +170,22 @@ struct Run {
     cancel: CancellationToken,
     emitter: Emitter,
     /// The messages this run added, returned when it ends.
-    new_messages: Vec<AgentMessage>,
+    new_messages: NewMessages,
+}
+
+/// The messages a run added, in order.
+///
+/// They are the tail of the run's transcript, so while nothing needs them as a list of their
+/// own the run keeps only where that tail starts: every running agent would otherwise hold a
+/// second list of its run's messages. They become a list of their own when a hook reads them as
+/// a slice (`finish_turn`, `prepare_next_turn`: known when the run starts) and when a hook
+/// replaces the transcript (the tail then no longer holds them).
+enum NewMessages {
+    /// `context.messages` from `start` on.
+    Tail {
+        start: usize,
+    },
+    Own(Vec<AgentMessage>),
 }
 
 struct CompletedTurn {
@@ -186,12 +201,19 @@ impl Run {
         emitter: Emitter,
         new_messages: Vec<AgentMessage>,
     ) -> Self {
+        let config = RunConfig::from(config);
+        let hooks = config.hooks();
+        // The caller put `new_messages` at the end of `context` already.
+        let new_messages = match hooks.finish_turn.is_some() || hooks.prepare_next_turn.is_some() {
+            true => NewMessages::Own(new_messages),
+            false => NewMessages::Tail { start: context.messages.len().saturating_sub(new_messages.len()) },
+        };
         let mut run = Self {
             context,
             llm_cache: Arc::default(),
             llm_converted: 0,
             shared_cache: None,
-            config: RunConfig::from(config),
+            config,
             cancel,
             emitter,
             new_messages,
@@ -235,7 +257,11 @@ impl Run {
             message: &turn.message,
             tool_results: &turn.tool_results,
             context: &self.context,
-            new_messages: &self.new_messages,
+            // A run whose hooks take a `TurnContext` keeps its new messages as a list.
+            new_messages: match &self.new_messages {
+                NewMessages::Own(messages) => messages,
+                NewMessages::Tail { .. } => &[],
+            },
         }
     }
 
@@ -263,14 +289,42 @@ impl Run {
 
     /// The messages this run added (the run ends here).
     fn into_new_messages(mut self: Box<Self>) -> Vec<AgentMessage> {
-        std::mem::take(&mut self.new_messages)
+        match &mut self.new_messages {
+            NewMessages::Own(messages) => std::mem::take(messages),
+            NewMessages::Tail { .. } => self.new_messages_from(0),
+        }
+    }
+
+    /// How many messages this run added.
+    fn new_message_count(&self) -> usize {
+        match &self.new_messages {
+            NewMessages::Tail { start } => self.context.messages.len().saturating_sub(*start),
+            NewMessages::Own(messages) => messages.len(),
+        }
+    }
+
+    /// The messages this run added, from the `from`-th on.
+    fn new_messages_from(&self, from: usize) -> Vec<AgentMessage> {
+        match &self.new_messages {
+            NewMessages::Tail { start } => {
+                self.context.messages.iter_from(start.saturating_add(from)).cloned().collect()
+            }
+            NewMessages::Own(messages) => messages.get(from..).unwrap_or_default().to_vec(),
+        }
+    }
+
+    /// Records a message this run added after it was appended to the transcript.
+    fn note_new(&mut self, message: AgentMessage) {
+        if let NewMessages::Own(messages) = &mut self.new_messages {
+            messages.push(message);
+        }
     }
 
     /// `message_start` and `message_end` of each new message from `from` on.
     async fn emit_new_messages(&self, from: usize) -> Result<(), LoopError> {
-        for message in self.new_messages.iter().skip(from) {
+        for message in self.new_messages_from(from) {
             self.emitter.emit_boxed(AgentEvent::MessageStart { message: message.clone() }).await?;
-            self.emitter.emit_boxed(AgentEvent::MessageEnd { message: message.clone() }).await?;
+            self.emitter.emit_boxed(AgentEvent::MessageEnd { message }).await?;
         }
         Ok(())
     }
@@ -317,12 +371,12 @@ impl Run {
                         self.emitter.emit_boxed(AgentEvent::TurnStart).await?;
                     }
                     prepared.append(&mut pending);
-                    let from = self.new_messages.len();
+                    let from = self.new_message_count();
                     for message in declare_tool_changes(&self.context, prepared) {
                         self.context.messages.push(message.clone());
-                        self.new_messages.push(message);
+                        self.note_new(message);
                     }
-                    if self.new_messages.len() > from {
+                    if self.new_message_count() > from {
                         // Boxed: its loop's state would otherwise take room in every run's future.
                         Box::pin(self.emit_new_messages(from)).await?;
                     }
@@ -342,7 +396,7 @@ impl Run {
 
                 // Boxed: the two big phases of a turn need not both live in every run's future.
                 let message = Box::pin(self.stream_assistant_response()).await?;
-                self.new_messages.push(AgentMessage::Assistant(Arc::clone(&message)));
+                self.note_new(AgentMessage::Assistant(Arc::clone(&message)));
                 let failed = matches!(message.stop_reason, StopReason::Error | StopReason::Aborted);
                 let turn = last_turn.insert(CompletedTurn { message, tool_results: Vec::new() });
                 if failed {
@@ -351,7 +405,7 @@ impl Run {
                     }
                     let message = AgentMessage::Assistant(Arc::clone(&turn.message));
                     self.emitter.emit_boxed(AgentEvent::TurnEnd { message, tool_results: Vec::new() }).await?;
-                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages_from(0) }).await?;
                     return Ok(());
                 }
 
@@ -362,7 +416,7 @@ impl Run {
                     for result in &batch.messages {
                         let result = AgentMessage::ToolResult(Arc::clone(result));
                         self.context.messages.push(result.clone());
-                        self.new_messages.push(result);
+                        self.note_new(result);
                     }
                     // The turn's hooks and `turn_end` take the results by value.
                     turn.tool_results = batch.messages.iter().map(|result| (**result).clone()).collect();
@@ -381,7 +435,7 @@ impl Run {
                 let message = AgentMessage::Assistant(Arc::clone(&turn.message));
                 self.emitter.emit_boxed(AgentEvent::TurnEnd { message, tool_results }).await?;
                 if decision == Some(TurnDecision::End) {
-                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await?;
+                    self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages_from(0) }).await?;
                     return Ok(());
                 }
                 explicit_continuation = decision == Some(TurnDecision::Continue);
@@ -403,7 +457,7 @@ impl Run {
             }
             break;
         }
-        self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages.clone() }).await
+        self.emitter.emit_boxed(AgentEvent::AgentEnd { messages: self.new_messages_from(0) }).await
     }
 
     /// The tool calls of `message`: executed, or failed when the response was cut off.
@@ -472,6 +526,10 @@ impl Run {
     }
 
     fn replace_context(&mut self, context: AgentContext) {
+        // The new transcript need not end with this run's messages: keep them apart from now on.
+        if let NewMessages::Tail { .. } = self.new_messages {
+            self.new_messages = NewMessages::Own(self.new_messages_from(0));
+        }
         // The conversion so far still matches the transcript the cache belongs to.
         self.return_cache();
         self.context = context;

@@ -601,3 +601,32 @@ async fn stream_form_completes_a_large_parallel_batch_with_progress_updates() {
     // The declaration of the tool (a system message), the prompt, the calls, 40 results, the answer.
     assert_eq!(roles.len(), 1 + 1 + 1 + 40 + 1, "{roles:?}");
 }
+
+/// The messages a run added are its own, whatever the transcript becomes: a `prepare_request`
+/// that replaces the context with one lacking them changes neither the run's result nor
+/// `agent_end`, and the messages added after the replacement join them.
+#[tokio::test]
+async fn new_messages_survive_a_replaced_context() {
+    let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("done")]);
+    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
+    config.prepare_request = Some(Arc::new(|request, _cancel| {
+        // Replace the transcript with its last message only, at every request.
+        let last: Vec<AgentMessage> = request.context.messages.last().cloned().into_iter().collect();
+        let context = AgentContext::new(last, request.context.tools.clone());
+        Box::pin(async move {
+            Ok(Some(pi_loop::RequestUpdate { context: Some(context), model: None, thinking_level: None }))
+        })
+    }));
+    let context = AgentContext::new(vec![UserMessage::text("earlier").into()], vec![echo_tool("echo")]);
+    let recorder = Arc::new(Recorder::default());
+    let messages = run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();
+    let roles: Vec<&str> = messages.iter().map(AgentMessage::role).collect();
+    // The tools are declared before the prompt, and again after the tool result: the replaced
+    // transcript no longer holds the first declaration.
+    assert_eq!(roles, ["system", "user", "assistant", "toolResult", "system", "assistant"]);
+    let ended = recorder.events.lock().unwrap().iter().find_map(|event| match event {
+        AgentEvent::AgentEnd { messages } => Some(messages.clone()),
+        _ => None,
+    });
+    assert_eq!(ended.unwrap(), messages);
+}
