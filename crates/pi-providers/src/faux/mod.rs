@@ -333,12 +333,10 @@ impl FauxProvider {
         }
     }
 
-    /// The response to one request. The request and the scripted step are moved to the heap
-    /// once (`Pending`): held by value, an `async fn`'s arguments would stay in its future for
-    /// the whole response, twice, making every streaming request kilobytes larger.
-    ///
-    /// Not an `async fn`: its parameters would take room twice in the future (as given and as
-    /// the body's locals), which every concurrent request keeps while it waits at the yield.
+    /// The response to one request. Every concurrent request keeps this future while it waits
+    /// at the yield, so it holds little: the request and the scripted step are in one box
+    /// (`Pending`), and it is a plain function returning an `async` block, not an `async fn`,
+    /// whose parameters would take room twice (as given and as the body's locals).
     #[allow(clippy::manual_async_fn)]
     fn respond(self, tx: EventSender, mut pending: Box<Pending>) -> impl Future<Output = ()> + Send {
         async move {
