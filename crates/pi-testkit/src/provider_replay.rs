@@ -83,7 +83,11 @@ fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
         .and_then(Value::as_object)
         .map(|h| h.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_owned))).collect())
         .unwrap_or_default();
-    let body = response.get("body").and_then(Value::as_str).unwrap_or("").as_bytes().to_vec();
+    // `body_base64` carries binary bodies (Bedrock's event stream); `body` is UTF-8 text.
+    let body = match response.get("body_base64").and_then(Value::as_str) {
+        Some(encoded) => decode_base64(encoded).ok_or_else(|| ReplayError::Case("invalid body_base64".into()))?,
+        None => response.get("body").and_then(Value::as_str).unwrap_or("").as_bytes().to_vec(),
+    };
     let chunks = response
         .get("chunks")
         .and_then(Value::as_array)
@@ -102,6 +106,30 @@ fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
         delay: Duration::from_millis(delay),
         disconnect: response.get("disconnect") == Some(&Value::Bool(true)),
     })
+}
+
+/// Standard base64 (RFC 4648, padding optional, whitespace ignored).
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut bits, mut count) = (0u32, 0u32);
+    for byte in text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=') {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(value);
+        count += 6;
+        if count >= 8 {
+            count -= 8;
+            out.push((bits >> count) as u8);
+            bits &= (1 << count) - 1;
+        }
+    }
+    Some(out)
 }
 
 fn substitute(value: &Value, base_url: &str) -> Value {
@@ -170,6 +198,19 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
         reasoning: case_options.get("reasoning").and_then(|r| serde_json::from_value::<ThinkingLevel>(r.clone()).ok()),
         max_retries: Some(0),
         timeout_ms: Some(case_options.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS)),
+        transport: case_options.get("transport").and_then(|t| serde_json::from_value(t.clone()).ok()),
+        session_id: case_options.get("sessionId").and_then(Value::as_str).map(str::to_owned),
+        // The case's variables reach the adapter as `options.env` (the reference also sets them
+        // in its process; here cases share one process, so they stay per request).
+        env: case.get("env").and_then(Value::as_object).map(|env| {
+            Arc::new(
+                env.iter()
+                    .map(|(k, v)| {
+                        (k.clone(), substitute(v, &base_url).as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    })
+                    .collect(),
+            )
+        }),
         ..Default::default()
     };
 

@@ -223,6 +223,33 @@ pub struct StreamOptions {
     pub on_response: Option<OnResponse>,
     /// Raw provider event hook.
     pub on_provider_stream_event: Option<OnProviderStreamEvent>,
+    /// Variables an adapter reads before the process environment (credentials, region, Azure
+    /// and Vertex settings): the reference's `options.env`. `Debug` prints the names only.
+    pub env: Option<Arc<IndexMap<String, String>>>,
+}
+
+impl StreamOptions {
+    /// A provider setting by name: the non-empty value in [`StreamOptions::env`], else the
+    /// non-empty value of the process environment (the reference's `getProviderEnvValue`).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use pi_types::StreamOptions;
+    /// let options = StreamOptions {
+    ///     env: Some(Arc::new([("PI_DOC_REGION".to_owned(), "eu-west-1".to_owned())].into_iter().collect())),
+    ///     ..Default::default()
+    /// };
+    /// assert_eq!(options.env_var("PI_DOC_REGION").as_deref(), Some("eu-west-1"));
+    /// assert_eq!(options.env_var("PI_DOC_UNSET_VARIABLE"), None);
+    /// ```
+    pub fn env_var(&self, name: &str) -> Option<String> {
+        self.env
+            .as_deref()
+            .and_then(|env| env.get(name))
+            .filter(|value| !value.is_empty())
+            .cloned()
+            .or_else(|| std::env::var(name).ok().filter(|value| !value.is_empty()))
+    }
 }
 
 /// Extra request headers in insertion order: name to value, where `None` removes a default
@@ -342,6 +369,7 @@ impl fmt::Debug for StreamOptions {
             .field("session_id", &self.session_id)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_retries", &self.max_retries)
+            .field("env", &self.env.as_deref().map(|env| env.keys().collect::<Vec<_>>()))
             .finish_non_exhaustive()
     }
 }
