@@ -3,6 +3,7 @@
 //! ```text
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
+//! cargo xtask catalog [--check]                the model catalog as JSON; --check: against the reference
 //! cargo xtask bench [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
 //!                                              the shared/bench workloads, one process and JSON line each
 //! cargo xtask diff-fuzz --seed S --count N     random scenarios, reference vs ours (needs node)
@@ -14,12 +15,14 @@
 //! ```
 
 mod bench_runs;
+mod catalog;
 mod diff_fuzz;
 mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
 mod streaming_fixtures;
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -28,6 +31,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   replay SCENARIO.json            run a conformance scenario, print its trace
   replay-provider CASE.json       replay a recorded provider response, print its trace
+  catalog [--check]               print the model catalog as one JSON object {provider: [model, ...]};
+                                  --check: compare it field by field with the reference's (needs node, npm)
   bench [--runs N] [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
                                   run benchmark workloads (stream, tools, turns, agents, args, loopstream,
                                   prompts), each in its own process; --runs N: N interleaved rounds, then a
@@ -52,7 +57,8 @@ fn target_dir() -> PathBuf {
 fn print_line(line: Result<String, String>) -> ExitCode {
     match line {
         Ok(line) => {
-            println!("{line}");
+            // A closed pipe (`| head`) is not a failure of the command.
+            let _ = writeln!(std::io::stdout(), "{line}");
             ExitCode::SUCCESS
         }
         Err(error) => fail(error),
@@ -251,6 +257,8 @@ fn main() -> ExitCode {
         (Some("replay-provider"), Some(path)) => {
             print_trace(pi_testkit::provider_replay::replay_case_blocking(Path::new(path)))
         }
+        (Some("catalog"), None) => print_line(catalog::print()),
+        (Some("catalog"), Some(flag)) if flag == "--check" => print_line(catalog::check(&repo_root())),
         (Some("bench"), _) => bench(&args[1..]),
         (Some("bench-one"), _) => bench_one(&args[1..]),
         (Some("diff-fuzz"), _) => match diff_fuzz::run(&args[1..], &repo_root()) {

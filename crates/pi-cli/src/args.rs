@@ -49,6 +49,10 @@ pub enum Command {
     /// Interactive session: history, steering while the agent works, /followup, /abort,
     /// /reset, /model, /tools (/help lists them).
     Chat,
+    /// List the built-in models (all providers, or --provider ID): provider/model id, API,
+    /// context window, output limit, price per million input/output tokens, and whether the
+    /// provider's credentials are set. With --json: the catalog as JSON.
+    Models,
     /// The pi proxy: a server that keeps the provider keys.
     Proxy {
         /// What to do.

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use pi_providers::registry::{env_api_key_vars, Auth};
+use pi_providers::registry::{env_api_key_vars, has_env_credentials, Auth};
 use pi_providers::{catalog, env_api_key, Models, Provider};
 use pi_proxy::ProxyStreamFn;
 use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
@@ -150,12 +150,6 @@ fn is_builtin(provider: &str) -> bool {
     catalog::catalog().contains_key(provider)
 }
 
-fn known_providers() -> String {
-    let mut ids = catalog::provider_ids();
-    ids.push(DEMO_PROVIDER);
-    ids.join(", ")
-}
-
 /// The offline demo as a registry provider (`faux/faux-1`).
 pub fn demo_provider() -> Provider {
     let demo = DemoProvider::new();
@@ -174,12 +168,25 @@ fn is_http_url(url: &str) -> bool {
 }
 
 fn require_key(provider: &str) -> Result<(), CliError> {
-    let vars = env_api_key_vars(provider);
-    if vars.is_empty() || env_api_key(provider).is_some() {
+    if has_env_credentials(provider) {
         return Ok(());
     }
-    let names = vars.join(" or ");
-    Err(CliError::Setup(format!("missing API key for provider `{provider}`: set {names}")))
+    let names = env_api_key_vars(provider).join(" or ");
+    let message = match provider {
+        "amazon-bedrock" => "missing AWS credentials for provider `amazon-bedrock`: set AWS_PROFILE, \
+                             AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_BEARER_TOKEN_BEDROCK, ECS container \
+                             credentials or AWS_WEB_IDENTITY_TOKEN_FILE"
+            .to_owned(),
+        "google-vertex" => format!(
+            "missing credentials for provider `google-vertex`: set {names}, or application default credentials \
+             (GOOGLE_APPLICATION_CREDENTIALS) with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
+        ),
+        // Providers signed in by OAuth (openai-codex) keep their tokens elsewhere: the adapter
+        // reports a missing login when it streams.
+        _ if names.is_empty() => return Ok(()),
+        _ => format!("missing API key for provider `{provider}`: set {names}"),
+    };
+    Err(CliError::Setup(message))
 }
 
 fn check_api(api: &str) -> Result<(), CliError> {
@@ -203,8 +210,9 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
         (Some(provider), _) => {
             if !is_builtin(provider) {
                 return Err(CliError::Setup(format!(
-                    "unknown provider `{provider}` (known: {}; use --base-url for another server)",
-                    known_providers()
+                    "unknown provider `{provider}` (`pi models` lists the {} built-in providers; `faux` is the \
+                     offline demo; use --base-url for another server)",
+                    catalog::catalog().len()
                 )));
             }
             provider.clone()
@@ -212,8 +220,11 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
         (None, Some(model)) => {
             let listing: Vec<&str> =
                 catalog::provider_ids().into_iter().filter(|p| catalog::model(p, model).is_some()).collect();
-            let with_key = listing.iter().find(|p| env_api_key(p).is_some());
-            match with_key.or(listing.first()) {
+            // Several providers list many ids (gpt-4o: openai, azure, github-copilot, ...): the
+            // one with credentials, else the model's first-party provider, else the first.
+            let with_key = listing.iter().find(|p| has_env_credentials(p));
+            let first_party = DEFAULT_MODELS.iter().map(|(p, _)| p).find(|p| listing.contains(p));
+            match with_key.or(first_party).or(listing.first()) {
                 Some(provider) => (*provider).to_owned(),
                 None => {
                     return Err(CliError::Setup(format!(
@@ -334,4 +345,37 @@ pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
         }
     };
     Ok(Backend { models: Arc::new(models), model, proxy })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pi --provider P --model M` names every catalog entry, and its API has an adapter in
+    /// the registry the CLI streams through.
+    #[test]
+    fn every_catalog_model_resolves_by_provider_and_id() {
+        let models = registry();
+        for (provider, list) in catalog::catalog() {
+            for entry in list {
+                let args = ModelArgs {
+                    provider: Some(provider.clone()),
+                    model: Some(entry.id.to_string()),
+                    ..Default::default()
+                };
+                let (resolved_provider, model) = registry_model(&args).unwrap_or_else(|e| panic!("{provider}: {e:?}"));
+                assert_eq!((resolved_provider.as_str(), &model), (provider.as_str(), entry));
+                let registered = models.provider(provider).unwrap_or_else(|| panic!("{provider} registered"));
+                assert!(registered.api(&model.api).is_some(), "{provider}/{}: no adapter for {}", model.id, model.api);
+            }
+        }
+    }
+
+    #[test]
+    fn a_model_id_alone_prefers_its_first_party_provider() {
+        let args = ModelArgs { model: Some("gpt-4o".into()), ..Default::default() };
+        if !catalog::provider_ids().iter().any(|p| *p != "openai" && has_env_credentials(p)) {
+            assert_eq!(registry_model(&args).map(|(p, _)| p).ok().as_deref(), Some("openai"));
+        }
+    }
 }

@@ -190,8 +190,8 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
     fails_with(
         pi().args(["--provider", "nope", "hi"]),
         1,
-        "unknown provider `nope` (known: openai, anthropic, google, deepseek, groq, openrouter, faux; use --base-url \
-         for another server)",
+        "unknown provider `nope` (`pi models` lists the 43 built-in providers; `faux` is the offline demo; use \
+         --base-url for another server)",
     );
     fails_with(
         pi().args(["--provider", "openai", "--model", "gpt-nope", "hi"]).env("OPENAI_API_KEY", "sk-test"),

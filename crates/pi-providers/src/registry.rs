@@ -60,43 +60,48 @@ impl fmt::Debug for Auth {
     }
 }
 
-/// The environment variables pi-ai reads a provider's key from, in order.
+/// The environment variables pi-ai reads a provider's key from, in order (the catalog's
+/// [`key_vars`](crate::catalog::key_vars), generated from the reference's `env-api-keys.js`).
 pub fn env_api_key_vars(provider: &str) -> Vec<&'static str> {
-    match provider {
-        "github-copilot" => vec!["COPILOT_GITHUB_TOKEN"],
-        "anthropic" => vec!["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
-        "ant-ling" => vec!["ANT_LING_API_KEY"],
-        "openai" => vec!["OPENAI_API_KEY"],
-        "azure" => vec!["AZURE_OPENAI_API_KEY"],
-        "nvidia" => vec!["NVIDIA_API_KEY"],
-        "deepseek" => vec!["DEEPSEEK_API_KEY"],
-        "google" => vec!["GEMINI_API_KEY"],
-        "google-vertex" => vec!["GOOGLE_CLOUD_API_KEY"],
-        "groq" => vec!["GROQ_API_KEY"],
-        "cerebras" => vec!["CEREBRAS_API_KEY"],
-        "xai" => vec!["XAI_API_KEY"],
-        "openrouter" => vec!["OPENROUTER_API_KEY"],
-        "vercel-ai-gateway" => vec!["AI_GATEWAY_API_KEY"],
-        "zai" => vec!["ZAI_API_KEY"],
-        "zai-coding-cn" => vec!["ZAI_CODING_CN_API_KEY"],
-        "mistral" => vec!["MISTRAL_API_KEY"],
-        "minimax" => vec!["MINIMAX_API_KEY"],
-        "minimax-cn" => vec!["MINIMAX_CN_API_KEY"],
-        "moonshotai" | "moonshotai-cn" => vec!["MOONSHOT_API_KEY"],
-        "huggingface" => vec!["HF_TOKEN"],
-        "fireworks" => vec!["FIREWORKS_API_KEY"],
-        "together" => vec!["TOGETHER_API_KEY"],
-        "baseten" => vec!["BASETEN_API_KEY"],
-        "opencode" | "opencode-go" => vec!["OPENCODE_API_KEY"],
-        "kimi-coding" => vec!["KIMI_API_KEY"],
-        "cloudflare-workers-ai" | "cloudflare-ai-gateway" => vec!["CLOUDFLARE_API_KEY"],
-        _ => vec![],
-    }
+    crate::catalog::key_vars(provider).iter().map(String::as_str).collect()
 }
 
 /// The key of a provider from its environment variables, if one is set.
 pub fn env_api_key(provider: &str) -> Option<String> {
     env_api_key_vars(provider).into_iter().find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+/// Whether the environment holds credentials for a provider, as the reference's
+/// `getEnvApiKey` decides: one of its key variables ([`env_api_key_vars`]), or, for
+/// `google-vertex`, application default credentials (`GOOGLE_APPLICATION_CREDENTIALS` or
+/// gcloud's default file) with a project and a location, and, for `amazon-bedrock`, any AWS
+/// credential source (`AWS_PROFILE`, an access key pair, `AWS_BEARER_TOKEN_BEDROCK`, ECS
+/// container credentials, a web identity token file).
+pub fn has_env_credentials(provider: &str) -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    if env_api_key(provider).is_some() {
+        return true;
+    }
+    match provider {
+        "google-vertex" => {
+            let credentials = match std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|v| !v.is_empty()) {
+                Some(path) => std::path::Path::new(&path).exists(),
+                None => std::env::var_os("HOME").is_some_and(|home| {
+                    std::path::Path::new(&home).join(".config/gcloud/application_default_credentials.json").exists()
+                }),
+            };
+            credentials && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT")) && set("GOOGLE_CLOUD_LOCATION")
+        }
+        "amazon-bedrock" => {
+            set("AWS_PROFILE")
+                || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
+                || set("AWS_BEARER_TOKEN_BEDROCK")
+                || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+                || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+                || set("AWS_WEB_IDENTITY_TOKEN_FILE")
+        }
+        _ => false,
+    }
 }
 
 /// Why a request could not be dispatched.
@@ -153,13 +158,11 @@ impl Provider {
         Self { name: id.clone(), id, auth: Auth::None, models: Vec::new(), apis: HashMap::new() }
     }
 
-    /// A built-in provider: catalog models, the four HTTP adapters, key from the environment.
+    /// A built-in provider: catalog models, the HTTP adapters, key from the environment.
     #[cfg(feature = "http")]
     pub fn builtin(id: &str) -> Option<Self> {
-        let models = crate::catalog::models(id);
-        if models.is_empty() {
-            return None;
-        }
+        // A catalog provider may list no chat models (`typesafe`): it still exists.
+        let models = crate::catalog::catalog().get(id)?.clone();
         let vars = env_api_key_vars(id).into_iter().map(str::to_owned).collect();
         Some(Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis())
     }

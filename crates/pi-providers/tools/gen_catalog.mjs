@@ -1,28 +1,48 @@
-// Regenerates ../src/catalog.json from pi-ai's generated model catalog.
-//   node tools/gen_catalog.mjs /path/to/node_modules/@earendil-works/pi-ai/dist/models.generated.js
-// Keeps the chat models of the providers pi-rs ships adapters for, with the fields the Rust
-// `Model` type reads.
-import { writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+// Regenerates ../src/catalog.json and ../src/provider_keys.json from the reference package.
+//   node tools/gen_catalog.mjs [/path/to/node_modules]
+// (default: the node_modules folder that resolves `@earendil-works/pi-ai` from the current
+// directory). catalog.json is `{provider: [model, ...]}` exactly as pi-ai's
+// `getBuiltinProviders()` / `getBuiltinModels(provider)` return them: every provider, every
+// chat model, every field, in the reference's order. provider_keys.json maps each provider to the
+// environment variables pi-ai's `env-api-keys.js` reads its key from, in order.
+import { existsSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-const source = process.argv[2];
-if (!source) {
-  console.error("usage: node tools/gen_catalog.mjs .../pi-ai/dist/models.generated.js");
-  process.exit(2);
+// The installed package: `<dir>/node_modules/@earendil-works/pi-ai`, from the given folder upwards.
+function packageDir(start) {
+  for (let dir = resolve(start); ; dir = dirname(dir)) {
+    const candidate = join(dir, "node_modules", "@earendil-works", "pi-ai");
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) throw new Error(`@earendil-works/pi-ai is not installed above ${start}`);
+  }
 }
-const { MODELS } = await import(pathToFileURL(source).href);
-const PROVIDERS = ["openai", "anthropic", "google", "deepseek", "groq", "openrouter"];
-const APIS = new Set(["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]);
-const KEEP = ["id", "name", "api", "provider", "baseUrl", "reasoning", "thinkingLevelMap", "input", "cost", "contextWindow", "maxTokens", "headers", "compat"];
-const out = {};
-for (const provider of PROVIDERS) {
-  const models = Object.values(MODELS[provider] ?? {}).filter((m) => APIS.has(m.api));
-  out[provider] = models.map((m) => Object.fromEntries(KEEP.filter((k) => m[k] !== undefined).map((k) => [k, m[k]])));
+const pkg = packageDir(process.argv[2] ? dirname(resolve(process.argv[2])) : process.cwd());
+const load = (file) => import(pathToFileURL(join(pkg, "dist", file)).href);
+const all = await load("providers/all.js");
+const envKeys = await load("env-api-keys.js");
+
+const catalog = {};
+const keys = {};
+for (const provider of all.getBuiltinProviders()) {
+  catalog[provider] = all.getBuiltinModels(provider).map((m) => JSON.parse(JSON.stringify(m)));
+  // `findEnvKeys` filters the provider's variable list by what the environment holds: an
+  // environment that holds every name and records the lookups yields the list in order.
+  const asked = [];
+  const env = new Proxy({}, { get: (_, name) => (typeof name === "string" ? (asked.push(name), "set") : undefined) });
+  const found = envKeys.findEnvKeys(provider, env) ?? [];
+  keys[provider] = found.filter((name) => asked.includes(name));
 }
-const target = join(dirname(fileURLToPath(import.meta.url)), "..", "src", "catalog.json");
-const lines = Object.entries(out).map(
-  ([p, list]) => `  ${JSON.stringify(p)}: [\n${list.map((m) => `    ${JSON.stringify(m)}`).join(",\n")}\n  ]`,
+
+const here = dirname(fileURLToPath(import.meta.url));
+const lines = Object.entries(catalog).map(
+  ([p, list]) => `  ${JSON.stringify(p)}: [${list.length ? "\n" : ""}${list.map((m) => `    ${JSON.stringify(m)}`).join(",\n")}${list.length ? "\n  " : ""}]`,
 );
-writeFileSync(target, `{\n${lines.join(",\n")}\n}\n`);
-for (const [p, list] of Object.entries(out)) console.log(p, list.length);
+writeFileSync(join(here, "..", "src", "catalog.json"), `{\n${lines.join(",\n")}\n}\n`);
+writeFileSync(join(here, "..", "src", "provider_keys.json"), `${JSON.stringify(keys, null, 2)}\n`);
+let total = 0;
+for (const [p, list] of Object.entries(catalog)) {
+  total += list.length;
+  console.log(`${p} ${list.length} [${keys[p].join(", ")}]`);
+}
+console.log(`${Object.keys(catalog).length} providers, ${total} models`);

@@ -1,0 +1,126 @@
+//! `pi models [--provider ID]`: the built-in catalog, one model a line.
+//!
+//! Columns: `provider/model`, API, context window, output limit, price per million input and
+//! output tokens, `reasoning` for reasoning models; a closing line counts the models and
+//! providers and names the providers whose credentials the environment holds. `--json` prints
+//! the catalog (or one provider's list) as the reference's `getBuiltinModels` returns it.
+
+use std::fmt::Write;
+
+use pi_providers::catalog;
+use pi_providers::registry::has_env_credentials;
+use pi_types::Model;
+
+use crate::error::CliError;
+
+/// The listing of every provider, or of one (an unknown id is an error naming the known ones).
+pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
+    let providers: Vec<&str> = match provider {
+        Some(id) if catalog::catalog().contains_key(id) => vec![id],
+        Some(id) => {
+            return Err(CliError::Setup(format!(
+                "unknown provider `{id}` (`pi models` lists the {} built-in providers)",
+                catalog::catalog().len()
+            )))
+        }
+        None => catalog::provider_ids(),
+    };
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> = providers
+            .iter()
+            .map(|id| (id.to_string(), serde_json::to_value(&catalog::catalog()[*id]).unwrap_or_default()))
+            .collect();
+        return Ok(format!("{}\n", pi_types::json::stringify(&serde_json::Value::Object(map))));
+    }
+    let rows: Vec<(String, &Model)> = providers
+        .iter()
+        .flat_map(|id| catalog::catalog()[*id].iter().map(move |m| (format!("{id}/{}", m.id), m)))
+        .collect();
+    let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
+    let api_width = rows.iter().map(|(_, m)| m.api.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (name, model) in &rows {
+        let price = format!("${}/${}", price(model.cost.input), price(model.cost.output));
+        let _ = writeln!(
+            out,
+            "{name:width$}  {api:api_width$}  {ctx:>6} ctx  {max:>6} out  {price:>14}{reasoning}",
+            api = model.api,
+            ctx = tokens(model.context_window),
+            max = tokens(model.max_tokens),
+            reasoning = if model.reasoning { "  reasoning" } else { "" },
+        );
+    }
+    let ready: Vec<&str> = providers.iter().copied().filter(|p| has_env_credentials(p)).collect();
+    let _ = writeln!(
+        out,
+        "{} models from {} providers; credentials set for: {}",
+        rows.len(),
+        providers.len(),
+        if ready.is_empty() { "none".to_owned() } else { ready.join(", ") }
+    );
+    Ok(out)
+}
+
+/// A token count as `128k`, `1M`, `1.05M`, or the plain number below 1000.
+fn tokens(n: u64) -> String {
+    if n >= 1_000_000 {
+        trim(format!("{:.2}", n as f64 / 1e6)) + "M"
+    } else if n >= 1000 {
+        trim(format!("{:.1}", n as f64 / 1e3)) + "k"
+    } else {
+        n.to_string()
+    }
+}
+
+/// A price per million tokens with at most four decimals and no trailing zeros.
+fn price(dollars: f64) -> String {
+    trim(format!("{dollars:.4}"))
+}
+
+fn trim(text: String) -> String {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_provider_lists_each_model_once() {
+        let text = listing(Some("mistral"), false).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), catalog::models("mistral").len() + 1);
+        assert!(lines.iter().take(lines.len() - 1).all(|l| l.starts_with("mistral/")), "{text}");
+        assert!(lines.iter().any(|l| l.contains("mistral-conversations")), "{text}");
+        assert!(lines[lines.len() - 1].starts_with(&format!("{} models from 1 providers", lines.len() - 1)));
+    }
+
+    #[test]
+    fn unknown_provider_points_to_the_listing() {
+        let Err(CliError::Setup(message)) = listing(Some("nope"), false) else { panic!("expected an error") };
+        assert_eq!(message, "unknown provider `nope` (`pi models` lists the 43 built-in providers)");
+    }
+
+    #[test]
+    fn json_is_the_catalog() {
+        let text = listing(None, true).unwrap_or_default();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let map = value.as_object().cloned().unwrap_or_default();
+        assert_eq!(map.len(), 43);
+        assert_eq!(map.values().filter_map(|v| v.as_array()).map(Vec::len).sum::<usize>(), 1698);
+    }
+
+    #[test]
+    fn numbers_are_short() {
+        assert_eq!(tokens(1_048_576), "1.05M");
+        assert_eq!(tokens(200_000), "200k");
+        assert_eq!(tokens(8192), "8.2k");
+        assert_eq!(tokens(512), "512");
+        assert_eq!(price(0.0825), "0.0825");
+        assert_eq!(price(15.0), "15");
+    }
+}
