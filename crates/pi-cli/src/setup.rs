@@ -181,6 +181,14 @@ fn require_key(provider: &str) -> Result<(), CliError> {
             "missing credentials for provider `google-vertex`: set {names}, or application default credentials \
              (GOOGLE_APPLICATION_CREDENTIALS) with GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
         ),
+        "cloudflare-workers-ai" => {
+            "missing credentials for provider `cloudflare-workers-ai`: set CLOUDFLARE_API_KEY and \
+             CLOUDFLARE_ACCOUNT_ID"
+                .to_owned()
+        }
+        "cloudflare-ai-gateway" => "missing credentials for provider `cloudflare-ai-gateway`: set CLOUDFLARE_API_KEY, \
+                                    CLOUDFLARE_ACCOUNT_ID and CLOUDFLARE_GATEWAY_ID"
+            .to_owned(),
         // Providers signed in by OAuth (openai-codex) keep their tokens elsewhere: the adapter
         // reports a missing login when it streams.
         _ if names.is_empty() => return Ok(()),

@@ -77,6 +77,7 @@ mod transform;
 pub mod anthropic;
 pub mod catalog;
 pub mod classify;
+pub mod cloudflare;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;

@@ -76,13 +76,13 @@ pub fn env_api_key(provider: &str) -> Option<String> {
 /// `google-vertex`, application default credentials (`GOOGLE_APPLICATION_CREDENTIALS` or
 /// gcloud's default file) with a project and a location, and, for `amazon-bedrock`, any AWS
 /// credential source (`AWS_PROFILE`, an access key pair, `AWS_BEARER_TOKEN_BEDROCK`, ECS
-/// container credentials, a web identity token file).
+/// container credentials, a web identity token file). Cloudflare providers also need
+/// `CLOUDFLARE_ACCOUNT_ID` (and the gateway's `CLOUDFLARE_GATEWAY_ID`), as their reference
+/// auth does.
 pub fn has_env_credentials(provider: &str) -> bool {
     let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.is_empty());
-    if env_api_key(provider).is_some() {
-        return true;
-    }
     match provider {
+        "google-vertex" if env_api_key(provider).is_some() => true,
         "google-vertex" => {
             let credentials = match std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|v| !v.is_empty()) {
                 Some(path) => std::path::Path::new(&path).exists(),
@@ -92,15 +92,20 @@ pub fn has_env_credentials(provider: &str) -> bool {
             };
             credentials && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT")) && set("GOOGLE_CLOUD_LOCATION")
         }
+        "cloudflare-workers-ai" => set("CLOUDFLARE_API_KEY") && set("CLOUDFLARE_ACCOUNT_ID"),
+        "cloudflare-ai-gateway" => {
+            set("CLOUDFLARE_API_KEY") && set("CLOUDFLARE_ACCOUNT_ID") && set("CLOUDFLARE_GATEWAY_ID")
+        }
         "amazon-bedrock" => {
-            set("AWS_PROFILE")
+            env_api_key(provider).is_some()
+                || set("AWS_PROFILE")
                 || (set("AWS_ACCESS_KEY_ID") && set("AWS_SECRET_ACCESS_KEY"))
                 || set("AWS_BEARER_TOKEN_BEDROCK")
                 || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
                 || set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
                 || set("AWS_WEB_IDENTITY_TOKEN_FILE")
         }
-        _ => false,
+        _ => env_api_key(provider).is_some(),
     }
 }
 
@@ -164,7 +169,13 @@ impl Provider {
         // A catalog provider may list no chat models (`typesafe`): it still exists.
         let models = crate::catalog::catalog().get(id)?.clone();
         let vars = env_api_key_vars(id).into_iter().map(str::to_owned).collect();
-        Some(Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis())
+        let provider = Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis();
+        Some(match id {
+            // Their catalog URLs name the account (and gateway): filled per request.
+            "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider
+                .map_apis(|adapter| Arc::new(crate::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>),
+            _ => provider,
+        })
     }
 
     /// Register the four HTTP adapters under their API ids.
@@ -174,6 +185,12 @@ impl Provider {
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+    }
+
+    /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).
+    pub fn map_apis(mut self, mut wrap: impl FnMut(Arc<dyn StreamFn>) -> Arc<dyn StreamFn>) -> Self {
+        self.apis = self.apis.into_iter().map(|(api, adapter)| (api, wrap(adapter))).collect();
+        self
     }
 
     /// Set the display name.
@@ -244,7 +261,7 @@ pub struct Models {
     providers: RwLock<IndexMap<String, Arc<Provider>>>,
 }
 
-fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream {
+pub(crate) fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream {
     let error = AssistantMessage {
         api: model.api.clone(),
         provider: model.provider.clone(),
