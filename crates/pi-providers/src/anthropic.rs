@@ -348,6 +348,7 @@ async fn run(
         base,
         affinity,
         common::model_headers(model),
+        common::copilot_headers(model, context.messages()),
         common::option_headers(options),
     ]);
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));

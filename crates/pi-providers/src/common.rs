@@ -93,6 +93,37 @@ pub(crate) fn model_headers(model: &Model) -> Vec<(String, Option<String>)> {
     model.headers.iter().flatten().map(|(k, v)| (k.clone(), Some(v.clone()))).collect()
 }
 
+/// GitHub Copilot's per-request headers (none for other providers): `X-Initiator` says whether
+/// the user (last message from the user) or the agent (a follow-up after assistant or tool
+/// messages) started the request, `Openai-Intent` is fixed, and `Copilot-Vision-Request` marks
+/// requests that carry images in user or tool-result messages.
+pub(crate) fn copilot_headers(model: &Model, messages: &[pi_types::Message]) -> Vec<(String, Option<String>)> {
+    use pi_types::{Message, UserContent, UserMessageContent};
+    if model.provider != "github-copilot" {
+        return Vec::new();
+    }
+    let initiator = match messages.last() {
+        Some(Message::User(_)) | None => "user",
+        Some(_) => "agent",
+    };
+    let mut headers = vec![
+        ("X-Initiator".to_owned(), Some(initiator.to_owned())),
+        ("Openai-Intent".to_owned(), Some("conversation-edits".to_owned())),
+    ];
+    let has_images = messages.iter().any(|message| match message {
+        Message::User(user) => match &user.content {
+            UserMessageContent::Blocks(blocks) => blocks.iter().any(|b| matches!(b, UserContent::Image(_))),
+            UserMessageContent::Text(_) => false,
+        },
+        Message::ToolResult(result) => result.content.iter().any(|b| matches!(b, UserContent::Image(_))),
+        _ => false,
+    });
+    if has_images {
+        headers.push(("Copilot-Vision-Request".to_owned(), Some("true".to_owned())));
+    }
+    headers
+}
+
 /// Headers of the request options.
 pub(crate) fn option_headers(options: &StreamOptions) -> Vec<(String, Option<String>)> {
     options.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -329,5 +360,40 @@ mod tests {
         // Values computed with the reference implementation.
         assert_eq!(short_hash(""), "k4n83c7h0j2b");
         assert_eq!(short_hash("abc"), "y0biex7f9bbh");
+    }
+}
+
+#[cfg(test)]
+mod copilot_tests {
+    use super::*;
+    use pi_types::{AssistantMessage, ImageContent, Message, ToolResultMessage, UserContent, UserMessage};
+
+    fn names(headers: &[(String, Option<String>)]) -> Vec<(String, String)> {
+        headers.iter().map(|(k, v)| (k.clone(), v.clone().unwrap_or_default())).collect()
+    }
+
+    #[test]
+    fn copilot_requests_say_who_started_them_and_whether_they_carry_images() {
+        let model = Model::new("gpt-4o", "openai-completions", "github-copilot");
+        let user = Message::from(UserMessage::text("Hi"));
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            names(&copilot_headers(&model, std::slice::from_ref(&user))),
+            [pair("X-Initiator", "user"), pair("Openai-Intent", "conversation-edits")]
+        );
+        let image = UserContent::Image(ImageContent { data: "AA==".into(), mime_type: "image/png".into() });
+        let result = ToolResultMessage { content: vec![image], ..Default::default() };
+        let follow_up =
+            [user, Message::Assistant(AssistantMessage::default().into()), Message::ToolResult(result.into())];
+        assert_eq!(
+            names(&copilot_headers(&model, &follow_up)),
+            [
+                pair("X-Initiator", "agent"),
+                pair("Openai-Intent", "conversation-edits"),
+                pair("Copilot-Vision-Request", "true")
+            ]
+        );
+        let other = Model::new("gpt-4o", "openai-completions", "openai");
+        assert!(copilot_headers(&other, &follow_up).is_empty());
     }
 }

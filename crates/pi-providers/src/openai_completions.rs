@@ -356,6 +356,7 @@ async fn run(
         common::identity_headers(model, options),
         base,
         common::model_headers(model),
+        common::copilot_headers(model, context.messages()),
         extra,
         common::option_headers(options),
     ]);

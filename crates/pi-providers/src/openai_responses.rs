@@ -589,6 +589,7 @@ async fn run(
         common::identity_headers(model, options),
         base,
         common::model_headers(model),
+        common::copilot_headers(model, context.messages()),
         session_headers,
         common::option_headers(options),
     ]);
