@@ -86,6 +86,7 @@ pub mod identity;
 pub mod openai_completions;
 #[cfg(feature = "http")]
 pub mod openai_responses;
+pub mod opencode;
 pub mod registry;
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
 #[cfg_attr(not(feature = "http"), allow(dead_code))]

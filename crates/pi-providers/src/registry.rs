@@ -174,6 +174,8 @@ impl Provider {
             // Their catalog URLs name the account (and gateway): filled per request.
             "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider
                 .map_apis(|adapter| Arc::new(crate::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>),
+            "opencode" | "opencode-go" => provider
+                .map_apis(|adapter| Arc::new(crate::opencode::OpenCodeSession::new(adapter)) as Arc<dyn StreamFn>),
             _ => provider,
         })
     }

@@ -58,3 +58,18 @@ fn every_catalog_api_has_an_adapter() {
         }
     }
 }
+
+#[test]
+fn builtin_cloudflare_providers_fill_their_account_before_streaming() {
+    if std::env::var_os("CLOUDFLARE_ACCOUNT_ID").is_some() {
+        return;
+    }
+    let models = pi_providers::Models::with_builtins();
+    let model = catalog::models("cloudflare-workers-ai").into_iter().next().expect("a model");
+    let options = pi_types::StreamOptions { api_key: Some("cf-key".into()), ..Default::default() };
+    let reply = futures::executor::block_on(models.complete(&model, pi_types::Context::default(), options));
+    assert_eq!(
+        reply.and_then(|m| m.error_message).as_deref(),
+        Some("Provider cloudflare-workers-ai is not configured: set CLOUDFLARE_ACCOUNT_ID")
+    );
+}
