@@ -231,10 +231,10 @@ async fn run(
         headers: headers(model, options, &key),
         body: jsonx::stringify(&to_wire_payload(&payload)).into_bytes(),
     };
-    // The reference makes one attempt, with its own time-to-headers default.
+    // The reference's own time-to-headers default. Retries follow `max_retries` as for every
+    // adapter (the reference never retries Mistral; see the docs).
     let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_HEADERS_TIMEOUT_MS);
     let mut attempt = options.clone();
-    attempt.max_retries = Some(0);
     attempt.timeout_ms = Some(timeout_ms);
     let response = match http::send(&request, model, &attempt, &MistralDialect { timeout_ms }).await {
         Ok(response) => response,
