@@ -454,10 +454,17 @@ fn missing(value: Option<&Value>, property: &str) -> Stop {
     Stop::error(format!("Cannot read properties of {what} (reading '{property}')"))
 }
 
-/// JavaScript's `String(value)` for the scalars a key or template can hold.
+/// JavaScript's `String(value)` (as a template literal writes a value).
 fn js_string(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
+        Value::Null => "null".to_owned(),
+        Value::Object(_) => "[object Object]".to_owned(),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| if item.is_null() { String::new() } else { js_string(item) })
+            .collect::<Vec<_>>()
+            .join(","),
         other => jsonx::stringify(other),
     }
 }
@@ -550,10 +557,20 @@ impl Chunks {
             }
             Some(_) => return Err(Stop::error("contentItems is not iterable")),
         }
-        if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-            for call in calls {
-                self.tool_call(out, call).await?;
+        match delta.get("tool_calls") {
+            Some(Value::Array(calls)) => {
+                for call in calls {
+                    self.tool_call(out, call).await?;
+                }
             }
+            // A string iterates as its characters: calls without any member.
+            Some(Value::String(text)) => {
+                for _ in text.encode_utf16() {
+                    self.tool_call(out, &Value::Bool(true)).await?;
+                }
+            }
+            Some(value) if http::truthy(value) => return Err(Stop::error("toolCalls is not iterable")),
+            _ => {}
         }
         Ok(())
     }
@@ -564,14 +581,26 @@ impl Chunks {
             Value::Null => Err(missing(Some(item), "type")),
             _ => match item.get("type").and_then(Value::as_str) {
                 Some("thinking") => {
-                    let parts = item.get("thinking").and_then(Value::as_array);
-                    let text: String =
-                        parts.into_iter().flatten().filter_map(|p| p.get("text").and_then(Value::as_str)).collect();
+                    let parts = match item.get("thinking") {
+                        None | Some(Value::Null) => &[][..],
+                        Some(Value::Array(parts)) => parts.as_slice(),
+                        Some(_) => return Err(Stop::error("(item.thinking ?? []).map is not a function")),
+                    };
+                    let mut text = String::new();
+                    for part in parts {
+                        if part.is_null() {
+                            return Err(missing(Some(part), "text"));
+                        }
+                        if let Some(piece) = part.get("text").and_then(Value::as_str) {
+                            text.push_str(piece);
+                        }
+                    }
                     self.thinking(out, &text).await
                 }
-                Some("text") => match item.get("text").and_then(Value::as_str) {
-                    Some(text) => self.text(out, text).await,
-                    None => Ok(()),
+                Some("text") => match item.get("text") {
+                    Some(Value::String(text)) => self.text(out, text).await,
+                    None | Some(Value::Null) => Ok(()),
+                    Some(_) => Err(Stop::error("text.replace is not a function")),
                 },
                 _ => Ok(()),
             },
@@ -618,11 +647,12 @@ impl Chunks {
         out.thinking_delta(index, text).await.map_err(Stop::from)
     }
 
+    /// One entry of `tool_calls` (a value other than an object has no members).
     async fn tool_call(&mut self, out: &mut AssistantMessageBuilder, call: &Value) -> Result<(), Stop> {
-        if !call.is_object() {
-            return Ok(());
-        }
         self.end_current(out).await?;
+        if call.is_null() {
+            return Err(missing(Some(call), "id"));
+        }
         let stream_index = call.get("index").filter(|i| !i.is_null());
         let id = match call.get("id").and_then(Value::as_str) {
             Some(id) if !id.is_empty() && id != "null" => id.to_owned(),
