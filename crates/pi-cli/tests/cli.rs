@@ -190,7 +190,7 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
     fails_with(
         pi().args(["--provider", "nope", "hi"]),
         1,
-        "unknown provider `nope` (known: openai, anthropic, google, deepseek, groq, openrouter, faux; use --base-url \
+        "unknown provider `nope` (known: openai, anthropic, google, deepseek, groq, openrouter, mistral, faux; use --base-url \
          for another server)",
     );
     fails_with(

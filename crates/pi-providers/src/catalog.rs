@@ -1,5 +1,5 @@
 //! The built-in model catalog: the chat models pi-ai 1.6.0 lists for `openai`, `anthropic`,
-//! `google`, `deepseek`, `groq` and `openrouter` (context window, output limit, reasoning,
+//! `google`, `deepseek`, `groq`, `openrouter` and `mistral` (context window, output limit, reasoning,
 //! thinking-level map, prices, compatibility switches).
 //!
 //! `catalog.json` is generated from pi-ai's `models.generated.js` by
@@ -39,11 +39,14 @@ mod tests {
 
     #[test]
     fn catalog_parses() {
-        for provider in ["openai", "anthropic", "google", "deepseek", "groq", "openrouter"] {
+        for provider in ["openai", "anthropic", "google", "deepseek", "groq", "openrouter", "mistral"] {
             assert!(!models(provider).is_empty(), "{provider}");
         }
         assert!(models("anthropic").len() >= 5);
         let model = model("google", "gemini-2.5-flash");
         assert!(model.is_some_and(|m| m.reasoning && m.context_window > 0));
+        let magistral = super::model("mistral", "magistral-medium-latest").expect("listed");
+        assert_eq!(magistral.api, "mistral-conversations");
+        assert_eq!((magistral.cost.input, magistral.cost.output), (2.0, 5.0));
     }
 }

@@ -12,8 +12,8 @@ if (!source) {
   process.exit(2);
 }
 const { MODELS } = await import(pathToFileURL(source).href);
-const PROVIDERS = ["openai", "anthropic", "google", "deepseek", "groq", "openrouter"];
-const APIS = new Set(["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai"]);
+const PROVIDERS = ["openai", "anthropic", "google", "deepseek", "groq", "openrouter", "mistral"];
+const APIS = new Set(["openai-completions", "openai-responses", "anthropic-messages", "google-generative-ai", "mistral-conversations"]);
 const KEEP = ["id", "name", "api", "provider", "baseUrl", "reasoning", "thinkingLevelMap", "input", "cost", "contextWindow", "maxTokens", "headers", "compat"];
 const out = {};
 for (const provider of PROVIDERS) {
