@@ -255,3 +255,62 @@ fn reasoning_fields_follow_the_model() {
     let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["model", "stream", "messages", "max_tokens"]);
 }
+
+/// A deterministic stand-in for the `adapter_mistral` fuzz target: every case body, mutated
+/// (cut, bytes replaced by syntax characters or invalid UTF-8, a stretch repeated) and served
+/// in pieces of varying size, ends with exactly one terminal event, last, without a panic.
+#[tokio::test]
+async fn mutated_bodies_always_end_with_one_terminal_event() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/providers-extra/cases/mistral-conversations");
+    let mut bodies: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let case: Value = serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+            case["response"]["body"].as_str().unwrap().as_bytes().to_vec()
+        })
+        .collect();
+    bodies.sort();
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |bound: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % bound.max(1) as u64) as usize
+    };
+    const NOISE: &[u8] = b"\"{}[]:,\n\r0 \xff\xc3\x00";
+    for round in 0..12 {
+        for body in &bodies {
+            let mut bytes = body.clone();
+            match round % 4 {
+                0 => bytes.truncate(next(bytes.len())),
+                1 => {
+                    for _ in 0..3 {
+                        let at = next(bytes.len());
+                        bytes[at] = NOISE[next(NOISE.len())];
+                    }
+                }
+                2 => {
+                    let from = next(bytes.len());
+                    let to = (from + next(200)).min(bytes.len());
+                    let stretch = bytes[from..to].to_vec();
+                    bytes.splice(to..to, stretch);
+                }
+                _ => {}
+            }
+            let size = 1 + next(64);
+            let mut steps = vec![Step::Bytes(sse_head())];
+            steps.extend(bytes.chunks(size).map(|piece| Step::Bytes(piece.to_vec())));
+            let server = Server::start(steps).await;
+            let events = collect(&model(&server.url), options(), |_| {}).await;
+            let message = last_message(&events);
+            assert!(
+                matches!(
+                    message.stop_reason,
+                    StopReason::Stop | StopReason::Length | StopReason::ToolUse | StopReason::Error
+                ),
+                "{:?}",
+                message.stop_reason
+            );
+        }
+    }
+}
