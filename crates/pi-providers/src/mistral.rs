@@ -659,11 +659,15 @@ impl Chunks {
             _ => derive_id(&format!("toolcall:{}", stream_index.map_or_else(|| "0".to_owned(), js_string)), 0),
         };
         let key = match stream_index {
-            Some(Value::Number(n)) => format!("n:{}", n.as_f64().map_or_else(|| n.to_string(), |f| f.to_string())),
+            // Numbers compare by value (`1` and `1.0`, `0` and `-0` are one key).
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(f) => format!("n:{}", if f == 0.0 { 0.0 } else { f }),
+                None => format!("n:{n}"),
+            },
             Some(Value::String(s)) => format!("s:{s}"),
             Some(Value::Bool(b)) => format!("b:{b}"),
             Some(_) => {
-                self.fresh_keys += 1;
+                self.fresh_keys = self.fresh_keys.wrapping_add(1);
                 format!("o:{}", self.fresh_keys)
             }
             None => format!("s:{id}"),
