@@ -248,8 +248,8 @@ async fn run(
     out.start().await;
 
     let mut chunks = Chunks::default();
-    let result = read_stream(model, options, response, out, &mut chunks).await;
-    result?;
+    // A read, framing or chunk error ends the stream with the blocks left open.
+    read_stream(model, options, response, out, &mut chunks).await?;
     chunks.finish(out).await?;
     if options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled) {
         return Err(Stop::aborted("Request was aborted"));
