@@ -83,6 +83,8 @@ pub mod cost;
 pub mod google;
 pub mod identity;
 #[cfg(feature = "http")]
+pub mod mistral;
+#[cfg(feature = "http")]
 pub mod openai_completions;
 #[cfg(feature = "http")]
 pub mod openai_responses;

@@ -187,6 +187,7 @@ impl Provider {
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+            .with_api(crate::mistral::API, Arc::new(crate::mistral::MistralConversations))
     }
 
     /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).

@@ -1,4 +1,4 @@
-//! Fault suite: each of the four adapters against loopback servers that misbehave on raw
+//! Fault suite: each adapter against loopback servers that misbehave on raw
 //! sockets (every byte and every pause chosen by the test).
 //!
 //! For every fault and adapter: exactly one terminal event and it comes last, a sensible
@@ -18,6 +18,7 @@ use futures::StreamExt;
 use loopback::{head, sse_head, with_length, Server, Step};
 use pi_providers::anthropic::AnthropicMessages;
 use pi_providers::google::GoogleGenerativeAi;
+use pi_providers::mistral::MistralConversations;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
@@ -34,7 +35,8 @@ const LIMIT_MS: u64 = 400;
 const SECRET: &str = "sk-fault-suite-secret";
 const TEXT: &str = "Server-sent events let a server push a stream of text events over one HTTP response.";
 
-const APIS: [&str; 4] = ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai"];
+const APIS: [&str; 5] =
+    ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai", "mistral-conversations"];
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -45,6 +47,9 @@ fn fixture(api: &str) -> Value {
             include_str!("../../../tests/fixtures/providers/cases/anthropic-messages/text_basic.json")
         }
         "openai-responses" => include_str!("../../../tests/fixtures/providers/cases/openai-responses/text_basic.json"),
+        "mistral-conversations" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/mistral-conversations/text_basic.json")
+        }
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -55,6 +60,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "openai-completions" => Box::new(OpenAICompletions),
         "anthropic-messages" => Box::new(AnthropicMessages),
         "openai-responses" => Box::new(OpenAIResponses),
+        "mistral-conversations" => Box::new(MistralConversations),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -85,12 +91,28 @@ fn terminal(api: &str) -> String {
 /// The first event carrying a text delta.
 fn text_delta(api: &str) -> String {
     let marker = match api {
-        "openai-completions" => "\"content\":",
+        "openai-completions" | "mistral-conversations" => "\"content\":",
         "anthropic-messages" => "text_delta",
         "openai-responses" => "response.output_text.delta",
         _ => "\"text\"",
     };
     events(api).into_iter().find(|e| e.contains(marker)).unwrap()
+}
+
+/// The error text of a wait for headers that hit its limit.
+fn headers_timeout_text(api: &str, limit_ms: u64) -> String {
+    match api {
+        "mistral-conversations" => format!("Mistral response headers timed out after {limit_ms}ms"),
+        _ => "Request timed out.".to_owned(),
+    }
+}
+
+/// The time-to-headers limit when the caller sets none (Mistral's is the reference's own 60 s).
+fn default_headers_limit_ms(api: &str) -> u64 {
+    match api {
+        "mistral-conversations" => 60_000,
+        _ => 300_000,
+    }
 }
 
 fn options() -> StreamOptions {
@@ -193,12 +215,12 @@ async fn stall_before_headers_ends_at_the_limit() {
     for api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
         let (_, message) = run(api, &server.url, options()).await;
-        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
+        assert_eq!(error_text(api, &message), headers_timeout_text(api, LIMIT_MS), "{api}");
         assert!(server.released(1).await, "{api}: connection still held");
     }
 }
 
-/// Without any option set, waiting for headers still ends (at 300 s, on a paused clock).
+/// Without any option set, waiting for headers still ends (at 300 s, Mistral 60 s, on a paused clock).
 #[tokio::test(start_paused = true)]
 async fn stall_before_headers_has_a_default_limit() {
     for api in APIS {
@@ -206,8 +228,9 @@ async fn stall_before_headers_has_a_default_limit() {
         let started = tokio::time::Instant::now();
         let options = StreamOptions { api_key: Some(SECRET.into()), max_retries: Some(0), ..Default::default() };
         let (_, message) = run_guarded(api, &server.url, options, Duration::from_secs(400)).await;
-        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
-        assert!(started.elapsed() >= Duration::from_secs(300), "{api}: {:?}", started.elapsed());
+        let limit = default_headers_limit_ms(api);
+        assert_eq!(error_text(api, &message), headers_timeout_text(api, limit), "{api}");
+        assert!(started.elapsed() >= Duration::from_millis(limit), "{api}: {:?}", started.elapsed());
     }
 }
 
@@ -329,7 +352,7 @@ async fn events_after_the_terminal_are_ignored() {
 #[tokio::test]
 async fn terminal_then_open_connection_completes_at_once() {
     // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
-    for api in ["openai-completions", "anthropic-messages", "openai-responses"] {
+    for api in ["openai-completions", "anthropic-messages", "openai-responses", "mistral-conversations"] {
         let server =
             Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
@@ -457,6 +480,9 @@ async fn huge_usage_numbers_saturate() {
             "openai-responses" => body
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
+            "mistral-conversations" => body
+                .replace("\"prompt_tokens\":14", "\"prompt_tokens\":1e300")
+                .replace("\"completion_tokens\":9", "\"completion_tokens\":1e300"),
             _ => body.replace(
                 "\"candidatesTokenCount\": 19",
                 "\"candidatesTokenCount\": 1e300,\"thoughtsTokenCount\": 1e300",
