@@ -75,12 +75,18 @@ mod transform;
 
 #[cfg(feature = "http")]
 pub mod anthropic;
+#[cfg(feature = "http")]
+pub mod azure_openai_responses;
 pub mod catalog;
 pub mod classify;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;
 pub mod identity;
+#[cfg(feature = "http")]
+pub mod codex_auth;
+#[cfg(feature = "http")]
+pub mod openai_codex_responses;
 #[cfg(feature = "http")]
 pub mod openai_completions;
 #[cfg(feature = "http")]

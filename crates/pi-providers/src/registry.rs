@@ -171,6 +171,14 @@ impl Provider {
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+            .with_api(
+                crate::azure_openai_responses::API,
+                Arc::new(crate::azure_openai_responses::AzureOpenAIResponses::default()),
+            )
+            .with_api(
+                crate::openai_codex_responses::API,
+                Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
+            )
     }
 
     /// Set the display name.
