@@ -37,6 +37,7 @@ use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::openai_responses::{convert_messages, convert_tools, Compat, ResponsesState, TierPricing};
 use crate::simple;
+use crate::sse::MAX_EVENT_BYTES;
 
 /// The API id.
 pub const API: &str = "openai-codex-responses";
@@ -308,20 +309,36 @@ impl Dialect for CodexDialect {
 #[derive(Default)]
 struct Frames {
     buffer: Vec<u8>,
+    /// Bytes of `buffer` already searched for a frame end (kept linear under tiny chunks).
+    searched: usize,
 }
 
 impl Frames {
-    fn push(&mut self, bytes: &[u8], out: &mut Vec<String>) {
+    /// Add a chunk; `Err` once an unfinished frame exceeds [`MAX_EVENT_BYTES`] (the shared
+    /// guard ends events at `\r\n\r\n` too, which does not end a frame here).
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), String> {
         self.buffer.extend_from_slice(bytes);
         let mut start = 0;
-        while let Some(pos) = memchr::memmem::find(&self.buffer[start..], b"\n\n") {
-            out.push(String::from_utf8_lossy(&self.buffer[start..start + pos]).into_owned());
-            start += pos + 2;
+        let mut from = self.searched.saturating_sub(1);
+        while let Some(pos) = memchr::memmem::find(&self.buffer[from..], b"\n\n") {
+            let end = from + pos;
+            out.push(String::from_utf8_lossy(&self.buffer[start..end]).into_owned());
+            start = end + 2;
+            from = start;
         }
         self.buffer.drain(..start);
+        self.searched = self.buffer.len();
+        if self.buffer.len() > MAX_EVENT_BYTES {
+            return Err(format!(
+                "Server-sent event larger than {MAX_EVENT_BYTES} bytes (pi caps events at {} MiB)",
+                MAX_EVENT_BYTES >> 20
+            ));
+        }
+        Ok(())
     }
 
     fn finish(&mut self, out: &mut Vec<String>) {
+        self.searched = 0;
         let rest = std::mem::take(&mut self.buffer);
         let text = String::from_utf8_lossy(&rest).into_owned();
         if jsonx::js_trim(&text).is_empty() {
@@ -479,7 +496,7 @@ async fn read_stream(
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                frames.push(&bytes, &mut pending);
+                frames.push(&bytes, &mut pending).map_err(Stop::error)?;
                 false
             }
             Read::End => {
@@ -575,8 +592,8 @@ mod tests {
     fn frames_split_at_blank_lines_only() {
         let mut frames = Frames::default();
         let mut out = Vec::new();
-        frames.push(b"data: 1\n", &mut out);
-        frames.push(b"\ndata: 2\r\n\r\ndata: 3", &mut out);
+        frames.push(b"data: 1\n", &mut out).unwrap();
+        frames.push(b"\ndata: 2\r\n\r\ndata: 3", &mut out).unwrap();
         assert_eq!(out, ["data: 1"]);
         frames.finish(&mut out);
         assert_eq!(out, ["data: 1", "data: 2\r\n\r\ndata: 3"]);
