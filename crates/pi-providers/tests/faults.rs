@@ -17,7 +17,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use loopback::{head, sse_head, with_length, Server, Step};
 use pi_providers::anthropic::AnthropicMessages;
+use pi_providers::azure_openai_responses::AzureOpenAIResponses;
 use pi_providers::google::GoogleGenerativeAi;
+use pi_providers::openai_codex_responses::OpenAICodexResponses;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
@@ -34,7 +36,14 @@ const LIMIT_MS: u64 = 400;
 const SECRET: &str = "sk-fault-suite-secret";
 const TEXT: &str = "Server-sent events let a server push a stream of text events over one HTTP response.";
 
-const APIS: [&str; 4] = ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai"];
+const APIS: [&str; 6] = [
+    "openai-completions",
+    "anthropic-messages",
+    "openai-responses",
+    "google-generative-ai",
+    "azure-openai-responses",
+    "openai-codex-responses",
+];
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -45,6 +54,12 @@ fn fixture(api: &str) -> Value {
             include_str!("../../../tests/fixtures/providers/cases/anthropic-messages/text_basic.json")
         }
         "openai-responses" => include_str!("../../../tests/fixtures/providers/cases/openai-responses/text_basic.json"),
+        "azure-openai-responses" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/azure-openai-responses/text_basic.json")
+        }
+        "openai-codex-responses" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/openai-codex-responses/text_basic.json")
+        }
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -55,6 +70,8 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "openai-completions" => Box::new(OpenAICompletions),
         "anthropic-messages" => Box::new(AnthropicMessages),
         "openai-responses" => Box::new(OpenAIResponses),
+        "azure-openai-responses" => Box::new(AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Box::new(OpenAICodexResponses::default()),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -87,7 +104,7 @@ fn text_delta(api: &str) -> String {
     let marker = match api {
         "openai-completions" => "\"content\":",
         "anthropic-messages" => "text_delta",
-        "openai-responses" => "response.output_text.delta",
+        "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => "response.output_text.delta",
         _ => "\"text\"",
     };
     events(api).into_iter().find(|e| e.contains(marker)).unwrap()
@@ -111,6 +128,24 @@ fn context() -> pi_types::TranscriptContext {
     })
 }
 
+/// Codex reads the account id from its key, a JWT: the suite's secret becomes the signature
+/// of one (the adapter never checks it), so every leak check still looks for [`SECRET`].
+fn with_codex_token(api: &str, options: StreamOptions) -> StreamOptions {
+    if api != "openai-codex-responses" || options.api_key.as_deref() != Some(SECRET) {
+        return options;
+    }
+    let token = fixture(api)["apiKey"].as_str().unwrap().trim_end_matches('.').to_owned();
+    StreamOptions { api_key: Some(format!("{token}.{SECRET}")), ..options }
+}
+
+/// The error text when no headers arrive in time (Codex words its own).
+fn headers_timeout_text(api: &str, limit_ms: u64) -> String {
+    match api {
+        "openai-codex-responses" => format!("Codex SSE response headers timed out after {limit_ms}ms"),
+        _ => "Request timed out.".to_owned(),
+    }
+}
+
 /// The events of one run and its final message; panics on a hang beyond [`GUARD`].
 async fn run(api: &str, url: &str, options: StreamOptions) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     run_guarded(api, url, options, GUARD).await
@@ -124,6 +159,7 @@ async fn run_guarded(
 ) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     let adapter = adapter(api);
     let model = model(api, url);
+    let options = with_codex_token(api, options);
     let collect = async {
         let mut stream = adapter.stream(&model, context(), options);
         let mut events = Vec::new();
@@ -193,7 +229,7 @@ async fn stall_before_headers_ends_at_the_limit() {
     for api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
         let (_, message) = run(api, &server.url, options()).await;
-        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
+        assert_eq!(error_text(api, &message), headers_timeout_text(api, LIMIT_MS), "{api}");
         assert!(server.released(1).await, "{api}: connection still held");
     }
 }
@@ -206,7 +242,7 @@ async fn stall_before_headers_has_a_default_limit() {
         let started = tokio::time::Instant::now();
         let options = StreamOptions { api_key: Some(SECRET.into()), max_retries: Some(0), ..Default::default() };
         let (_, message) = run_guarded(api, &server.url, options, Duration::from_secs(400)).await;
-        assert_eq!(error_text(api, &message), "Request timed out.", "{api}");
+        assert_eq!(error_text(api, &message), headers_timeout_text(api, 300_000), "{api}");
         assert!(started.elapsed() >= Duration::from_secs(300), "{api}: {:?}", started.elapsed());
     }
 }
@@ -239,6 +275,9 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
         if api == "google-generative-ai" {
             // @google/genai parses the (cut) body as JSON and reports the parse error.
             assert!(text.contains("JSON"), "{api}: {text}");
+        } else if api == "openai-codex-responses" {
+            // Codex reports the body (here cut, so not JSON) without the status.
+            assert!(text.contains("upstream"), "{api}: {text}");
         } else {
             assert!(text.contains("500"), "{api}: {text}");
         }
@@ -329,7 +368,13 @@ async fn events_after_the_terminal_are_ignored() {
 #[tokio::test]
 async fn terminal_then_open_connection_completes_at_once() {
     // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
-    for api in ["openai-completions", "anthropic-messages", "openai-responses"] {
+    for api in [
+        "openai-completions",
+        "anthropic-messages",
+        "openai-responses",
+        "azure-openai-responses",
+        "openai-codex-responses",
+    ] {
         let server =
             Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
@@ -454,7 +499,7 @@ async fn huge_usage_numbers_saturate() {
                 .replace("\"input_tokens\":27", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":1,", "\"output_tokens\":1e300,")
                 .replace("\"output_tokens\":21", "\"output_tokens\":1e300"),
-            "openai-responses" => body
+            "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => body
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
             _ => body.replace(
