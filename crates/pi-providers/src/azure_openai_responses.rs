@@ -101,14 +101,12 @@ impl AzureOpenAIResponses {
 
     /// The normalized base URL a request for `model` goes to, or the configuration error.
     pub fn resolve_base_url(&self, model: &Model, options: &StreamOptions) -> Result<String, String> {
-        let base = self
-            .base_url
-            .as_deref()
-            .map(jsonx::js_trim)
-            .filter(|b| !b.is_empty())
-            .map(str::to_owned)
-            .or_else(|| {
-                options.env_var("AZURE_OPENAI_BASE_URL").map(|b| jsonx::js_trim(&b).to_owned()).filter(|b| !b.is_empty())
+        let base =
+            self.base_url.as_deref().map(jsonx::js_trim).filter(|b| !b.is_empty()).map(str::to_owned).or_else(|| {
+                options
+                    .env_var("AZURE_OPENAI_BASE_URL")
+                    .map(|b| jsonx::js_trim(&b).to_owned())
+                    .filter(|b| !b.is_empty())
             });
         let resource = self
             .resource_name
@@ -224,12 +222,8 @@ fn responses_url(base: &str, api_version: &str) -> String {
 
 fn compat(model: &Model) -> Compat {
     let mut compat = Compat::for_model(model);
-    compat.supports_strict_mode = model
-        .compat
-        .as_ref()
-        .and_then(|c| c.get("supportsStrictMode"))
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    compat.supports_strict_mode =
+        model.compat.as_ref().and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool).unwrap_or(true);
     compat.tool_call_providers = &TOOL_CALL_PROVIDERS;
     compat
 }
@@ -349,6 +343,7 @@ impl AzureOpenAIResponses {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -414,13 +409,17 @@ mod tests {
     fn the_model_base_url_is_the_last_resort_and_none_is_an_error() {
         let adapter = AzureOpenAIResponses::default();
         let options = StreamOptions::default();
-        if std::env::var_os("AZURE_OPENAI_BASE_URL").is_none() && std::env::var_os("AZURE_OPENAI_RESOURCE_NAME").is_none()
+        if std::env::var_os("AZURE_OPENAI_BASE_URL").is_none()
+            && std::env::var_os("AZURE_OPENAI_RESOURCE_NAME").is_none()
         {
             assert_eq!(
                 adapter.request_url(&model("http://127.0.0.1:9/v1"), &options).unwrap(),
                 "http://127.0.0.1:9/v1/responses?api-version=v1"
             );
-            assert!(adapter.request_url(&model(""), &options).unwrap_err().starts_with("Azure OpenAI base URL is required"));
+            assert!(adapter
+                .request_url(&model(""), &options)
+                .unwrap_err()
+                .starts_with("Azure OpenAI base URL is required"));
         }
     }
 

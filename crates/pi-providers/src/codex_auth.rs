@@ -288,16 +288,10 @@ impl CodexTokenStore {
     /// Exchange a refresh token for a new credential (not stored).
     pub async fn refresh(&self, refresh_token: &str) -> Result<CodexCredential, String> {
         let client = crate::http::client()?;
-        let body = form_encode(&[
-            ("grant_type", "refresh_token"),
-            ("refresh_token", refresh_token),
-            ("client_id", CLIENT_ID),
-        ]);
-        let send = client
-            .post(&self.token_url)
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(body)
-            .send();
+        let body =
+            form_encode(&[("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("client_id", CLIENT_ID)]);
+        let send =
+            client.post(&self.token_url).header("Content-Type", "application/x-www-form-urlencoded").body(body).send();
         let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
             Err(_) => return Err("OpenAI Codex token refresh error: The operation was aborted due to timeout".into()),
             Ok(Err(e)) => {
@@ -352,6 +346,7 @@ impl CodexTokenStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -376,8 +371,12 @@ mod tests {
 
     #[test]
     fn debug_redacts_tokens() {
-        let credential =
-            CodexCredential { access: "secret-a".into(), refresh: "secret-r".into(), expires: 1, account_id: "acc".into() };
+        let credential = CodexCredential {
+            access: "secret-a".into(),
+            refresh: "secret-r".into(),
+            expires: 1,
+            account_id: "acc".into(),
+        };
         let text = format!("{credential:?}");
         assert!(!text.contains("secret"), "{text}");
     }

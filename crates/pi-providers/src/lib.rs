@@ -79,12 +79,12 @@ pub mod anthropic;
 pub mod azure_openai_responses;
 pub mod catalog;
 pub mod classify;
+#[cfg(feature = "http")]
+pub mod codex_auth;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;
 pub mod identity;
-#[cfg(feature = "http")]
-pub mod codex_auth;
 #[cfg(feature = "http")]
 pub mod openai_codex_responses;
 #[cfg(feature = "http")]

@@ -24,9 +24,8 @@ use std::sync::Mutex;
 
 use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageDiagnostic, AssistantMessageEventStream,
-    CacheRetention, DiagnosticErrorInfo, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, Transport,
-    TranscriptContext,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageDiagnostic, AssistantMessageEventStream, CacheRetention,
+    DiagnosticErrorInfo, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext, Transport,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -128,8 +127,7 @@ fn session_id(options: &StreamOptions) -> Option<String> {
 /// The effort `streamSimple` hands the adapter: the clamped level, `none` for a reasoning model
 /// without one, else nothing.
 fn requested_effort(model: &Model, options: &StreamOptions) -> Option<String> {
-    let level =
-        options.reasoning.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
+    let level = options.reasoning.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
     match level {
         Some(level) => Some(level_name(level)),
         None if model.reasoning => Some("none".to_owned()),
@@ -364,7 +362,11 @@ fn frame_data(frame: &str) -> Option<String> {
     (!data.is_empty() && data != "[DONE]").then_some(data)
 }
 
-fn record_fallback(options: &StreamOptions, session: Option<&str>, request_bytes: usize) -> Option<AssistantMessageDiagnostic> {
+fn record_fallback(
+    options: &StreamOptions,
+    session: Option<&str>,
+    request_bytes: usize,
+) -> Option<AssistantMessageDiagnostic> {
     let transport = options.transport.unwrap_or(Transport::Auto);
     if transport == Transport::Sse {
         return None;
@@ -446,7 +448,8 @@ impl OpenAICodexResponses {
             fixed.push(("session-id".to_owned(), Some(session.clone())));
             fixed.push(("x-client-request-id".to_owned(), Some(session.clone())));
         }
-        let headers = common::merge_headers(&[identity, common::model_headers(model), common::option_headers(options), fixed]);
+        let headers =
+            common::merge_headers(&[identity, common::model_headers(model), common::option_headers(options), fixed]);
         let request = http::Request { url: codex_url(&model.base_url), headers, body };
         let response = http::send(&request, model, options, &CodexDialect { timeout_ms: options.timeout_ms }).await?;
         out.start().await;
@@ -577,6 +580,7 @@ fn event_error(event: &Value) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -604,7 +608,10 @@ mod tests {
     #[test]
     fn usage_limit_messages() {
         let body = br#"{"error":{"code":"usage_limit_reached","plan_type":"PLUS","resets_at":1000}}"#;
-        assert_eq!(status_message(429, "Too Many Requests", body), "You have hit your ChatGPT usage limit (plus plan). Try again in ~0 min.");
+        assert_eq!(
+            status_message(429, "Too Many Requests", body),
+            "You have hit your ChatGPT usage limit (plus plan). Try again in ~0 min."
+        );
         assert_eq!(
             status_message(400, "Bad Request", br#"{"error":{"code":"usage_not_included"}}"#),
             "You have hit your ChatGPT usage limit."

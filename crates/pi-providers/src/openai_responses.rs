@@ -725,7 +725,10 @@ pub(crate) async fn send_and_stream(
                 return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
             }
             common::on_event(options, model, &data).await;
-            state.handle(model, options, &data, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
+            state
+                .handle(model, options, &data, out)
+                .await
+                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
             if state.saw_terminal {
                 // A terminal response event ends the protocol: nothing after it is read or waited for.
                 break 'read;

@@ -42,9 +42,8 @@ fn b64(text: &str) -> String {
 
 /// An unsigned JWT with the ChatGPT account claim (and a marker to find leaks by).
 fn jwt(account: &str, marker: &str) -> String {
-    let payload = format!(
-        r#"{{"https://api.openai.com/auth":{{"chatgpt_account_id":"{account}"}},"marker":"{marker}"}}"#
-    );
+    let payload =
+        format!(r#"{{"https://api.openai.com/auth":{{"chatgpt_account_id":"{account}"}},"marker":"{marker}"}}"#);
     format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(&payload))
 }
 
@@ -173,8 +172,12 @@ async fn no_key_or_token_in_errors_or_debug() {
     assert_eq!(events.len(), 1);
     assert_eq!(message.error_message.as_deref(), Some("Failed to extract accountId from token"));
     assert_eq!(server.requests.load(Ordering::SeqCst), before);
-    let credential =
-        CodexCredential { access: jwt("a", "secret-access"), refresh: "secret-refresh".into(), expires: 0, account_id: "a".into() };
+    let credential = CodexCredential {
+        access: jwt("a", "secret-access"),
+        refresh: "secret-refresh".into(),
+        expires: 0,
+        account_id: "a".into(),
+    };
     assert!(!format!("{credential:?}").contains("secret"));
 }
 
@@ -277,7 +280,8 @@ fn store_credential(path: &std::path::Path, access: &str, refresh: &str, expires
 #[tokio::test]
 async fn an_expiring_token_is_refreshed_stored_and_used_once() {
     let fresh = jwt("acct-new", "fresh");
-    let answer = serde_json::json!({"access_token": fresh, "refresh_token": "refresh-2", "expires_in": 3600}).to_string();
+    let answer =
+        serde_json::json!({"access_token": fresh, "refresh_token": "refresh-2", "expires_in": 3600}).to_string();
     let endpoint = token_endpoint(vec![(200, answer)]).await;
     let path = temp_auth_file("refresh");
     // Four minutes left: inside the five-minute window, so it is refreshed.
@@ -294,7 +298,10 @@ async fn an_expiring_token_is_refreshed_stored_and_used_once() {
     assert!(request.starts_with("POST /oauth/token "), "{request}");
     assert!(request.to_lowercase().contains("content-type: application/x-www-form-urlencoded"), "{request}");
     assert!(
-        request.ends_with(&format!("grant_type=refresh_token&refresh_token=refresh-1&client_id={}", codex_auth::CLIENT_ID)),
+        request.ends_with(&format!(
+            "grant_type=refresh_token&refresh_token=refresh-1&client_id={}",
+            codex_auth::CLIENT_ID
+        )),
         "{request}"
     );
 
