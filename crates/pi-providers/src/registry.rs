@@ -231,11 +231,13 @@ impl Provider {
         self.apis.get(api)
     }
 
-    async fn resolve_key(&self, model: &Model) -> Result<Option<String>, ProviderError> {
+    /// The key: `Env` variables are read from the request's `env` first, then the process
+    /// environment (the reference overlays `options.env` on its auth context the same way).
+    async fn resolve_key(&self, model: &Model, options: &StreamOptions) -> Result<Option<String>, ProviderError> {
         match &self.auth {
             Auth::None => Ok(None),
             Auth::ApiKey(key) => Ok(Some(key.clone())),
-            Auth::Env(vars) => Ok(vars.iter().find_map(|v| std::env::var(v).ok().filter(|k| !k.is_empty()))),
+            Auth::Env(vars) => Ok(vars.iter().find_map(|v| options.env_var(v))),
             Auth::Resolver(resolve) => resolve(model)
                 .await
                 .map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() }),
@@ -359,7 +361,7 @@ impl Models {
         }
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let key = match provider.resolve_key(&model).await {
+            let key = match provider.resolve_key(&model, &options).await {
                 Ok(key) => key,
                 Err(error) => {
                     let mut stream = failed_stream(&model, error.to_string());

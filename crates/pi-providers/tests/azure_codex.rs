@@ -387,3 +387,36 @@ async fn the_registry_resolver_refreshes_and_the_adapter_sends_the_new_token() {
     assert!(heads[0].contains("originator: pi"));
     let _ = std::fs::remove_dir_all(path.parent().unwrap());
 }
+
+#[tokio::test]
+async fn azure_through_the_registry_takes_key_and_endpoint_from_the_request_env() {
+    let mut sse = sse_head();
+    sse.extend_from_slice(COMPLETE.as_bytes());
+    let server = Server::start(vec![Step::Bytes(sse)]).await;
+    let azure = model("azure-openai-responses", "azure", String::new());
+    let models = Models::new();
+    models.set_provider(
+        Provider::new("azure")
+            .with_auth(Auth::Env(vec!["AZURE_OPENAI_API_KEY".into()]))
+            .with_model(azure.clone())
+            .with_http_apis(),
+    );
+    let env = [
+        ("AZURE_OPENAI_API_KEY", "azure-env-key"),
+        ("AZURE_OPENAI_BASE_URL", &format!("{}/openai/v1/", server.url)),
+        ("AZURE_OPENAI_API_VERSION", "2025-04-01-preview"),
+        ("AZURE_OPENAI_DEPLOYMENT_NAME_MAP", "gpt-5.1-codex-mini=my-deployment"),
+    ];
+    let options = StreamOptions {
+        env: Some(Arc::new(env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect())),
+        ..Default::default()
+    };
+    let context = Context { messages: vec![Message::from(UserMessage::text("Hi"))], ..Default::default() };
+    let reply = tokio::time::timeout(GUARD, models.complete(&azure, context, options)).await.unwrap().unwrap();
+    assert_eq!(reply.stop_reason, StopReason::Stop, "{:?}", reply.error_message);
+    assert_eq!(reply.text(), "Hello");
+    let heads = server.heads.lock().unwrap().clone();
+    assert!(heads[0].starts_with("post /openai/v1/responses?api-version=2025-04-01-preview "), "{}", heads[0]);
+    assert!(heads[0].contains("api-key: azure-env-key"), "{}", heads[0]);
+    assert!(!heads[0].contains("authorization:"), "{}", heads[0]);
+}
