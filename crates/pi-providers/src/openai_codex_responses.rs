@@ -275,6 +275,67 @@ struct CodexDialect {
     timeout_ms: Option<u64>,
 }
 
+const BASE_RETRY_DELAY_MS: f64 = 1000.0;
+
+/// A 429 that waiting will not fix (quota, billing).
+fn is_terminal_rate_limit(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "gousagelimiterror",
+        "freeusagelimiterror",
+        "monthly usage limit reached",
+        "available balance",
+        "insufficient_quota",
+        "out of budget",
+        "quota exceeded",
+        "billing",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+/// The reference's `isRetryableError`: 429 (unless terminal) and 500/502/503/504, or a
+/// transient-sounding body.
+fn is_retryable_status(status: u16, text: &str) -> bool {
+    if status == 429 && is_terminal_rate_limit(text) {
+        return false;
+    }
+    if matches!(status, 429 | 500 | 502 | 503 | 504) {
+        return true;
+    }
+    static TRANSIENT: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    TRANSIENT
+        .get_or_init(|| {
+            regex::Regex::new(r"(?i)rate.?limit|overloaded|service.?unavailable|upstream.?connect|connection.?refused")
+                .ok()
+        })
+        .as_ref()
+        .is_some_and(|re| re.is_match(text))
+}
+
+/// The server's `retry-after-ms` / `retry-after` (seconds or an HTTP date), in ms.
+fn server_delay_ms(headers: &HeaderMap) -> Option<f64> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = get("retry-after-ms") {
+        let trimmed = jsonx::js_trim(ms);
+        let value = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            return Some(value.max(0.0));
+        }
+    }
+    let after = get("retry-after").filter(|v| !v.is_empty())?;
+    let trimmed = jsonx::js_trim(after);
+    let seconds = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
+    if let Some(seconds) = seconds.filter(|v| v.is_finite()) {
+        return Some((seconds * 1000.0).max(0.0));
+    }
+    let when = httpdate::parse_http_date(after).ok()?;
+    Some(match when.duration_since(std::time::SystemTime::now()) {
+        Ok(ahead) => ahead.as_secs_f64() * 1000.0,
+        Err(_) => 0.0,
+    })
+}
+
 impl Dialect for CodexDialect {
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
         let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
@@ -283,8 +344,38 @@ impl Dialect for CodexDialect {
             status: Some(status),
             headers: Some(headers.clone()),
             message: status_message(status, reason, body),
-            body: None,
+            // The raw text, which the retry rule reads.
+            body: Some(String::from_utf8_lossy(body).into_owned()),
         }
+    }
+
+    /// The reference's Codex loop: a retryable status waits for the server's delay (capped) or
+    /// 1 s doubling; a connection failure or timeout is retried after 1 s doubling, unless its
+    /// message speaks of a usage limit. Other statuses are final (the reference means them to
+    /// be, but its own `catch` retries them too: not reproduced).
+    fn retry(&self, error: &ApiError, retry_index: u32, max_retry_delay_ms: Option<u64>) -> Option<http::Retry> {
+        let backoff = BASE_RETRY_DELAY_MS * 2f64.powi(retry_index.min(30) as i32);
+        if let (ApiErrorKind::Status, Some(status)) = (error.kind, error.status) {
+            if !is_retryable_status(status, error.body.as_deref().unwrap_or("")) {
+                return Some(Ok(None));
+            }
+            let Some(delay) = error.headers.as_ref().and_then(server_delay_ms) else {
+                return Some(Ok(Some(backoff)));
+            };
+            let max = max_retry_delay_ms.unwrap_or(http::DEFAULT_MAX_RETRY_DELAY_MS);
+            if max > 0 && delay > max as f64 {
+                return Some(Err(format!(
+                    "Server requested {}s retry delay (max: {}s)",
+                    (delay / 1000.0).ceil(),
+                    (max as f64 / 1000.0).ceil()
+                )));
+            }
+            return Some(Ok(Some(delay)));
+        }
+        if error.kind == ApiErrorKind::Other || self.format(error).contains("usage limit") {
+            return Some(Ok(None));
+        }
+        Some(Ok(Some(backoff)))
     }
 
     fn format(&self, error: &ApiError) -> String {

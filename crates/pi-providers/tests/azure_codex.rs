@@ -227,12 +227,20 @@ struct TokenEndpoint {
 }
 
 async fn token_endpoint(answers: Vec<(u16, String)>) -> TokenEndpoint {
+    sequence_server(
+        answers.into_iter().map(|(status, body)| (status, "content-type: application/json\r\n", body)).collect(),
+    )
+    .await
+}
+
+/// Answers the n-th request with the n-th `(status, header lines, body)`.
+async fn sequence_server(answers: Vec<(u16, &'static str, String)>) -> TokenEndpoint {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/oauth/token", listener.local_addr().unwrap());
     let bodies: Arc<Mutex<Vec<String>>> = Arc::default();
     let kept = Arc::clone(&bodies);
     tokio::spawn(async move {
-        for (status, body) in answers {
+        for (status, headers, body) in answers {
             let Ok((mut socket, _)) = listener.accept().await else { return };
             let mut buffer = Vec::new();
             let mut chunk = [0u8; 4096];
@@ -253,7 +261,7 @@ async fn token_endpoint(answers: Vec<(u16, String)>) -> TokenEndpoint {
             };
             kept.lock().unwrap().push(request);
             let answer = format!(
-                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status} X\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             socket.write_all(answer.as_bytes()).await.unwrap();
@@ -419,4 +427,64 @@ async fn azure_through_the_registry_takes_key_and_endpoint_from_the_request_env(
     assert!(heads[0].starts_with("post /openai/v1/responses?api-version=2025-04-01-preview "), "{}", heads[0]);
     assert!(heads[0].contains("api-key: azure-env-key"), "{}", heads[0]);
     assert!(!heads[0].contains("authorization:"), "{}", heads[0]);
+}
+
+#[tokio::test]
+async fn codex_retries_as_its_reference_loop_does() {
+    let codex = |url: &str| model("openai-codex-responses", "openai-codex", format!("{url}/backend-api"));
+    let options = |retries: u32| StreamOptions {
+        api_key: Some(jwt("acct-1", "m")),
+        transport: Some(Transport::Sse),
+        max_retries: Some(retries),
+        ..Default::default()
+    };
+    let sse = "content-type: text/event-stream\r\n";
+    // A 503 with a server delay, then the answer.
+    let server = sequence_server(vec![
+        (503, "content-type: application/json\r\nretry-after-ms: 20\r\n", r#"{"error":{"message":"busy"}}"#.into()),
+        (200, sse, COMPLETE.to_owned()),
+    ])
+    .await;
+    let url = server.url.trim_end_matches("/oauth/token").to_owned();
+    let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(1), None).await;
+    assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
+    assert_eq!(server.bodies.lock().unwrap().len(), 2);
+
+    // A usage limit outside a retryable status is not retried ...
+    let limit = r#"{"error":{"code":"usage_not_included","plan_type":"PRO"}}"#;
+    let server = sequence_server(vec![(403, "content-type: application/json\r\n", limit.into())]).await;
+    let url = server.url.trim_end_matches("/oauth/token").to_owned();
+    let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(3), None).await;
+    assert_eq!(message.error_message.as_deref(), Some("You have hit your ChatGPT usage limit (pro plan)."));
+    assert_eq!(server.bodies.lock().unwrap().len(), 1);
+
+    // ... nor is any other non-retryable status (the reference's own catch retries it: a bug).
+    let server = sequence_server(vec![
+        (400, "content-type: application/json\r\n", r#"{"error":{"message":"bad"}}"#.into()),
+        (200, sse, COMPLETE.to_owned()),
+    ])
+    .await;
+    let url = server.url.trim_end_matches("/oauth/token").to_owned();
+    let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(1), None).await;
+    assert_eq!(message.error_message.as_deref(), Some("bad"));
+    assert_eq!(server.bodies.lock().unwrap().len(), 1);
+
+    // A retryable status without a server delay waits 1 s, then retries.
+    let server = sequence_server(vec![
+        (502, "content-type: text/plain\r\n", "upstream connect error".into()),
+        (200, sse, COMPLETE.to_owned()),
+    ])
+    .await;
+    let url = server.url.trim_end_matches("/oauth/token").to_owned();
+    let started = std::time::Instant::now();
+    let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(1), None).await;
+    assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
+    assert!(started.elapsed() >= Duration::from_millis(1000));
+    assert_eq!(server.bodies.lock().unwrap().len(), 2);
+
+    // A delay beyond the cap ends at once with the reference's text.
+    let server = sequence_server(vec![(503, "retry-after: 3600\r\n", r#"{"error":{"message":"later"}}"#.into())]).await;
+    let url = server.url.trim_end_matches("/oauth/token").to_owned();
+    let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(1), None).await;
+    assert_eq!(message.error_message.as_deref(), Some("Server requested 3600s retry delay (max: 60s)"));
 }
