@@ -89,9 +89,15 @@ fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
         "anthropic-messages" => Box::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Box::new(pi_providers::openai_responses::OpenAIResponses),
         "mistral-conversations" => Box::new(pi_providers::mistral::MistralConversations),
+        "azure-openai-responses" => Box::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Box::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
         _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
     }
 }
+
+/// `{"alg":"none"}` . `{"https://api.openai.com/auth":{"chatgpt_account_id":"acct-fuzz"}}` . (no signature)
+const CODEX_FUZZ_TOKEN: &str =
+    "eyJhbGciOiJub25lIn0.eyJodHRwczovL2FwaS5vcGVuYWkuY29tL2F1dGgiOnsiY2hhdGdwdF9hY2NvdW50X2lkIjoiYWNjdC1mdXp6In19.";
 
 /// One adapter over a body served in pieces: no panic, one terminal event, last, in bounded time.
 /// `api` `"proxy"` is the proxy client reading a proxy server's event stream.
@@ -110,8 +116,10 @@ pub fn adapter(api: &str, data: &[u8]) {
         messages: vec![Message::User(UserMessage::text("Hi"))],
         tools: None,
     });
+    // Codex reads its account id from the key, an (unsigned) JWT.
+    let key = if api == "openai-codex-responses" { CODEX_FUZZ_TOKEN } else { "fuzz-key" };
     let options = StreamOptions {
-        api_key: Some("fuzz-key".into()),
+        api_key: Some(key.into()),
         max_retries: Some(0),
         timeout_ms: Some(5_000),
         idle_timeout_ms: Some(5_000),

@@ -119,7 +119,16 @@ pub(crate) trait Dialect: Send + Sync {
     fn retries_connection_errors(&self) -> bool {
         true
     }
+    /// An adapter's own retry rule for a failed attempt while retries remain (`None`: the
+    /// SDKs' rule of [`send`]): `Ok(Some(delay_ms))` retries, `Ok(None)` gives up with the
+    /// error, `Err` gives up with that message.
+    fn retry(&self, _error: &ApiError, _retry_index: u32, _max_retry_delay_ms: Option<u64>) -> Option<Retry> {
+        None
+    }
 }
+
+/// An adapter's decision about retrying (see [`Dialect::retry`]).
+pub(crate) type Retry = Result<Option<f64>, String>;
 
 /// A failure that ends the stream before any event but `start`.
 #[derive(Clone, Debug)]
@@ -176,15 +185,22 @@ pub(crate) async fn send(
         if is_cancelled(cancel) {
             return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true });
         }
-        if remaining == 0 || !is_retryable(&error, dialect) {
-            return Err(Failure { message: dialect.format(&error), aborted: false });
-        }
         let retry_index = max_retries - remaining;
-        remaining -= 1;
-        let delay = match retry_delay_ms(&error, retry_index, options.max_retry_delay_ms) {
-            Ok(delay) => delay,
+        let decision = if remaining == 0 {
+            Ok(None)
+        } else {
+            match dialect.retry(&error, retry_index, options.max_retry_delay_ms) {
+                Some(decision) => decision,
+                None if !is_retryable(&error, dialect) => Ok(None),
+                None => retry_delay_ms(&error, retry_index, options.max_retry_delay_ms).map(Some),
+            }
+        };
+        let delay = match decision {
+            Ok(Some(delay)) => delay,
+            Ok(None) => return Err(Failure { message: dialect.format(&error), aborted: false }),
             Err(message) => return Err(Failure { message: dialect.format(&ApiError::other(message)), aborted: false }),
         };
+        remaining -= 1;
         tokio::select! {
             biased;
             () = cancelled(cancel) => {

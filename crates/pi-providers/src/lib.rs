@@ -75,15 +75,21 @@ mod transform;
 
 #[cfg(feature = "http")]
 pub mod anthropic;
+#[cfg(feature = "http")]
+pub mod azure_openai_responses;
 pub mod catalog;
 pub mod classify;
 pub mod cloudflare;
+#[cfg(feature = "http")]
+pub mod codex_auth;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;
 pub mod identity;
 #[cfg(feature = "http")]
 pub mod mistral;
+#[cfg(feature = "http")]
+pub mod openai_codex_responses;
 #[cfg(feature = "http")]
 pub mod openai_completions;
 #[cfg(feature = "http")]

@@ -56,6 +56,10 @@ pub struct Compat {
     pub supports_explicit_prompt_cache_mode: bool,
     /// The effort level is set per reply by `configuration_update` items.
     pub supports_mid_convo_effort: bool,
+    /// Providers whose `call_id|item_id` tool-call ids are replayed as pairs.
+    pub tool_call_providers: &'static [&'static str],
+    /// The `strict` of a tool that asks for no constrained sampling (`None` sends `null`).
+    pub default_strict: Option<bool>,
 }
 
 impl Compat {
@@ -78,6 +82,8 @@ impl Compat {
             supports_tool_search: flag("supportsToolSearch", false),
             supports_explicit_prompt_cache_mode: flag("supportsExplicitPromptCacheMode", false),
             supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
+            tool_call_providers: &TOOL_CALL_PROVIDERS,
+            default_strict: Some(false),
         }
     }
 
@@ -108,8 +114,71 @@ impl StreamFn for OpenAIResponses {
     }
 }
 
+/// What sets one SDK-based Responses adapter apart from another (OpenAI's, Azure's): the
+/// prefix of its error messages, whether ChatGPT usage hints are added, the error when the
+/// stream ends without a stop reason and how a `service_tier` is priced.
+pub(crate) struct Flavor {
+    pub(crate) prefix: String,
+    pub(crate) hints: bool,
+    pub(crate) no_stop_reason: &'static str,
+    pub(crate) tier_pricing: TierPricing,
+}
+
+impl Flavor {
+    fn hint(&self, message: String) -> String {
+        if self.hints {
+            with_hints(message)
+        } else {
+            message
+        }
+    }
+}
+
+/// How the response's `service_tier` scales the cost.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum TierPricing {
+    /// OpenAI's: flex halves, priority (and fast) doubles (2.5x for gpt-5.5).
+    #[default]
+    OpenAI,
+    /// Not priced (Azure).
+    Unpriced,
+    /// Codex's: the requested tier wins over a `default` answer; flex halves, priority doubles.
+    Codex {
+        /// The tier the request asked for.
+        requested: Option<String>,
+    },
+}
+
+impl TierPricing {
+    fn multiplier(&self, model: &Model, tier: Option<&str>) -> f64 {
+        let priority = if model.id == "gpt-5.5" { 2.5 } else { 2.0 };
+        match self {
+            Self::Unpriced => 1.0,
+            Self::OpenAI => match tier {
+                Some("flex") => 0.5,
+                Some("priority" | "fast") => priority,
+                _ => 1.0,
+            },
+            Self::Codex { requested } => {
+                let requested = requested.as_deref();
+                let tier = match (tier, requested) {
+                    (Some("default"), Some(r @ ("flex" | "priority"))) => Some(r),
+                    (Some(tier), _) => Some(tier),
+                    (None, requested) => requested,
+                };
+                match tier {
+                    Some("flex") => 0.5,
+                    Some("priority") => priority,
+                    _ => 1.0,
+                }
+            }
+        }
+    }
+}
+
 struct ResponsesDialect {
     prefix: String,
+    hints: bool,
 }
 
 impl Dialect for ResponsesDialect {
@@ -118,7 +187,12 @@ impl Dialect for ResponsesDialect {
     }
 
     fn format(&self, error: &ApiError) -> String {
-        with_hints(http::format_provider_error(error, Some(&self.prefix)))
+        let message = http::format_provider_error(error, Some(&self.prefix));
+        if self.hints {
+            with_hints(message)
+        } else {
+            message
+        }
     }
 }
 
@@ -245,17 +319,18 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     Value::Object(params)
 }
 
-fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool) -> Vec<Value> {
+pub(crate) fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {
-            let strict =
-                common::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None).unwrap_or(false);
+            let strict = common::resolve_strict(tool, compat.supports_strict_mode, None)
+                .unwrap_or(None)
+                .or(compat.default_strict);
             let mut function = Map::new();
             function.insert("type".into(), json!("function"));
             function.insert("name".into(), json!(tool.name));
             function.insert("description".into(), json!(tool.description));
-            function.insert("parameters".into(), common::tool_parameters(tool, Some(strict)));
+            function.insert("parameters".into(), common::tool_parameters(tool, strict));
             if search_result {
                 function.insert("defer_loading".into(), json!(true));
             }
@@ -299,13 +374,13 @@ fn incremental_tools_notice(unavailable: &[String]) -> String {
     }
 }
 
-fn convert_messages(
+pub(crate) fn convert_messages(
     model: &Model,
     context: &TranscriptContext,
     compat: &Compat,
     update_effort: Option<&str>,
 ) -> Vec<Value> {
-    let allowed = TOOL_CALL_PROVIDERS.contains(&model.provider.as_str());
+    let allowed = compat.tool_call_providers.contains(&model.provider.as_str());
     let normalize = |id: &str, _: &Model, source: &pi_types::AssistantMessage| -> String {
         if !allowed || !id.contains('|') {
             return normalize_id_part(id);
@@ -598,15 +673,33 @@ async fn run(
         headers,
         body: jsonx::stringify(&params).into_bytes(),
     };
-    let dialect = ResponsesDialect { prefix: prefix(model) };
-    let fail = |message: String| Stop::error(with_hints(message));
-    let response = http::send(&request, model, options, &dialect).await?;
+    let flavor = Flavor {
+        prefix: prefix(model),
+        hints: true,
+        no_stop_reason: "OpenAI Responses stream ended without a stop reason",
+        tier_pricing: TierPricing::OpenAI,
+    };
+    send_and_stream(&request, model, options, &flavor, out).await
+}
+
+/// Send a prepared Responses request and turn its event stream into the message, as the
+/// OpenAI SDK and pi-ai's shared Responses stream processing do.
+pub(crate) async fn send_and_stream(
+    request: &http::Request,
+    model: &Model,
+    options: &StreamOptions,
+    flavor: &Flavor,
+    out: &mut AssistantMessageBuilder,
+) -> Result<(), Stop> {
+    let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
+    let fail = |message: String| Stop::error(flavor.hint(message));
+    let response = http::send(request, model, options, &dialect).await?;
     out.start().await;
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut events: Vec<SseEvent> = Vec::new();
-    let mut state = ResponsesState::default();
+    let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
     let mut ended = false;
     'read: while !ended {
         match body.next().await {
@@ -627,13 +720,16 @@ async fn run(
             };
             if event.event.as_deref() == Some("error") {
                 let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&prefix(model)))));
+                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
             }
             if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
-                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&prefix(model)))));
+                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
             }
             common::on_event(options, model, &data).await;
-            state.handle(model, options, &data, out).await.map_err(|s| Stop { message: with_hints(s.message), ..s })?;
+            state
+                .handle(model, options, &data, out)
+                .await
+                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
             if state.saw_terminal {
                 // A terminal response event ends the protocol: nothing after it is read or waited for.
                 break 'read;
@@ -662,7 +758,7 @@ async fn run(
         return Err(Stop::aborted("Request was aborted"));
     }
     match out.message().stop_reason {
-        StopReason::Pending => Err(fail("OpenAI Responses stream ended without a stop reason".into())),
+        StopReason::Pending => Err(fail(flavor.no_stop_reason.into())),
         StopReason::Aborted | StopReason::Error => Err(fail(
             out.message()
                 .error_message
@@ -687,12 +783,17 @@ struct Slot {
     content_index: usize,
 }
 
+/// The state of pi-ai's shared Responses stream processing over one response.
 #[derive(Default)]
-struct ResponsesState {
-    saw_terminal: bool,
+pub(crate) struct ResponsesState {
+    /// A terminal response event (`completed`, `incomplete`, `failed`) was handled.
+    pub(crate) saw_terminal: bool,
     slots: HashMap<String, Slot>,
-    unfinished: HashSet<usize>,
+    /// Content indices of tool calls whose `output_item.done` has not arrived.
+    pub(crate) unfinished: HashSet<usize>,
     reasoning_by_id: HashMap<String, usize>,
+    /// How the response's service tier is priced.
+    pub(crate) tier_pricing: TierPricing,
 }
 
 fn slot_key(event: &Value) -> String {
@@ -707,6 +808,11 @@ fn n(value: Option<&Value>) -> u64 {
 }
 
 impl ResponsesState {
+    /// A fresh state pricing service tiers as given.
+    pub(crate) fn with_pricing(tier_pricing: TierPricing) -> Self {
+        Self { tier_pricing, ..Default::default() }
+    }
+
     fn slot(&self, event: &Value, kind: SlotKind) -> Option<usize> {
         self.slots.get(&slot_key(event)).filter(|s| s.kind == kind).map(|s| s.content_index)
     }
@@ -750,7 +856,7 @@ impl ResponsesState {
         }
     }
 
-    async fn handle(
+    pub(crate) async fn handle(
         &mut self,
         model: &Model,
         options: &StreamOptions,
@@ -969,18 +1075,7 @@ impl ResponsesState {
             };
         }
         crate::cost::calculate_cost(model, &mut m.usage);
-        let tier = response.get("service_tier").and_then(Value::as_str);
-        let multiplier = match tier {
-            Some("flex") => 0.5,
-            Some("priority" | "fast") => {
-                if model.id == "gpt-5.5" {
-                    2.5
-                } else {
-                    2.0
-                }
-            }
-            _ => 1.0,
-        };
+        let multiplier = self.tier_pricing.multiplier(model, response.get("service_tier").and_then(Value::as_str));
         if multiplier != 1.0 {
             let cost = &mut m.usage.cost;
             cost.input *= multiplier;

@@ -188,6 +188,14 @@ impl Provider {
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
             .with_api(crate::mistral::API, Arc::new(crate::mistral::MistralConversations))
+            .with_api(
+                crate::azure_openai_responses::API,
+                Arc::new(crate::azure_openai_responses::AzureOpenAIResponses::default()),
+            )
+            .with_api(
+                crate::openai_codex_responses::API,
+                Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
+            )
     }
 
     /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).
@@ -246,11 +254,13 @@ impl Provider {
         self.apis.get(api)
     }
 
-    async fn resolve_key(&self, model: &Model) -> Result<Option<String>, ProviderError> {
+    /// The key: `Env` variables are read from the request's `env` first, then the process
+    /// environment (the reference overlays `options.env` on its auth context the same way).
+    async fn resolve_key(&self, model: &Model, options: &StreamOptions) -> Result<Option<String>, ProviderError> {
         match &self.auth {
             Auth::None => Ok(None),
             Auth::ApiKey(key) => Ok(Some(key.clone())),
-            Auth::Env(vars) => Ok(vars.iter().find_map(|v| std::env::var(v).ok().filter(|k| !k.is_empty()))),
+            Auth::Env(vars) => Ok(vars.iter().find_map(|v| options.env_var(v))),
             Auth::Resolver(resolve) => resolve(model)
                 .await
                 .map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() }),
@@ -374,7 +384,7 @@ impl Models {
         }
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let key = match provider.resolve_key(&model).await {
+            let key = match provider.resolve_key(&model, &options).await {
                 Ok(key) => key,
                 Err(error) => {
                     let mut stream = failed_stream(&model, error.to_string());

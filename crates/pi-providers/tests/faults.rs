@@ -17,8 +17,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use loopback::{head, sse_head, with_length, Server, Step};
 use pi_providers::anthropic::AnthropicMessages;
+use pi_providers::azure_openai_responses::AzureOpenAIResponses;
 use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::mistral::MistralConversations;
+use pi_providers::openai_codex_responses::OpenAICodexResponses;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
@@ -35,8 +37,15 @@ const LIMIT_MS: u64 = 400;
 const SECRET: &str = "sk-fault-suite-secret";
 const TEXT: &str = "Server-sent events let a server push a stream of text events over one HTTP response.";
 
-const APIS: [&str; 5] =
-    ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai", "mistral-conversations"];
+const APIS: &[&str] = &[
+    "openai-completions",
+    "anthropic-messages",
+    "openai-responses",
+    "google-generative-ai",
+    "mistral-conversations",
+    "azure-openai-responses",
+    "openai-codex-responses",
+];
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -50,6 +59,12 @@ fn fixture(api: &str) -> Value {
         "mistral-conversations" => {
             include_str!("../../../tests/fixtures/providers-extra/cases/mistral-conversations/text_basic.json")
         }
+        "azure-openai-responses" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/azure-openai-responses/text_basic.json")
+        }
+        "openai-codex-responses" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/openai-codex-responses/text_basic.json")
+        }
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -61,6 +76,8 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "anthropic-messages" => Box::new(AnthropicMessages),
         "openai-responses" => Box::new(OpenAIResponses),
         "mistral-conversations" => Box::new(MistralConversations),
+        "azure-openai-responses" => Box::new(AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Box::new(OpenAICodexResponses::default()),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -93,7 +110,7 @@ fn text_delta(api: &str) -> String {
     let marker = match api {
         "openai-completions" | "mistral-conversations" => "\"content\":",
         "anthropic-messages" => "text_delta",
-        "openai-responses" => "response.output_text.delta",
+        "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => "response.output_text.delta",
         _ => "\"text\"",
     };
     events(api).into_iter().find(|e| e.contains(marker)).unwrap()
@@ -103,6 +120,7 @@ fn text_delta(api: &str) -> String {
 fn headers_timeout_text(api: &str, limit_ms: u64) -> String {
     match api {
         "mistral-conversations" => format!("Mistral response headers timed out after {limit_ms}ms"),
+        "openai-codex-responses" => format!("Codex SSE response headers timed out after {limit_ms}ms"),
         _ => "Request timed out.".to_owned(),
     }
 }
@@ -133,6 +151,17 @@ fn context() -> pi_types::TranscriptContext {
     })
 }
 
+/// Codex reads the account id from its key, a JWT: the suite's secret becomes the signature
+/// of one (the adapter never checks it), so every leak check still looks for [`SECRET`].
+fn with_codex_token(api: &str, options: StreamOptions) -> StreamOptions {
+    if api != "openai-codex-responses" || options.api_key.as_deref() != Some(SECRET) {
+        return options;
+    }
+    let token = fixture(api)["apiKey"].as_str().unwrap().trim_end_matches('.').to_owned();
+    StreamOptions { api_key: Some(format!("{token}.{SECRET}")), ..options }
+}
+
+/// The error text when no headers arrive in time (Codex words its own).
 /// The events of one run and its final message; panics on a hang beyond [`GUARD`].
 async fn run(api: &str, url: &str, options: StreamOptions) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     run_guarded(api, url, options, GUARD).await
@@ -146,6 +175,7 @@ async fn run_guarded(
 ) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     let adapter = adapter(api);
     let model = model(api, url);
+    let options = with_codex_token(api, options);
     let collect = async {
         let mut stream = adapter.stream(&model, context(), options);
         let mut events = Vec::new();
@@ -262,6 +292,9 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
         if api == "google-generative-ai" {
             // @google/genai parses the (cut) body as JSON and reports the parse error.
             assert!(text.contains("JSON"), "{api}: {text}");
+        } else if api == "openai-codex-responses" {
+            // Codex reports the body (here cut, so not JSON) without the status.
+            assert!(text.contains("upstream"), "{api}: {text}");
         } else {
             assert!(text.contains("500"), "{api}: {text}");
         }
@@ -352,7 +385,14 @@ async fn events_after_the_terminal_are_ignored() {
 #[tokio::test]
 async fn terminal_then_open_connection_completes_at_once() {
     // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
-    for api in ["openai-completions", "anthropic-messages", "openai-responses", "mistral-conversations"] {
+    for api in [
+        "openai-completions",
+        "anthropic-messages",
+        "openai-responses",
+        "mistral-conversations",
+        "azure-openai-responses",
+        "openai-codex-responses",
+    ] {
         let server =
             Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
@@ -477,7 +517,7 @@ async fn huge_usage_numbers_saturate() {
                 .replace("\"input_tokens\":27", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":1,", "\"output_tokens\":1e300,")
                 .replace("\"output_tokens\":21", "\"output_tokens\":1e300"),
-            "openai-responses" => body
+            "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => body
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
             "mistral-conversations" => body

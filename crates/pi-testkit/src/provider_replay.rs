@@ -156,6 +156,8 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
         "openai-completions" => Arc::new(pi_providers::openai_completions::OpenAICompletions),
         "anthropic-messages" => Arc::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Arc::new(pi_providers::openai_responses::OpenAIResponses),
+        "azure-openai-responses" => Arc::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Arc::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
         "google-generative-ai" => Arc::new(GoogleGenerativeAi::with_ids(Arc::new(CaseIds(AtomicU64::new(0))))),
         "mistral-conversations" => Arc::new(pi_providers::mistral::MistralConversations),
         other => return Err(ReplayError::UnknownApi(other.to_owned())),

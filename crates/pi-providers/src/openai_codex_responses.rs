@@ -1,0 +1,721 @@
+//! OpenAI Codex Responses (`openai-codex-responses`): the Responses API of a ChatGPT
+//! subscription.
+//!
+//! `POST <baseUrl>/codex/responses` (`baseUrl` defaults to `https://chatgpt.com/backend-api`; a
+//! base URL already ending in `/codex` or `/codex/responses` is used as is) with
+//! `Authorization: Bearer <access token>`, `chatgpt-account-id` (read from the token's
+//! `https://api.openai.com/auth` claim, see [`crate::codex_auth`]), `OpenAI-Beta:
+//! responses=experimental`, `originator: pi`, `accept: text/event-stream` and, with a session,
+//! `session-id` and `x-client-request-id`. The body is a Responses request with Codex's
+//! fixed members (`store: false`, `text.verbosity`, `include: ["reasoning.encrypted_content"]`,
+//! `tool_choice`, `parallel_tool_calls: true`; tools carry `strict: null`). The answer is an
+//! event stream read the Codex way: frames end at a blank line (`\n\n`), only `data:` lines
+//! count, `[DONE]` is skipped; `error` and `response.failed` events end the stream with the
+//! server's message; `response.done`, `response.completed` and `response.incomplete` end it
+//! normally. The events themselves are processed as in [`crate::openai_responses`].
+//!
+//! Only the SSE transport exists here. A WebSocket preference (`transport` `websocket`,
+//! `websocket-cached`, `auto` or unset) is handled as the reference handles a runtime without
+//! WebSocket: the request goes over SSE and the message records one
+//! `provider_transport_failure` diagnostic (`fallbackTransport: "sse"`), once per session.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
+use pi_types::{
+    AssistantContent, AssistantMessageBuilder, AssistantMessageDiagnostic, AssistantMessageEventStream, CacheRetention,
+    DiagnosticErrorInfo, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext, Transport,
+};
+use reqwest::header::HeaderMap;
+use serde_json::{json, Map, Value};
+
+use crate::codex_auth;
+use crate::common::{self, Stop};
+use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::jsonx;
+use crate::openai_responses::{convert_messages, convert_tools, Compat, ResponsesState, TierPricing};
+use crate::simple;
+use crate::sse::MAX_EVENT_BYTES;
+
+/// The API id.
+pub const API: &str = "openai-codex-responses";
+/// The base URL used when the model has none.
+pub const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
+
+const MIN_OUTPUT_TOKENS: u64 = 16;
+const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
+const RESPONSE_STATUSES: [&str; 6] = ["completed", "incomplete", "failed", "cancelled", "queued", "in_progress"];
+const NO_WEBSOCKET: &str = "WebSocket transport is not available in this runtime";
+
+/// Sessions whose WebSocket attempt already fell back to SSE (the reference then skips the
+/// attempt, and its diagnostic, for the rest of the session).
+static SSE_FALLBACK_SESSIONS: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// The Codex Responses adapter.
+///
+/// The fields are the reference's Codex-only request options, which [`StreamOptions`] (shared
+/// by every API) does not carry.
+#[derive(Clone, Debug, Default)]
+pub struct OpenAICodexResponses {
+    /// `service_tier` to request (`flex`, `priority`, ...); also prices a `default` answer.
+    pub service_tier: Option<String>,
+    /// `text.verbosity` (default `low`).
+    pub text_verbosity: Option<String>,
+    /// `reasoning.summary` (default `auto`).
+    pub reasoning_summary: Option<String>,
+}
+
+impl OpenAICodexResponses {
+    /// Request this service tier.
+    pub fn with_service_tier(mut self, tier: impl Into<String>) -> Self {
+        self.service_tier = Some(tier.into());
+        self
+    }
+
+    /// Request this text verbosity.
+    pub fn with_text_verbosity(mut self, verbosity: impl Into<String>) -> Self {
+        self.text_verbosity = Some(verbosity.into());
+        self
+    }
+
+    /// Request this reasoning summary mode.
+    pub fn with_reasoning_summary(mut self, summary: impl Into<String>) -> Self {
+        self.reasoning_summary = Some(summary.into());
+        self
+    }
+
+    /// The request body the adapter sends (for tests and debugging).
+    pub fn build_request_body(&self, model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
+        let compat = compat(model);
+        let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
+        let effort = requested_effort(model, options);
+        let update = configuration_update_effort(model, &compat, effort.as_deref());
+        self.build_body(model, &context, options, &compat, session_id(options).as_deref(), effort.as_deref(), update)
+    }
+}
+
+/// The request URL for a base URL.
+pub fn codex_url(base_url: &str) -> String {
+    let raw = if jsonx::js_trim(base_url).is_empty() { DEFAULT_BASE_URL } else { base_url };
+    let normalized = raw.trim_end_matches('/');
+    if normalized.ends_with("/codex/responses") {
+        normalized.to_owned()
+    } else if normalized.ends_with("/codex") {
+        format!("{normalized}/responses")
+    } else {
+        format!("{normalized}/codex/responses")
+    }
+}
+
+fn compat(model: &Model) -> Compat {
+    let mut compat = Compat::for_model(model);
+    let c = model.compat.as_ref();
+    compat.supports_strict_mode = c.and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool).unwrap_or(true);
+    compat.default_strict = None;
+    compat
+}
+
+/// The session id sent (cache key and headers): none when caching is off, at most 64 chars.
+fn session_id(options: &StreamOptions) -> Option<String> {
+    if options.cache_retention == Some(CacheRetention::None) {
+        return None;
+    }
+    options.session_id.as_ref().map(|s| s.chars().take(64).collect())
+}
+
+/// The effort `streamSimple` hands the adapter: the clamped level, `none` for a reasoning model
+/// without one, else nothing.
+fn requested_effort(model: &Model, options: &StreamOptions) -> Option<String> {
+    let level = options.reasoning.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
+    match level {
+        Some(level) => Some(level_name(level)),
+        None if model.reasoning => Some("none".to_owned()),
+        None => None,
+    }
+}
+
+fn level_name(level: ThinkingLevel) -> String {
+    serde_json::to_value(level).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// The provider's effort for a requested one; `None` when the model takes no reasoning field.
+fn resolve_effort(model: &Model, effort: &str) -> Option<String> {
+    if effort == "none" {
+        return match simple::mapped_level(model, ThinkingLevel::Off) {
+            None => Some("none".to_owned()),
+            Some(mapped) => mapped.map(str::to_owned),
+        };
+    }
+    let level: Option<ThinkingLevel> = serde_json::from_value(json!(effort)).ok();
+    Some(level.map_or_else(|| effort.to_owned(), |l| simple::mapped_or_level(model, l)))
+}
+
+fn configuration_update_effort(model: &Model, compat: &Compat, effort: Option<&str>) -> Option<String> {
+    if !compat.supports_mid_convo_effort {
+        return None;
+    }
+    resolve_effort(model, effort?)
+}
+
+impl OpenAICodexResponses {
+    #[allow(clippy::too_many_arguments)]
+    fn build_body(
+        &self,
+        model: &Model,
+        context: &TranscriptContext,
+        options: &StreamOptions,
+        compat: &Compat,
+        session: Option<&str>,
+        effort: Option<&str>,
+        update_effort: Option<String>,
+    ) -> Value {
+        let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
+        let input = convert_messages(model, context, compat, update_effort.as_deref());
+        let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model.id));
+        body.insert("store".into(), json!(false));
+        body.insert("stream".into(), json!(true));
+        body.insert("input".into(), Value::Array(input));
+        body.insert("text".into(), json!({"verbosity": self.text_verbosity.as_deref().unwrap_or("low")}));
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        if let Some(session) = session {
+            body.insert("prompt_cache_key".into(), json!(session));
+        }
+        let tool_choice = options.tool_choice.and_then(|c| serde_json::to_value(c).ok()).unwrap_or(json!("auto"));
+        body.insert("tool_choice".into(), tool_choice);
+        body.insert("parallel_tool_calls".into(), json!(true));
+        if max_tokens > 0 && compat.supports_max_output_tokens {
+            body.insert("max_output_tokens".into(), json!(max_tokens.max(MIN_OUTPUT_TOKENS)));
+        }
+        if let Some(t) = options.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(tier) = &self.service_tier {
+            body.insert("service_tier".into(), json!(tier));
+        }
+        if !tools.request_tools.is_empty() {
+            body.insert("tools".into(), Value::Array(convert_tools(&tools.request_tools, compat, false)));
+        }
+        match effort {
+            Some(effort) => {
+                let sent = if update_effort.is_some() {
+                    Some(CONFIGURATION_UPDATE_REQUEST_EFFORT.to_owned())
+                } else {
+                    resolve_effort(model, effort)
+                };
+                if let Some(sent) = sent {
+                    let summary = self.reasoning_summary.as_deref().unwrap_or("auto");
+                    body.insert("reasoning".into(), json!({"effort": sent, "summary": summary}));
+                }
+            }
+            None if model.reasoning && !simple::off_is_null(model) => {
+                let off = simple::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
+                body.insert("reasoning".into(), json!({"effort": off}));
+            }
+            None => {}
+        }
+        Value::Object(body)
+    }
+}
+
+/// The friendly text of a non-2xx answer, as the reference derives it from the body.
+fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
+    let raw = String::from_utf8_lossy(body).into_owned();
+    let fallback = if !raw.is_empty() {
+        raw.clone()
+    } else if !reason.is_empty() {
+        reason.to_owned()
+    } else {
+        "Request failed".to_owned()
+    };
+    let Ok(parsed) = jsonx::parse(&raw) else { return fallback };
+    let Some(error) = parsed.get("error").filter(|e| http::truthy(e)) else { return fallback };
+    let text = |v: Option<&Value>| -> Option<String> {
+        v.filter(|v| http::truthy(v)).map(|v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned))
+    };
+    let code = text(error.get("code")).or_else(|| text(error.get("type"))).unwrap_or_default();
+    let lower = code.to_lowercase();
+    let mut friendly = None;
+    if ["usage_limit_reached", "usage_not_included", "rate_limit_exceeded"].iter().any(|c| lower.contains(c))
+        || status == 429
+    {
+        let plan = match error.get("plan_type").filter(|p| http::truthy(p)) {
+            None => String::new(),
+            Some(Value::String(plan)) => format!(" ({} plan)", plan.to_lowercase()),
+            // The reference's `toLowerCase` throws on anything else: the raw body stays.
+            Some(_) => return fallback,
+        };
+        let when = match error.get("resets_at").filter(|r| http::truthy(r)) {
+            None => String::new(),
+            Some(at) => {
+                let at = match at {
+                    Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+                    Value::String(s) => jsonx::js_trim(s).parse::<f64>().unwrap_or(f64::NAN),
+                    _ => f64::NAN,
+                };
+                let minutes = ((at * 1000.0 - pi_types::now_ms() as f64) / 60000.0 + 0.5).floor();
+                if minutes.is_nan() {
+                    " Try again in ~NaN min.".to_owned()
+                } else {
+                    format!(" Try again in ~{} min.", minutes.max(0.0))
+                }
+            }
+        };
+        friendly = Some(format!("You have hit your ChatGPT usage limit{plan}.{when}").trim().to_owned());
+    }
+    if let Some(friendly) = friendly {
+        return friendly;
+    }
+    text(error.get("message")).unwrap_or(fallback)
+}
+
+struct CodexDialect {
+    timeout_ms: Option<u64>,
+}
+
+const BASE_RETRY_DELAY_MS: f64 = 1000.0;
+
+/// A 429 that waiting will not fix (quota, billing).
+fn is_terminal_rate_limit(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "gousagelimiterror",
+        "freeusagelimiterror",
+        "monthly usage limit reached",
+        "available balance",
+        "insufficient_quota",
+        "out of budget",
+        "quota exceeded",
+        "billing",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}
+
+/// The reference's `isRetryableError`: 429 (unless terminal) and 500/502/503/504, or a
+/// transient-sounding body.
+fn is_retryable_status(status: u16, text: &str) -> bool {
+    if status == 429 && is_terminal_rate_limit(text) {
+        return false;
+    }
+    if matches!(status, 429 | 500 | 502 | 503 | 504) {
+        return true;
+    }
+    static TRANSIENT: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    TRANSIENT
+        .get_or_init(|| {
+            regex::Regex::new(r"(?i)rate.?limit|overloaded|service.?unavailable|upstream.?connect|connection.?refused")
+                .ok()
+        })
+        .as_ref()
+        .is_some_and(|re| re.is_match(text))
+}
+
+/// The server's `retry-after-ms` / `retry-after` (seconds or an HTTP date), in ms.
+fn server_delay_ms(headers: &HeaderMap) -> Option<f64> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = get("retry-after-ms") {
+        let trimmed = jsonx::js_trim(ms);
+        let value = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
+        if let Some(value) = value.filter(|v| v.is_finite()) {
+            return Some(value.max(0.0));
+        }
+    }
+    let after = get("retry-after").filter(|v| !v.is_empty())?;
+    let trimmed = jsonx::js_trim(after);
+    let seconds = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
+    if let Some(seconds) = seconds.filter(|v| v.is_finite()) {
+        return Some((seconds * 1000.0).max(0.0));
+    }
+    let when = httpdate::parse_http_date(after).ok()?;
+    Some(match when.duration_since(std::time::SystemTime::now()) {
+        Ok(ahead) => ahead.as_secs_f64() * 1000.0,
+        Err(_) => 0.0,
+    })
+}
+
+impl Dialect for CodexDialect {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        let reason = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+        ApiError {
+            kind: ApiErrorKind::Status,
+            status: Some(status),
+            headers: Some(headers.clone()),
+            message: status_message(status, reason, body),
+            // The raw text, which the retry rule reads.
+            body: Some(String::from_utf8_lossy(body).into_owned()),
+        }
+    }
+
+    /// The reference's Codex loop: a retryable status waits for the server's delay (capped) or
+    /// 1 s doubling; a connection failure or timeout is retried after 1 s doubling, unless its
+    /// message speaks of a usage limit. Other statuses are final (the reference means them to
+    /// be, but its own `catch` retries them too: not reproduced).
+    fn retry(&self, error: &ApiError, retry_index: u32, max_retry_delay_ms: Option<u64>) -> Option<http::Retry> {
+        let backoff = BASE_RETRY_DELAY_MS * 2f64.powi(retry_index.min(30) as i32);
+        if let (ApiErrorKind::Status, Some(status)) = (error.kind, error.status) {
+            if !is_retryable_status(status, error.body.as_deref().unwrap_or("")) {
+                return Some(Ok(None));
+            }
+            let Some(delay) = error.headers.as_ref().and_then(server_delay_ms) else {
+                return Some(Ok(Some(backoff)));
+            };
+            let max = max_retry_delay_ms.unwrap_or(http::DEFAULT_MAX_RETRY_DELAY_MS);
+            if max > 0 && delay > max as f64 {
+                return Some(Err(format!(
+                    "Server requested {}s retry delay (max: {}s)",
+                    (delay / 1000.0).ceil(),
+                    (max as f64 / 1000.0).ceil()
+                )));
+            }
+            return Some(Ok(Some(delay)));
+        }
+        if error.kind == ApiErrorKind::Other || self.format(error).contains("usage limit") {
+            return Some(Ok(None));
+        }
+        Some(Ok(Some(backoff)))
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        match error.kind {
+            ApiErrorKind::Timeout => format!(
+                "Codex SSE response headers timed out after {}ms",
+                self.timeout_ms.unwrap_or(http::DEFAULT_HEADERS_TIMEOUT_MS)
+            ),
+            ApiErrorKind::Connection => {
+                let cause = error.message.strip_prefix("Connection error.: ").unwrap_or(&error.message);
+                format!("fetch failed: {cause}")
+            }
+            ApiErrorKind::Status | ApiErrorKind::Other => error.message.clone(),
+        }
+    }
+}
+
+/// Splits a body into frames at `\n\n`, as the reference's Codex SSE reader does (a frame
+/// ending in `\r\n\r\n` is not split there).
+#[derive(Default)]
+struct Frames {
+    buffer: Vec<u8>,
+    /// Bytes of `buffer` already searched for a frame end (kept linear under tiny chunks).
+    searched: usize,
+}
+
+impl Frames {
+    /// Add a chunk; `Err` once an unfinished frame exceeds [`MAX_EVENT_BYTES`] (the shared
+    /// guard ends events at `\r\n\r\n` too, which does not end a frame here).
+    fn push(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), String> {
+        self.buffer.extend_from_slice(bytes);
+        let mut start = 0;
+        let mut from = self.searched.saturating_sub(1);
+        while let Some(pos) = memchr::memmem::find(&self.buffer[from..], b"\n\n") {
+            let end = from + pos;
+            out.push(String::from_utf8_lossy(&self.buffer[start..end]).into_owned());
+            start = end + 2;
+            from = start;
+        }
+        self.buffer.drain(..start);
+        self.searched = self.buffer.len();
+        if self.buffer.len() > MAX_EVENT_BYTES {
+            return Err(format!(
+                "Server-sent event larger than {MAX_EVENT_BYTES} bytes (pi caps events at {} MiB)",
+                MAX_EVENT_BYTES >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<String>) {
+        self.searched = 0;
+        let rest = std::mem::take(&mut self.buffer);
+        let text = String::from_utf8_lossy(&rest).into_owned();
+        if jsonx::js_trim(&text).is_empty() {
+            return;
+        }
+        let mut text = text + "\n\n";
+        // The residue may itself hold several frames.
+        while let Some(pos) = text.find("\n\n") {
+            out.push(text[..pos].to_owned());
+            text = text[pos + 2..].to_owned();
+        }
+    }
+}
+
+/// The data of a frame: its `data:` lines, trimmed and joined; `None` for no data.
+fn frame_data(frame: &str) -> Option<String> {
+    let lines: Vec<&str> =
+        frame.split('\n').filter_map(|line| line.strip_prefix("data:")).map(jsonx::js_trim).collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let data = jsonx::js_trim(&lines.join("\n")).to_owned();
+    (!data.is_empty() && data != "[DONE]").then_some(data)
+}
+
+fn record_fallback(
+    options: &StreamOptions,
+    session: Option<&str>,
+    request_bytes: usize,
+) -> Option<AssistantMessageDiagnostic> {
+    let transport = options.transport.unwrap_or(Transport::Auto);
+    if transport == Transport::Sse {
+        return None;
+    }
+    if let Some(session) = session {
+        let mut sessions = SSE_FALLBACK_SESSIONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !sessions.get_or_insert_with(HashSet::new).insert(session.to_owned()) {
+            return None;
+        }
+    }
+    let mut details = Map::new();
+    details.insert("configuredTransport".into(), serde_json::to_value(transport).unwrap_or(Value::Null));
+    details.insert("fallbackTransport".into(), json!("sse"));
+    details.insert("eventsEmitted".into(), json!(false));
+    details.insert("phase".into(), json!("before_message_stream_start"));
+    details.insert("requestBytes".into(), json!(request_bytes));
+    Some(AssistantMessageDiagnostic {
+        kind: "provider_transport_failure".into(),
+        timestamp: pi_types::now_ms(),
+        error: Some(DiagnosticErrorInfo {
+            name: Some("Error".into()),
+            message: NO_WEBSOCKET.into(),
+            ..Default::default()
+        }),
+        details: Some(details.into_iter().collect()),
+    })
+}
+
+impl StreamFn for OpenAICodexResponses {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        let adapter = self.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = common::builder(tx, &model, API);
+            let result = adapter.run(&model, context, &options, &mut out).await;
+            common::finish(out, result).await;
+        })
+    }
+}
+
+impl OpenAICodexResponses {
+    async fn run(
+        &self,
+        model: &Model,
+        context: TranscriptContext,
+        options: &StreamOptions,
+        out: &mut AssistantMessageBuilder,
+    ) -> Result<(), Stop> {
+        let compat = compat(model);
+        let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let effort = requested_effort(model, options);
+        let update = configuration_update_effort(model, &compat, effort.as_deref());
+        if let Some(update) = &update {
+            out.metadata_mut().provider_thinking_level = Some(update.clone().into());
+        }
+        let Some(token) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+            return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+        };
+        let Some(account) = codex_auth::account_id(&token) else {
+            return Err(Stop::error("Failed to extract accountId from token"));
+        };
+        let session = session_id(options);
+        let body = self.build_body(model, &context, options, &compat, session.as_deref(), effort.as_deref(), update);
+        let body = common::apply_on_payload(options, model, body).await;
+        let body = jsonx::stringify(&body).into_bytes();
+        if let Some(diagnostic) = record_fallback(options, session.as_deref(), body.len()) {
+            out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+        }
+        let mut identity = vec![("originator".to_owned(), Some("pi".to_owned()))];
+        identity.extend(common::identity_headers(model, options));
+        let mut fixed = vec![
+            ("Authorization".to_owned(), Some(format!("Bearer {token}"))),
+            ("chatgpt-account-id".to_owned(), Some(account)),
+            ("OpenAI-Beta".to_owned(), Some("responses=experimental".to_owned())),
+            ("accept".to_owned(), Some("text/event-stream".to_owned())),
+            ("content-type".to_owned(), Some("application/json".to_owned())),
+        ];
+        if let Some(session) = &session {
+            fixed.push(("session-id".to_owned(), Some(session.clone())));
+            fixed.push(("x-client-request-id".to_owned(), Some(session.clone())));
+        }
+        let headers =
+            common::merge_headers(&[identity, common::model_headers(model), common::option_headers(options), fixed]);
+        let request = http::Request { url: codex_url(&model.base_url), headers, body };
+        let response = http::send(&request, model, options, &CodexDialect { timeout_ms: options.timeout_ms }).await?;
+        out.start().await;
+        let tier_pricing = TierPricing::Codex { requested: self.service_tier.clone() };
+        let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
+        if !state.saw_terminal {
+            return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));
+        }
+        if out.message().stop_reason == StopReason::ToolUse {
+            if let Some(index) = state.unfinished.iter().min() {
+                if let Some(AssistantContent::ToolCall(call)) = out.message().content.get(*index) {
+                    return Err(Stop::error(format!(
+                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
+                        call.name, call.id
+                    )));
+                }
+            }
+        }
+        match out.message().stop_reason {
+            StopReason::Pending => Err(Stop::error("Codex stream ended without a stop reason")),
+            StopReason::Aborted | StopReason::Error => Err(Stop::error(
+                out.message()
+                    .error_message
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("An unknown error occurred")
+                    .to_owned(),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+const ABORTED: &str = "Request was aborted";
+
+/// Read the Codex event stream into the message; ends at the first terminal response event.
+async fn read_stream(
+    mut body: Body,
+    model: &Model,
+    options: &StreamOptions,
+    tier_pricing: TierPricing,
+    out: &mut AssistantMessageBuilder,
+) -> Result<ResponsesState, Stop> {
+    let mut state = ResponsesState::with_pricing(tier_pricing);
+    let mut frames = Frames::default();
+    let mut pending: Vec<String> = Vec::new();
+    loop {
+        let ended = match body.next().await {
+            Read::Chunk(bytes) => {
+                frames.push(&bytes, &mut pending).map_err(Stop::error)?;
+                false
+            }
+            Read::End => {
+                frames.finish(&mut pending);
+                true
+            }
+            Read::Aborted => return Err(Stop::aborted(ABORTED)),
+            Read::Failed(message) => return Err(Stop::error(message)),
+        };
+        for frame in std::mem::take(&mut pending) {
+            let Some(data) = frame_data(&frame) else { continue };
+            let event = jsonx::parse(&data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
+            common::on_event(options, model, &event).await;
+            let Some(kind) = event.get("type").and_then(Value::as_str) else { continue };
+            match kind {
+                "error" => return Err(Stop::error(event_error(&event))),
+                "response.failed" => {
+                    let error = event.get("response").and_then(|r| r.get("error"));
+                    let message = error
+                        .and_then(|e| e.get("message"))
+                        .filter(|m| http::truthy(m))
+                        .map(|m| m.as_str().map_or_else(|| jsonx::stringify(m), str::to_owned))
+                        .unwrap_or_else(|| "Codex response failed".to_owned());
+                    return Err(Stop::error(message));
+                }
+                "response.done" | "response.completed" | "response.incomplete" => {
+                    let mut response = event.get("response").cloned().unwrap_or(Value::Null);
+                    if let Some(end_turn) = response.get("end_turn").and_then(Value::as_bool) {
+                        out.metadata_mut().end_turn = Some(end_turn);
+                    }
+                    if let Some(object) = response.as_object_mut() {
+                        let status = object
+                            .get("status")
+                            .and_then(Value::as_str)
+                            .filter(|s| RESPONSE_STATUSES.contains(s))
+                            .map(str::to_owned);
+                        match status {
+                            Some(status) => object.insert("status".into(), json!(status)),
+                            None => object.remove("status"),
+                        };
+                    }
+                    let mut completed = event.as_object().cloned().unwrap_or_default();
+                    completed.insert("type".into(), json!("response.completed"));
+                    completed.insert("response".into(), response);
+                    state.handle(model, options, &Value::Object(completed), out).await?;
+                    return Ok(state);
+                }
+                _ => state.handle(model, options, &event, out).await?,
+            }
+            if body.is_cancelled() {
+                return Err(Stop::aborted(ABORTED));
+            }
+        }
+        if body.is_cancelled() {
+            return Err(Stop::aborted(ABORTED));
+        }
+        if ended {
+            return Ok(state);
+        }
+    }
+}
+
+/// The message of an `error` event: `Codex error: <message, code or the event>`.
+fn event_error(event: &Value) -> String {
+    let nested = event.get("error").filter(|e| e.is_object());
+    let field = |key: &str| {
+        event
+            .get(key)
+            .and_then(Value::as_str)
+            .or_else(|| nested.and_then(|n| n.get(key)).and_then(Value::as_str))
+            .map(str::to_owned)
+    };
+    let detail = field("message")
+        .filter(|m| !m.is_empty())
+        .or_else(|| field("code").filter(|c| !c.is_empty()))
+        .unwrap_or_else(|| jsonx::stringify(event));
+    format!("Codex error: {detail}")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_follow_the_reference() {
+        assert_eq!(codex_url(""), "https://chatgpt.com/backend-api/codex/responses");
+        assert_eq!(codex_url("http://h/x/"), "http://h/x/codex/responses");
+        assert_eq!(codex_url("http://h/codex"), "http://h/codex/responses");
+        assert_eq!(codex_url("http://h/codex/responses//"), "http://h/codex/responses");
+    }
+
+    #[test]
+    fn frames_split_at_blank_lines_only() {
+        let mut frames = Frames::default();
+        let mut out = Vec::new();
+        frames.push(b"data: 1\n", &mut out).unwrap();
+        frames.push(b"\ndata: 2\r\n\r\ndata: 3", &mut out).unwrap();
+        assert_eq!(out, ["data: 1"]);
+        frames.finish(&mut out);
+        assert_eq!(out, ["data: 1", "data: 2\r\n\r\ndata: 3"]);
+        assert_eq!(frame_data("event: x\ndata: [DONE]"), None);
+        assert_eq!(frame_data("data: a\r\ndata:b ").as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn usage_limit_messages() {
+        let body = br#"{"error":{"code":"usage_limit_reached","plan_type":"PLUS","resets_at":1000}}"#;
+        assert_eq!(
+            status_message(429, "Too Many Requests", body),
+            "You have hit your ChatGPT usage limit (plus plan). Try again in ~0 min."
+        );
+        assert_eq!(
+            status_message(400, "Bad Request", br#"{"error":{"code":"usage_not_included"}}"#),
+            "You have hit your ChatGPT usage limit."
+        );
+        assert_eq!(status_message(500, "Internal Server Error", br#"{"error":{"message":"boom"}}"#), "boom");
+        assert_eq!(status_message(502, "Bad Gateway", b""), "Bad Gateway");
+        assert_eq!(status_message(502, "Bad Gateway", b"upstream"), "upstream");
+    }
+
+    #[test]
+    fn event_errors() {
+        assert_eq!(event_error(&json!({"type": "error", "message": "m", "code": "c"})), "Codex error: m");
+        assert_eq!(event_error(&json!({"type": "error", "error": {"code": "c"}})), "Codex error: c");
+        assert_eq!(event_error(&json!({"type": "error"})), r#"Codex error: {"type":"error"}"#);
+    }
+}
