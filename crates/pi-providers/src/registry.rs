@@ -180,7 +180,7 @@ impl Provider {
         })
     }
 
-    /// Register the four HTTP adapters under their API ids.
+    /// Register the HTTP adapters under their API ids.
     #[cfg(feature = "http")]
     pub fn with_http_apis(self) -> Self {
         self.with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
