@@ -198,7 +198,7 @@ async fn each(
     options: impl Fn() -> StreamOptions,
 ) -> Vec<(String, AssistantMessage)> {
     let mut out = Vec::new();
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
         out.push((api.to_owned(), message));
@@ -242,7 +242,7 @@ async fn reset_mid_stream() {
 
 #[tokio::test]
 async fn stall_before_headers_ends_at_the_limit() {
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
         let (_, message) = run(api, &server.url, options()).await;
         assert_eq!(error_text(api, &message), headers_timeout_text(api, LIMIT_MS), "{api}");
@@ -253,7 +253,7 @@ async fn stall_before_headers_ends_at_the_limit() {
 /// Without any option set, waiting for headers still ends (at 300 s, Mistral 60 s, on a paused clock).
 #[tokio::test(start_paused = true)]
 async fn stall_before_headers_has_a_default_limit() {
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
         let started = tokio::time::Instant::now();
         let options = StreamOptions { api_key: Some(SECRET.into()), max_retries: Some(0), ..Default::default() };
@@ -267,7 +267,7 @@ async fn stall_before_headers_has_a_default_limit() {
 #[tokio::test]
 async fn stall_after_headers_ends_at_the_idle_limit() {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(events(api)[0].clone().into_bytes()), Step::Hold];
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
         let text = error_text(api, &message);
@@ -285,7 +285,7 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
             Step::Hold,
         ]
     };
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
         let text = error_text(api, &message);
@@ -438,7 +438,7 @@ async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
             br#"{"error":{"message":"slow down"}}"#,
         ))]
     };
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(steps(api)).await;
         let cancel = CancellationToken::new();
         let options = StreamOptions {
@@ -460,7 +460,7 @@ async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
 #[tokio::test]
 async fn redirects_to_another_origin_are_not_followed() {
     for status in [301u16, 302, 307, 308] {
-        for api in APIS {
+        for &api in APIS {
             let other = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes())]).await;
             let location = format!("location: {}/steal\r\n", other.url);
             let server = Server::start(vec![Step::Bytes(with_length(status, "text/plain", &location, b""))]).await;
@@ -483,7 +483,7 @@ async fn huge_line_is_cut_with_a_clear_error() {
         steps.push(Step::Hold);
         steps
     };
-    for api in APIS {
+    for &api in APIS {
         let server = Server::start(steps(api)).await;
         // 17 MiB through a debug build on a loaded machine: a generous guard, still no hang.
         let (_, message) = run_guarded(api, &server.url, options(), Duration::from_secs(180)).await;
