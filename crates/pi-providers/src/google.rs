@@ -961,6 +961,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn partial_args_paths_build_the_arguments() {
         let mut args = json!({});
         let path = |p: &str| parse_json_path(p).unwrap();

@@ -535,3 +535,20 @@ pub fn normalize(value: &Value, base_url: &str, google: bool) -> Value {
         other => other.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn google_clock_ids_lose_their_clock_whatever_the_prefix() {
+        assert_eq!(normalize_google_id("read_screen_1767225600123_2"), "read_screen_0_2");
+        assert_eq!(normalize_google_id("undefined_1767225600123_3"), "undefined_0_3");
+        assert_eq!(normalize_google_id("_1767225600123_3"), "_0_3");
+        assert_eq!(normalize_google_id("call_abc"), "call_abc");
+        assert_eq!(normalize_google_id("f_123_1"), "f_123_1");
+        let call = json!({"type": "toolCall", "id": "undefined_1767225600123_4", "name": ""});
+        assert_eq!(normalize(&call, "", true)["id"], "undefined_0_4");
+        assert_eq!(normalize(&call, "", false)["id"], "undefined_1767225600123_4");
+    }
+}

@@ -206,3 +206,28 @@ fn truncate(text: &str) -> String {
         format!("{}...", text.chars().take(300).collect::<String>())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> String {
+        serde_json::json!({"kind": "event", "event": {"type": "toolcall_end", "toolCall": {"type": "toolCall", "id": id, "name": "f"}}})
+            .to_string()
+    }
+
+    #[test]
+    fn clock_based_tool_call_ids_compare_without_their_clock() {
+        assert!(compare_traces(&event("f_0_3"), &event("f_1767225600123_3")).is_ok());
+        assert!(compare_traces(&event("undefined_0_3"), &event("undefined_1767225600123_3")).is_ok());
+        assert!(compare_traces(&event("a_b_1767225600123_12"), &event("a_b_1767225600999_12")).is_ok());
+        // The prefix and the counter still count; 12 digits are no clock.
+        assert!(compare_traces(&event("undefined_0_3"), &event("_1767225600123_3")).is_err());
+        assert!(compare_traces(&event("f_0_3"), &event("f_1767225600123_4")).is_err());
+        assert!(compare_traces(&event("f_0_3"), &event("f_176722560012_3")).is_err());
+        // Only in objects whose type is toolCall.
+        let other = |id: &str| serde_json::json!({"kind": "event", "event": {"type": "x", "id": id}}).to_string();
+        assert!(compare_traces(&other("f_0_3"), &other("f_1767225600123_3")).is_err());
+    }
+}
