@@ -758,7 +758,14 @@ async fn handle_chunk(
             };
             if starts_streamed_call(call) {
                 let text = jsonx::stringify(&Value::Object(tool_call.arguments.clone()));
-                *current = Some(out.start_tool_call_with_arguments(tool_call, &text).await);
+                let index = out.start_tool_call_with_arguments(tool_call, &text).await;
+                // The opening piece may carry arguments too, and may be the only piece.
+                merge_partial_args(out, index, call).await?;
+                if call.get("willContinue") == Some(&Value::Bool(true)) {
+                    *current = Some(index);
+                } else {
+                    end_streamed_call(out, index).await?;
+                }
             } else {
                 out.complete_tool_call(tool_call).await;
             }
@@ -806,9 +813,10 @@ async fn handle_chunk(
 // call sent whole gives. While it is open, `current` holds its index and its argument text is
 // the JSON of the arguments merged so far.
 
-/// Whether a `functionCall` with a name opens a streamed call.
+/// Whether a `functionCall` with a name opens a streamed call: more pieces follow, or its
+/// arguments come as `partialArgs`.
 fn starts_streamed_call(call: &Value) -> bool {
-    call.get("willContinue") == Some(&Value::Bool(true))
+    call.get("willContinue") == Some(&Value::Bool(true)) || call.get("partialArgs").is_some_and(Value::is_array)
 }
 
 /// Whether a `functionCall` part is a piece of the open streamed call: it has no name.

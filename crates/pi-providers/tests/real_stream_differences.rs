@@ -148,6 +148,24 @@ async fn gemini_streamed_call_open_at_the_end_is_ended() {
     assert_eq!(message.stop_reason, StopReason::ToolUse);
 }
 
+/// The named opening piece may carry `partialArgs` itself, and may be the only piece.
+#[tokio::test]
+async fn gemini_opening_piece_with_partial_args() {
+    let opening = |more: bool| json!([{"functionCall": {"name": "read", "partialArgs": [{"jsonPath": "$.id", "stringValue": "A"}], "willContinue": more}}]);
+    let body = [
+        gemini(opening(true), None),
+        gemini(json!([call_piece("$.page", json!({"numberValue": 2}), false)]), None),
+        gemini(opening(false), Some("STOP")),
+    ]
+    .concat();
+    let (events, message) = run(&GoogleGenerativeAi::default(), "google-generative-ai", &body).await;
+    let calls: Vec<_> = message.tool_calls().collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(Value::Object(calls[0].arguments.clone()), json!({"id": "A", "page": 2}));
+    assert_eq!(Value::Object(calls[1].arguments.clone()), json!({"id": "A"}));
+    assert_eq!(names(&events).iter().filter(|n| **n == "toolcall_delta").count(), 2);
+}
+
 /// As pi-ai: a function call without a name (and no streamed call open) is a call named `""`
 /// whose synthesized id is `undefined_<ms>_<n>`.
 #[tokio::test]
