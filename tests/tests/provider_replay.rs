@@ -104,6 +104,11 @@ async fn every_real_case_matches_its_golden() {
             compare_traces(&reference_text, &ours_text).is_err(),
             "{name}: the override golden no longer differs from the reference golden (stale override)"
         );
+        // The override stands for the `--split` sibling only while their reference goldens agree.
+        let split = format!("{name}--split");
+        if let Some((_, _, split_reference)) = cases.iter().find(|(n, _, _)| *n == split) {
+            assert_eq!(std::fs::read_to_string(split_reference).unwrap(), reference_text, "{split}: reference golden");
+        }
         listed.push(ours);
     }
     let overrides = fixtures("providers-real").join("golden-pi-rs");
