@@ -734,10 +734,11 @@ async fn handle_chunk(
             if let Some(index) = current.take() {
                 end_open_block(out, index).await?;
             }
-            // A call without a name is named `undefined` in its synthesized id, as the
-            // reference's template string does, and `""` as a call.
+            // A call without a name is named `undefined` (`null` for a null name) in its
+            // synthesized id, as the reference's template string does, and `""` as a call.
             let id_prefix = match call.get("name") {
-                None | Some(Value::Null) => "undefined".to_owned(),
+                None => "undefined".to_owned(),
+                Some(Value::Null) => "null".to_owned(),
                 Some(Value::String(name)) => name.clone(),
                 Some(other) => jsonx::stringify(other),
             };
