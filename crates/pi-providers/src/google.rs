@@ -654,7 +654,7 @@ async fn run(
         }
     }
     if let Some(index) = current {
-        out.end_block(index).await?;
+        end_open_block(out, index).await?;
     }
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
@@ -686,6 +686,10 @@ async fn handle_chunk(
     for part in parts.into_iter().flatten() {
         let signature = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
+            if let Some(index) = streamed_call(out, *current) {
+                *current = None;
+                end_streamed_call(out, index).await?;
+            }
             let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
             let thinking = part.get("thought") == Some(&Value::Bool(true));
             let current_block =
@@ -715,15 +719,35 @@ async fn handle_chunk(
             }
         }
         if let Some(call) = part.get("functionCall").filter(|c| http::truthy(c)) {
-            if let Some(index) = current.take() {
-                out.end_block(index).await?;
+            if let Some(index) = streamed_call(out, *current) {
+                if continues_call(call) {
+                    // A piece of the open streamed call: merge its arguments; the call ends
+                    // with the first piece that does not announce another.
+                    merge_partial_args(out, index, call).await?;
+                    if call.get("willContinue") != Some(&Value::Bool(true)) {
+                        *current = None;
+                        end_streamed_call(out, index).await?;
+                    }
+                    continue;
+                }
             }
+            if let Some(index) = current.take() {
+                end_open_block(out, index).await?;
+            }
+            // A call without a name is named `undefined` (`null` for a null name) in its
+            // synthesized id, as the reference's template string does, and `""` as a call.
+            let id_prefix = match call.get("name") {
+                None => "undefined".to_owned(),
+                Some(Value::Null) => "null".to_owned(),
+                Some(Value::String(name)) => name.clone(),
+                Some(other) => jsonx::stringify(other),
+            };
             let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
             let provided = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
             let duplicate = provided.is_some_and(|id| out.message().tool_calls().any(|c| c.id == id));
             let id = match provided {
                 Some(id) if !duplicate => id.to_owned(),
-                _ => ids.next_id(&name),
+                _ => ids.next_id(&id_prefix),
             };
             let arguments = call.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
             let tool_call = ToolCall {
@@ -733,7 +757,19 @@ async fn handle_chunk(
                 thought_signature: signature.map(Into::into),
                 ..Default::default()
             };
-            out.complete_tool_call(tool_call).await;
+            if starts_streamed_call(call) {
+                let text = jsonx::stringify(&Value::Object(tool_call.arguments.clone()));
+                let index = out.start_tool_call_with_arguments(tool_call, &text).await;
+                // The opening piece may carry arguments too, and may be the only piece.
+                merge_partial_args(out, index, call).await?;
+                if call.get("willContinue") == Some(&Value::Bool(true)) {
+                    *current = Some(index);
+                } else {
+                    end_streamed_call(out, index).await?;
+                }
+            } else {
+                out.complete_tool_call(tool_call).await;
+            }
         }
     }
     if let Some(reason) =
@@ -767,9 +803,192 @@ async fn handle_chunk(
     Ok(())
 }
 
+// Streamed function-call arguments (Gemini 3 with `streamFunctionCallArguments`, as Vertex
+// sends them): a call opens with a `functionCall` part that has a name and `willContinue: true`;
+// the parts after it carry no name, only `partialArgs` (`{jsonPath, stringValue | numberValue |
+// boolValue | nullValue, willContinue}`, a string continuing across pieces of the same path), and
+// the call ends with the first piece without `willContinue` (often an empty `functionCall: {}`).
+// The reference (and pi-rs before) made one empty call of each piece; here the pieces are merged
+// into the call they belong to, which shows `toolcall_start` when it opens and, when it ends, one
+// `toolcall_delta` with the JSON text of the merged arguments and `toolcall_end`: the same events a
+// call sent whole gives. While it is open, `current` holds its index and its argument text is
+// the JSON of the arguments merged so far.
+
+/// Whether a `functionCall` with a name opens a streamed call: more pieces follow, or its
+/// arguments come as `partialArgs`.
+fn starts_streamed_call(call: &Value) -> bool {
+    call.get("willContinue") == Some(&Value::Bool(true)) || call.get("partialArgs").is_some_and(Value::is_array)
+}
+
+/// Whether a `functionCall` part is a piece of the open streamed call: it has no name.
+fn continues_call(call: &Value) -> bool {
+    call.get("name").is_none_or(Value::is_null)
+}
+
+/// The open block `current` when it is a streamed tool call.
+fn streamed_call(out: &AssistantMessageBuilder, current: Option<usize>) -> Option<usize> {
+    current.filter(|&i| matches!(out.message().content.get(i), Some(AssistantContent::ToolCall(_))))
+}
+
+/// Ends the open block `index`, a streamed call with its arguments delta first.
+async fn end_open_block(out: &mut AssistantMessageBuilder, index: usize) -> Result<(), Stop> {
+    if streamed_call(out, Some(index)).is_some() {
+        end_streamed_call(out, index).await
+    } else {
+        out.end_block(index).await.map_err(Into::into)
+    }
+}
+
+/// Ends a streamed call as a call sent whole ends: one delta with the JSON text of its merged
+/// arguments, then `toolcall_end`.
+async fn end_streamed_call(out: &mut AssistantMessageBuilder, index: usize) -> Result<(), Stop> {
+    let text = match out.message().content.get(index) {
+        Some(AssistantContent::ToolCall(call)) => jsonx::stringify(&Value::Object(call.arguments.clone())),
+        _ => "{}".to_owned(),
+    };
+    // The argument text restarts empty (no event) and receives the whole text as one delta.
+    out.replace_tool_call_arguments(index, "").await?;
+    out.tool_call_delta(index, text).await?;
+    out.end_tool_call(index).await?;
+    Ok(())
+}
+
+/// Merges the `partialArgs` of one piece into open streamed call `index` (no event: the merged
+/// arguments are not a continuation of the text so far, so the text starts over silently).
+async fn merge_partial_args(out: &mut AssistantMessageBuilder, index: usize, call: &Value) -> Result<(), Stop> {
+    let Some(pieces) = call.get("partialArgs").and_then(Value::as_array) else { return Ok(()) };
+    let mut arguments = match out.message().content.get(index) {
+        Some(AssistantContent::ToolCall(call)) => Value::Object(call.arguments.clone()),
+        _ => return Ok(()),
+    };
+    for piece in pieces {
+        let Some(path) = piece.get("jsonPath").and_then(Value::as_str).and_then(parse_json_path) else { continue };
+        let value = if let Some(text) = piece.get("stringValue").and_then(Value::as_str) {
+            PartialValue::Text(text)
+        } else if let Some(number) = piece.get("numberValue").filter(|v| v.is_number()) {
+            PartialValue::Whole(number.clone())
+        } else if let Some(flag) = piece.get("boolValue").filter(|v| v.is_boolean()) {
+            PartialValue::Whole(flag.clone())
+        } else if piece.get("nullValue").is_some() {
+            PartialValue::Whole(Value::Null)
+        } else {
+            continue;
+        };
+        set_at_path(&mut arguments, &path, value);
+    }
+    out.replace_tool_call_arguments(index, &jsonx::stringify(&arguments)).await?;
+    Ok(())
+}
+
+/// One step of a `partialArgs` JSON path.
+#[derive(Debug, PartialEq)]
+enum PathStep {
+    Key(String),
+    Index(usize),
+}
+
+/// A `partialArgs` value: string pieces of one path are concatenated, other values replace.
+enum PartialValue<'a> {
+    Text(&'a str),
+    Whole(Value),
+}
+
+/// Parses `$.a.b[0]['c']` into steps; `None` for anything else.
+fn parse_json_path(path: &str) -> Option<Vec<PathStep>> {
+    let mut rest = path.strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let (key, tail) = after.split_at(end);
+            if key.is_empty() {
+                return None;
+            }
+            steps.push(PathStep::Key(key.to_owned()));
+            rest = tail;
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let close = after.find(']')?;
+            let (inside, tail) = after.split_at(close);
+            let quoted = inside
+                .strip_prefix('\'')
+                .and_then(|k| k.strip_suffix('\''))
+                .or_else(|| inside.strip_prefix('"').and_then(|k| k.strip_suffix('"')));
+            match quoted {
+                Some(key) => steps.push(PathStep::Key(key.to_owned())),
+                None => steps.push(PathStep::Index(inside.parse().ok()?)),
+            }
+            rest = tail.get(1..)?;
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
+}
+
+/// Puts `value` at `path` inside `root`, making the objects and arrays on the way. An array
+/// index may name an existing element or the next one (no gaps); a path that crosses a value
+/// of another kind is ignored.
+fn set_at_path(root: &mut Value, path: &[PathStep], value: PartialValue<'_>) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut node = root;
+    for (i, step) in parents.iter().enumerate() {
+        let container = match path.get(i + 1) {
+            Some(PathStep::Index(_)) => Value::Array(Vec::new()),
+            _ => Value::Object(Map::new()),
+        };
+        let Some(child) = slot(node, step, container) else { return };
+        node = child;
+    }
+    let placeholder = match &value {
+        PartialValue::Text(_) => Value::String(String::new()),
+        PartialValue::Whole(_) => Value::Null,
+    };
+    let Some(target) = slot(node, last, placeholder) else { return };
+    match (value, target) {
+        (PartialValue::Text(piece), Value::String(text)) => text.push_str(piece),
+        (PartialValue::Text(piece), other) => *other = Value::String(piece.to_owned()),
+        (PartialValue::Whole(v), other) => *other = v,
+    }
+}
+
+/// The member `step` of `node`, inserted as `empty` when missing.
+fn slot<'a>(node: &'a mut Value, step: &PathStep, empty: Value) -> Option<&'a mut Value> {
+    match (node, step) {
+        (Value::Object(map), PathStep::Key(key)) => Some(map.entry(key.clone()).or_insert(empty)),
+        (Value::Array(items), PathStep::Index(i)) => {
+            if *i == items.len() {
+                items.push(empty);
+            }
+            items.get_mut(*i)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn partial_args_paths_build_the_arguments() {
+        let mut args = json!({});
+        let path = |p: &str| parse_json_path(p).unwrap();
+        set_at_path(&mut args, &path("$.operations[0].action"), PartialValue::Text("ad"));
+        set_at_path(&mut args, &path("$.operations[0].action"), PartialValue::Text("d"));
+        set_at_path(&mut args, &path("$.operations[0].price"), PartialValue::Whole(json!(0.5)));
+        set_at_path(&mut args, &path("$.operations[1]['item id']"), PartialValue::Text("x"));
+        set_at_path(&mut args, &path("$.flag"), PartialValue::Whole(json!(true)));
+        // A gap in an array and a path through a string are ignored.
+        set_at_path(&mut args, &path("$.operations[5].action"), PartialValue::Text("no"));
+        set_at_path(&mut args, &path("$.flag.deeper"), PartialValue::Text("no"));
+        assert_eq!(args, json!({"operations": [{"action": "add", "price": 0.5}, {"item id": "x"}], "flag": true}));
+        assert_eq!(parse_json_path("$"), Some(vec![]));
+        assert_eq!(parse_json_path("operations"), None);
+        assert_eq!(parse_json_path("$.a["), None);
+        assert_eq!(parse_json_path("$.a[x]"), None);
+        assert_eq!(parse_json_path("$..a"), None);
+    }
 
     #[test]
     fn thinking_level_models() {

@@ -571,6 +571,23 @@ fn append_reasoning_detail(details: &mut Vec<Value>, detail: &Value) {
     details.push(detail.clone());
 }
 
+/// The non-empty texts of a typed `thinking` content part: its `thinking` is a list of text
+/// parts (`[{"type": "text", "text": ...}]`) or a string.
+fn thinking_part_texts(thinking: Option<&Value>) -> Vec<&str> {
+    match thinking {
+        Some(Value::String(text)) => vec![text.as_str()],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str).is_none_or(|t| t == "text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    }
+    .into_iter()
+    .filter(|t| !t.is_empty())
+    .collect()
+}
+
 impl Chunks {
     async fn ensure_thinking(&mut self, out: &mut AssistantMessageBuilder, signature: &str) -> usize {
         if let Some(index) = self.thinking_block {
@@ -659,22 +676,50 @@ impl Chunks {
                 append_reasoning_detail(state.reasoning_details.get_or_insert_with(Vec::new), detail);
             }
         }
-        if let Some(content) = delta.get("content").and_then(Value::as_str).filter(|c| !c.is_empty()) {
-            let index = match self.text_block {
-                Some(index) => index,
-                None => {
-                    let index = out.start_text().await;
-                    self.text_block = Some(index);
-                    index
+        match delta.get("content") {
+            Some(Value::String(content)) if !content.is_empty() => self.text(out, content).await?,
+            // Typed parts (Mistral's reasoning models): thinking parts go to the thinking block,
+            // text parts to the text block. The reference appends the array itself to the text
+            // (`[object Object]`); see docs/providers/real-streams.md.
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            if let Some(text) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                                self.text(out, text).await?;
+                            }
+                        }
+                        Some("thinking") => {
+                            for text in thinking_part_texts(part.get("thinking")) {
+                                let index = self.ensure_thinking(out, "").await;
+                                out.thinking_delta(index, text).await?;
+                            }
+                        }
+                        _ => {}
+                    }
                 }
-            };
-            out.text_delta(index, content).await?;
+            }
+            _ => {}
         }
         if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
             for call in calls {
                 self.tool_call(call, out).await?;
             }
         }
+        Ok(())
+    }
+
+    /// Appends `content` to the text block, started on first use.
+    async fn text(&mut self, out: &mut AssistantMessageBuilder, content: &str) -> Result<(), Stop> {
+        let index = match self.text_block {
+            Some(index) => index,
+            None => {
+                let index = out.start_text().await;
+                self.text_block = Some(index);
+                index
+            }
+        };
+        out.text_delta(index, content).await?;
         Ok(())
     }
 

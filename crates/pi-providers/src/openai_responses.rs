@@ -776,6 +776,9 @@ enum SlotKind {
     Thinking,
     Text,
     ToolCall,
+    /// A `custom_tool_call` (freeform input of a custom tool), shown as a call with arguments
+    /// `{"input": <text>}` as the reference does.
+    CustomToolCall,
 }
 
 struct Slot {
@@ -794,6 +797,90 @@ pub(crate) struct ResponsesState {
     reasoning_by_id: HashMap<String, usize>,
     /// How the response's service tier is priced.
     pub(crate) tier_pricing: TierPricing,
+    /// The input of each open custom tool call, by content index.
+    custom_inputs: HashMap<usize, CustomInput>,
+}
+
+/// The argument property a custom tool call's input is shown under (the reference's default;
+/// it maps other names only for its grammar tools, which pi-rs does not declare).
+const CUSTOM_INPUT_PROPERTY: &str = "input";
+
+/// A custom tool call's freeform input, streamed as the JSON text of `{"input": <text>}`: the
+/// opening `{"input":"` goes with the first non-empty piece, each piece follows as escaped JSON
+/// string text, and closing adds the rest of the final input and `"}`.
+#[derive(Default)]
+struct CustomInput {
+    input: String,
+    started: bool,
+    closed: bool,
+    /// JSON text made from the item's initial input, sent with the next delta event.
+    unsent: String,
+}
+
+impl CustomInput {
+    fn opening(&mut self) -> String {
+        if std::mem::replace(&mut self.started, true) {
+            String::new()
+        } else {
+            format!("{{{}:\"", jsonx::stringify(&json!(CUSTOM_INPUT_PROPERTY)))
+        }
+    }
+
+    fn escaped(text: &str) -> String {
+        let quoted = jsonx::stringify(&json!(text));
+        quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("").to_owned()
+    }
+
+    /// Appends a piece; the JSON text for it (`None` for an empty piece).
+    fn append(&mut self, piece: &str) -> Result<Option<String>, Stop> {
+        if self.closed {
+            return Err(Stop::error(format!(
+                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+            )));
+        }
+        if piece.is_empty() {
+            return Ok(None);
+        }
+        self.input.push_str(piece);
+        Ok(Some(self.opening() + &Self::escaped(piece)))
+    }
+
+    /// Closes the input with the provider's complete input, if it sent one; the rest of the JSON
+    /// text (`None` when already closed with the same input).
+    fn close(&mut self, last: Option<&str>) -> Result<Option<String>, Stop> {
+        if self.closed {
+            if last.is_none_or(|l| l == self.input) {
+                return Ok(None);
+            }
+            return Err(Stop::error(format!(
+                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+            )));
+        }
+        let rest = match last {
+            Some(last) => match last.strip_prefix(self.input.as_str()) {
+                Some(rest) => rest.to_owned(),
+                None => {
+                    return Err(Stop::error(format!(
+                        "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed non-monotonically"
+                    )))
+                }
+            },
+            None => String::new(),
+        };
+        if let Some(last) = last {
+            self.input = last.to_owned();
+        }
+        self.closed = true;
+        Ok(Some(format!("{}{}\"}}", self.opening(), Self::escaped(&rest))))
+    }
+
+    /// What to send for a piece of JSON text: the initial input's text goes first.
+    fn send(&mut self, text: Option<String>) -> Option<String> {
+        if self.unsent.is_empty() {
+            return text;
+        }
+        Some(std::mem::take(&mut self.unsent) + text.as_deref().unwrap_or(""))
+    }
 }
 
 fn slot_key(event: &Value) -> String {
@@ -801,6 +888,12 @@ fn slot_key(event: &Value) -> String {
         Some(v) => jsonx::stringify(v),
         None => "undefined".to_owned(),
     }
+}
+
+/// A string member of an output item as a JavaScript template string shows it.
+fn id_text(item: &Value, key: &str) -> String {
+    item.get(key)
+        .map_or_else(|| "undefined".to_owned(), |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned))
 }
 
 fn n(value: Option<&Value>) -> u64 {
@@ -852,6 +945,27 @@ impl ResponsesState {
                 self.slots.insert(key, Slot { kind: SlotKind::ToolCall, content_index: index });
                 Some(index)
             }
+            "custom_tool_call" => {
+                let initial = item.get("input").and_then(Value::as_str).unwrap_or("");
+                let mut input = CustomInput::default();
+                input.unsent = input.append(initial).ok().flatten().unwrap_or_default();
+                let mut arguments = Map::new();
+                arguments.insert(CUSTOM_INPUT_PROPERTY.into(), json!(initial));
+                let call = ToolCall {
+                    id: format!("{}|{}", id_text(item, "call_id"), id_text(item, "id")).into(),
+                    name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                    arguments,
+                    namespace: item.get("namespace").and_then(Value::as_str).map(Into::into),
+                    ..Default::default()
+                };
+                // The start event shows the initial input; its JSON text goes out (and into the
+                // argument text) with the next delta.
+                let index = out.start_tool_call_with_arguments(call, "").await;
+                self.custom_inputs.insert(index, input);
+                self.unfinished.insert(index);
+                self.slots.insert(key, Slot { kind: SlotKind::CustomToolCall, content_index: index });
+                Some(index)
+            }
             _ => None,
         }
     }
@@ -899,6 +1013,24 @@ impl ResponsesState {
                 if let Some(index) = self.slot(event, SlotKind::ToolCall) {
                     let text = event.get("arguments").and_then(Value::as_str).unwrap_or("");
                     out.replace_tool_call_arguments(index, text).await?;
+                }
+            }
+            "response.custom_tool_call_input.delta" | "response.custom_tool_call_input.done" => {
+                if let Some(index) = self.slot(event, SlotKind::CustomToolCall) {
+                    let text = match self.custom_inputs.get_mut(&index) {
+                        Some(input) if kind.ends_with(".delta") => {
+                            let text = input.append(delta_text())?;
+                            input.send(text)
+                        }
+                        Some(input) => {
+                            let text = input.close(event.get("input").and_then(Value::as_str))?;
+                            input.send(text)
+                        }
+                        None => None,
+                    };
+                    if let Some(text) = text {
+                        out.tool_call_delta(index, text).await?;
+                    }
                 }
             }
             "response.output_item.done" => {
@@ -986,6 +1118,33 @@ impl ResponsesState {
                             Some(text) => out.end_tool_call_with_arguments(index, text).await?,
                             None => out.end_tool_call(index).await?,
                         }
+                        self.unfinished.remove(&index);
+                        self.slots.remove(&key);
+                    }
+                    ("custom_tool_call", Some((SlotKind::CustomToolCall, index))) => {
+                        let text = match self.custom_inputs.get_mut(&index) {
+                            Some(input) => {
+                                let text = input.close(item.get("input").and_then(Value::as_str))?;
+                                input.send(text)
+                            }
+                            None => None,
+                        };
+                        if let Some(text) = text {
+                            out.tool_call_delta(index, text).await?;
+                        }
+                        if let Some(namespace) = item.get("namespace").and_then(Value::as_str) {
+                            out.tool_call_mut(index)?.namespace = Some(namespace.into());
+                        }
+                        // The arguments are the input itself, not a parse of the JSON text
+                        // (equal unless a piece was left out).
+                        let mut call = match out.message().content.get(index) {
+                            Some(AssistantContent::ToolCall(call)) => call.clone(),
+                            _ => ToolCall::default(),
+                        };
+                        let input = self.custom_inputs.remove(&index).map(|i| i.input).unwrap_or_default();
+                        call.arguments = Map::new();
+                        call.arguments.insert(CUSTOM_INPUT_PROPERTY.into(), Value::String(input));
+                        out.end_tool_call_with(index, call).await?;
                         self.unfinished.remove(&index);
                         self.slots.remove(&key);
                     }

@@ -492,13 +492,15 @@ fn request_record(request: &Received) -> Value {
     })
 }
 
-fn normalize_google_id(id: &str, name: &str) -> String {
-    let prefix = format!("{name}_");
-    let Some(rest) = id.strip_prefix(&prefix) else { return id.to_owned() };
-    let Some((clock, counter)) = rest.split_once('_') else { return id.to_owned() };
+/// The oracle's rule for ids the Gemini adapter synthesizes from the clock: `<prefix>_<13 digits>_<n>`
+/// becomes `<prefix>_0_<n>`, whatever the prefix (the call's name, or `undefined` for a call
+/// that came without one).
+fn normalize_google_id(id: &str) -> String {
+    let Some((head, counter)) = id.rsplit_once('_') else { return id.to_owned() };
+    let Some((prefix, clock)) = head.rsplit_once('_') else { return id.to_owned() };
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if digits(clock) && digits(counter) {
-        format!("{prefix}0_{counter}")
+    if clock.len() == 13 && digits(clock) && digits(counter) {
+        format!("{prefix}_0_{counter}")
     } else {
         id.to_owned()
     }
@@ -519,9 +521,9 @@ pub fn normalize(value: &Value, base_url: &str, google: bool) -> Value {
                 let v = if key == "timestamp" && v.is_number() {
                     json!(0)
                 } else if key == "id" && google && map.get("type").and_then(Value::as_str) == Some("toolCall") {
-                    match (v.as_str(), map.get("name").and_then(Value::as_str)) {
-                        (Some(id), Some(name)) => Value::String(normalize_google_id(id, name)),
-                        _ => v.clone(),
+                    match v.as_str() {
+                        Some(id) => Value::String(normalize_google_id(id)),
+                        None => v.clone(),
                     }
                 } else {
                     v.clone()
@@ -534,5 +536,22 @@ pub fn normalize(value: &Value, base_url: &str, google: bool) -> Value {
             Value::String(s.replace(base_url, BASE_URL_PLACEHOLDER))
         }
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn google_clock_ids_lose_their_clock_whatever_the_prefix() {
+        assert_eq!(normalize_google_id("read_screen_1767225600123_2"), "read_screen_0_2");
+        assert_eq!(normalize_google_id("undefined_1767225600123_3"), "undefined_0_3");
+        assert_eq!(normalize_google_id("_1767225600123_3"), "_0_3");
+        assert_eq!(normalize_google_id("call_abc"), "call_abc");
+        assert_eq!(normalize_google_id("f_123_1"), "f_123_1");
+        let call = json!({"type": "toolCall", "id": "undefined_1767225600123_4", "name": ""});
+        assert_eq!(normalize(&call, "", true)["id"], "undefined_0_4");
+        assert_eq!(normalize(&call, "", false)["id"], "undefined_1767225600123_4");
     }
 }

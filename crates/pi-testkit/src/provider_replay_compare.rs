@@ -1,7 +1,9 @@
 //! Trace comparison with the rules of the oracle's `compare.py`: request lines are reduced to
 //! the compared core subset, values are compared as JSON (numbers by value, missing ≠ null),
 //! and a JavaScript `JSON.parse` error clause in an expected string matches any non-empty
-//! parser message of ours as long as the text around it is equal.
+//! parser message of ours as long as the text around it is equal. A tool call's clock-based id
+//! (`<prefix>_<13 digits>_<n>`, in any object whose `type` is `toolCall`) is compared as
+//! `<prefix>_0_<n>` on both sides.
 
 use std::sync::OnceLock;
 
@@ -132,6 +134,33 @@ pub fn first_diff(expected: &Value, actual: &Value, path: &str) -> Option<(Strin
     }
 }
 
+fn clock_id() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        #[allow(clippy::expect_used)]
+        Regex::new(r"(?s)^(.*)_[0-9]{13}_([0-9]+)$").expect("static pattern")
+    })
+}
+
+/// `compare.py`'s rule for ids synthesized from the clock: in any object with `"type": "toolCall"`,
+/// an `id` `<prefix>_<13 digits>_<n>` becomes `<prefix>_0_<n>` (prefix and counter kept).
+pub fn normalize_clock_ids(value: &Value) -> Value {
+    match value {
+        Value::Array(items) => Value::Array(items.iter().map(normalize_clock_ids).collect()),
+        Value::Object(map) => {
+            let mut out: Map<String, Value> = map.iter().map(|(k, v)| (k.clone(), normalize_clock_ids(v))).collect();
+            if out.get("type").and_then(Value::as_str) == Some("toolCall") {
+                if let Some(Value::String(id)) = out.get("id") {
+                    let id = clock_id().replace(id, "${1}_0_${2}").into_owned();
+                    out.insert("id".into(), Value::String(id));
+                }
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
 fn prepare(text: &str) -> Result<Vec<Value>, String> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
@@ -141,7 +170,7 @@ fn prepare(text: &str) -> Result<Vec<Value>, String> {
                 if line.get("kind").and_then(Value::as_str) == Some("request") {
                     core_request(&line)
                 } else {
-                    line
+                    normalize_clock_ids(&line)
                 }
             })
         })
@@ -175,5 +204,30 @@ fn truncate(text: &str) -> String {
         text.to_owned()
     } else {
         format!("{}...", text.chars().take(300).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> String {
+        serde_json::json!({"kind": "event", "event": {"type": "toolcall_end", "toolCall": {"type": "toolCall", "id": id, "name": "f"}}})
+            .to_string()
+    }
+
+    #[test]
+    fn clock_based_tool_call_ids_compare_without_their_clock() {
+        assert!(compare_traces(&event("f_0_3"), &event("f_1767225600123_3")).is_ok());
+        assert!(compare_traces(&event("undefined_0_3"), &event("undefined_1767225600123_3")).is_ok());
+        assert!(compare_traces(&event("a_b_1767225600123_12"), &event("a_b_1767225600999_12")).is_ok());
+        // The prefix and the counter still count; 12 digits are no clock.
+        assert!(compare_traces(&event("undefined_0_3"), &event("_1767225600123_3")).is_err());
+        assert!(compare_traces(&event("f_0_3"), &event("f_1767225600123_4")).is_err());
+        assert!(compare_traces(&event("f_0_3"), &event("f_176722560012_3")).is_err());
+        // Only in objects whose type is toolCall.
+        let other = |id: &str| serde_json::json!({"kind": "event", "event": {"type": "x", "id": id}}).to_string();
+        assert!(compare_traces(&other("f_0_3"), &other("f_1767225600123_3")).is_err());
     }
 }
