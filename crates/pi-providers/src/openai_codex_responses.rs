@@ -259,7 +259,8 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
                 if minutes.is_nan() {
                     " Try again in ~NaN min.".to_owned()
                 } else {
-                    format!(" Try again in ~{} min.", minutes.max(0.0))
+                    // `Math.max(0, …)`: never a negative (or negative-zero) count.
+                    format!(" Try again in ~{} min.", if minutes > 0.0 { minutes } else { 0.0 })
                 }
             }
         };
@@ -542,7 +543,14 @@ impl OpenAICodexResponses {
         let headers =
             common::merge_headers(&[identity, common::model_headers(model), common::option_headers(options), fixed]);
         let request = http::Request { url: codex_url(&model.base_url), headers, body };
-        let response = http::send(&request, model, options, &CodexDialect { timeout_ms: options.timeout_ms }).await?;
+        let dialect = CodexDialect { timeout_ms: options.timeout_ms };
+        let response = http::send(&request, model, options, &dialect).await.map_err(|failure| {
+            if failure.aborted {
+                Stop::aborted(ABORTED)
+            } else {
+                Stop::from(failure)
+            }
+        })?;
         out.start().await;
         let tier_pricing = TierPricing::Codex { requested: self.service_tier.clone() };
         let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
@@ -709,6 +717,21 @@ mod tests {
         );
         assert_eq!(status_message(500, "Internal Server Error", br#"{"error":{"message":"boom"}}"#), "boom");
         assert_eq!(status_message(502, "Bad Gateway", b""), "Bad Gateway");
+        // Half a minute ahead rounds up, as Math.round does; far past is 0, never -0.
+        let soon = (pi_types::now_ms() as f64 / 1000.0 + 30.0 + 1.0).floor();
+        let body = format!(r#"{{"error":{{"resets_at":{soon}}}}}"#);
+        assert_eq!(
+            status_message(429, "", body.as_bytes()),
+            "You have hit your ChatGPT usage limit. Try again in ~1 min."
+        );
+        assert_eq!(
+            status_message(429, "", br#"{"error":{"resets_at":-5}}"#),
+            "You have hit your ChatGPT usage limit. Try again in ~0 min."
+        );
+        assert_eq!(
+            status_message(429, "", br#"{"error":{"resets_at":"x"}}"#),
+            "You have hit your ChatGPT usage limit. Try again in ~NaN min."
+        );
         assert_eq!(status_message(502, "Bad Gateway", b"upstream"), "upstream");
     }
 
