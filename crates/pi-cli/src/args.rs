@@ -53,6 +53,13 @@ pub enum Command {
     /// context window, output limit, price per million input/output tokens, and whether the
     /// provider's credentials are set. With --json: the catalog as JSON.
     Models,
+    /// Sign in to a subscription provider and keep its tokens (openai-codex: a ChatGPT plan,
+    /// with a device code; tokens go to $PI_AUTH_FILE or ~/.pi/agent/auth.json).
+    Login {
+        /// The provider to sign in to.
+        #[arg(value_name = "PROVIDER")]
+        provider: String,
+    },
     /// The pi proxy: a server that keeps the provider keys.
     Proxy {
         /// What to do.

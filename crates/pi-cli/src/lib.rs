@@ -4,7 +4,8 @@
 //!   (weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
 //!   tool call with its arguments and result, and a summary line (stop reason, turns, token
 //!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
-//! * `pi models [--provider ID]` lists the built-in catalog ([`models`]).
+//! * `pi models [--provider ID]` lists the built-in catalog ([`models`]); `pi login
+//!   openai-codex` signs in to a ChatGPT plan ([`login`]).
 //! * `pi chat` is an interactive session with steering, follow-ups and aborts ([`chat`]).
 //! * `pi proxy serve` runs the pi-proxy server ([`proxy`]); `--proxy URL --token T` makes
 //!   the other commands stream through one.
@@ -29,6 +30,7 @@ pub mod args;
 pub mod chat;
 pub mod demo;
 mod error;
+pub mod login;
 pub mod models;
 pub mod proxy;
 pub mod render;
@@ -57,6 +59,12 @@ pub async fn execute(cli: Cli) -> Result<(), CliError> {
             let listing = models::listing(cli.model.provider.as_deref(), mode == args::OutputMode::Json)?;
             std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
                 .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+        }
+        Some(Command::Login { provider }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi login` takes one PROVIDER".into()));
+            }
+            login::login(&provider, &mut std::io::stdout()).await
         }
         Some(Command::Proxy { command: ProxyCommand::Serve(serve) }) => {
             if !cli.prompt.is_empty() {

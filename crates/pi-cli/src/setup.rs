@@ -189,8 +189,7 @@ fn require_key(provider: &str) -> Result<(), CliError> {
         "cloudflare-ai-gateway" => "missing credentials for provider `cloudflare-ai-gateway`: set CLOUDFLARE_API_KEY, \
                                     CLOUDFLARE_ACCOUNT_ID and CLOUDFLARE_GATEWAY_ID"
             .to_owned(),
-        // Providers signed in by OAuth (openai-codex) keep their tokens elsewhere: the adapter
-        // reports a missing login when it streams.
+        "openai-codex" => "not signed in to provider `openai-codex`: run `pi login openai-codex`".to_owned(),
         _ if names.is_empty() => return Ok(()),
         _ => format!("missing API key for provider `{provider}`: set {names}"),
     };

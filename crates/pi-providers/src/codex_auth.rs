@@ -173,6 +173,68 @@ impl fmt::Debug for CodexTokenStore {
     }
 }
 
+/// A form POST to an OAuth token endpoint (`operation`: `refresh` or `exchange`, as the
+/// reference words its errors); the credential it grants, with the account id from the token.
+pub(crate) async fn token_grant(url: &str, form: &[(&str, &str)], operation: &str) -> Result<CodexCredential, String> {
+    let client = crate::http::client()?;
+    let fail = |reason: String| format!("OpenAI Codex token {operation} error: {reason}");
+    let timed_out = || fail("The operation was aborted due to timeout".into());
+    let send =
+        client.post(url).header("Content-Type", "application/x-www-form-urlencoded").body(form_encode(form)).send();
+    let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
+        Err(_) => return Err(timed_out()),
+        Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    let bytes = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), response.bytes()).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
+        Err(_) => return Err(timed_out()),
+    };
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4000)]).into_owned();
+        let text = if text.is_empty() { status.canonical_reason().unwrap_or("").to_owned() } else { text };
+        return Err(format!("OpenAI Codex token {operation} failed ({}): {text}", status.as_u16()));
+    }
+    let json: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("OpenAI Codex token {operation} response is not JSON: {e}"))?;
+    let text = |key: &str| json.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+    let expires_in = json.get("expires_in").and_then(Value::as_f64);
+    let (Some(access), Some(refresh), Some(expires_in)) = (text("access_token"), text("refresh_token"), expires_in)
+    else {
+        // The reference prints the whole answer here, tokens included; only the names are
+        // printed here.
+        let missing: Vec<&str> = [
+            ("access_token", text("access_token").is_none()),
+            ("refresh_token", text("refresh_token").is_none()),
+            ("expires_in", expires_in.is_none()),
+        ]
+        .into_iter()
+        .filter_map(|(name, missing)| missing.then_some(name))
+        .collect();
+        return Err(format!("OpenAI Codex token {operation} response missing fields: {}", missing.join(", ")));
+    };
+    let Some(account_id) = account_id(&access) else {
+        return Err("Failed to extract accountId from token".into());
+    };
+    let expires = (now_ms() as f64 + expires_in * 1000.0).max(0.0) as u64;
+    Ok(CodexCredential { access, refresh, expires, account_id })
+}
+
+/// Where `pi` keeps OAuth credentials: `$PI_AUTH_FILE`, else `~/.pi/agent/auth.json` (the file
+/// the pi coding agent signs in to, in the same format), else `auth.json` in the working
+/// directory when no home directory is known.
+pub fn default_auth_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("PI_AUTH_FILE").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Path::new(&home).join(".pi").join("agent").join("auth.json"),
+        None => PathBuf::from("auth.json"),
+    }
+}
+
 fn now_ms() -> u64 {
     pi_types::now_ms()
 }
@@ -287,53 +349,8 @@ impl CodexTokenStore {
 
     /// Exchange a refresh token for a new credential (not stored).
     pub async fn refresh(&self, refresh_token: &str) -> Result<CodexCredential, String> {
-        let client = crate::http::client()?;
-        let body =
-            form_encode(&[("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("client_id", CLIENT_ID)]);
-        let send =
-            client.post(&self.token_url).header("Content-Type", "application/x-www-form-urlencoded").body(body).send();
-        let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
-            Err(_) => return Err("OpenAI Codex token refresh error: The operation was aborted due to timeout".into()),
-            Ok(Err(e)) => {
-                return Err(format!("OpenAI Codex token refresh error: {}", crate::http::deepest_cause(&e)));
-            }
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        let read = tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), response.bytes()).await;
-        let bytes = match read {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => return Err(format!("OpenAI Codex token refresh error: {}", crate::http::deepest_cause(&e))),
-            Err(_) => return Err("OpenAI Codex token refresh error: The operation was aborted due to timeout".into()),
-        };
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes[..bytes.len().min(4000)]).into_owned();
-            let text = if text.is_empty() { status.canonical_reason().unwrap_or("").to_owned() } else { text };
-            return Err(format!("OpenAI Codex token refresh failed ({}): {text}", status.as_u16()));
-        }
-        let json: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("OpenAI Codex token refresh response is not JSON: {e}"))?;
-        let text = |key: &str| json.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
-        let expires_in = json.get("expires_in").and_then(Value::as_f64);
-        let (Some(access), Some(refresh), Some(expires_in)) = (text("access_token"), text("refresh_token"), expires_in)
-        else {
-            // The reference prints the whole answer here, tokens included; only the names are
-            // printed here.
-            let missing: Vec<&str> = [
-                ("access_token", text("access_token").is_none()),
-                ("refresh_token", text("refresh_token").is_none()),
-                ("expires_in", expires_in.is_none()),
-            ]
-            .into_iter()
-            .filter_map(|(name, missing)| missing.then_some(name))
-            .collect();
-            return Err(format!("OpenAI Codex token refresh response missing fields: {}", missing.join(", ")));
-        };
-        let Some(account_id) = account_id(&access) else {
-            return Err("Failed to extract accountId from token".into());
-        };
-        let expires = (now_ms() as f64 + expires_in * 1000.0).max(0.0) as u64;
-        Ok(CodexCredential { access, refresh, expires, account_id })
+        let form = [("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("client_id", CLIENT_ID)];
+        token_grant(&self.token_url, &form, "refresh").await
     }
 
     /// The store as a registry key resolver (`Auth::Resolver`).

@@ -82,6 +82,8 @@ pub mod classify;
 pub mod cloudflare;
 #[cfg(feature = "http")]
 pub mod codex_auth;
+#[cfg(feature = "http")]
+pub mod codex_login;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;

@@ -76,7 +76,8 @@ pub fn env_api_key(provider: &str) -> Option<String> {
 /// `google-vertex`, application default credentials (`GOOGLE_APPLICATION_CREDENTIALS` or
 /// gcloud's default file) with a project and a location, and, for `amazon-bedrock`, any AWS
 /// credential source (`AWS_PROFILE`, an access key pair, `AWS_BEARER_TOKEN_BEDROCK`, ECS
-/// container credentials, a web identity token file). Cloudflare providers also need
+/// container credentials, a web identity token file), and for `openai-codex` a stored sign-in
+/// ([`default_auth_path`](crate::codex_auth::default_auth_path)). Cloudflare providers also need
 /// `CLOUDFLARE_ACCOUNT_ID` (and the gateway's `CLOUDFLARE_GATEWAY_ID`), as their reference
 /// auth does.
 pub fn has_env_credentials(provider: &str) -> bool {
@@ -92,6 +93,10 @@ pub fn has_env_credentials(provider: &str) -> bool {
             };
             credentials && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT")) && set("GOOGLE_CLOUD_LOCATION")
         }
+        #[cfg(feature = "http")]
+        "openai-codex" => crate::codex_auth::CodexTokenStore::new(crate::codex_auth::default_auth_path())
+            .read()
+            .is_ok_and(|credential| credential.is_some()),
         "cloudflare-workers-ai" => set("CLOUDFLARE_API_KEY") && set("CLOUDFLARE_ACCOUNT_ID"),
         "cloudflare-ai-gateway" => {
             set("CLOUDFLARE_API_KEY") && set("CLOUDFLARE_ACCOUNT_ID") && set("CLOUDFLARE_GATEWAY_ID")
@@ -174,6 +179,10 @@ impl Provider {
             // Their catalog URLs name the account (and gateway): filled per request.
             "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider
                 .map_apis(|adapter| Arc::new(crate::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>),
+            // A ChatGPT subscription: OAuth tokens from `pi login openai-codex`, refreshed as needed.
+            "openai-codex" => provider.with_auth(Auth::Resolver(
+                Arc::new(crate::codex_auth::CodexTokenStore::new(crate::codex_auth::default_auth_path())).resolver(),
+            )),
             "opencode" | "opencode-go" => provider
                 .map_apis(|adapter| Arc::new(crate::opencode::OpenCodeSession::new(adapter)) as Arc<dyn StreamFn>),
             _ => provider,

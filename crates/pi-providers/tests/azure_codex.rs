@@ -488,3 +488,115 @@ async fn codex_retries_as_its_reference_loop_does() {
     let (_, message) = collect(&OpenAICodexResponses::default(), &codex(&url), options(1), None).await;
     assert_eq!(message.error_message.as_deref(), Some("Server requested 3600s retry delay (max: 60s)"));
 }
+
+/// The device-code sign-in: code, one "not yet", the grant, the exchange; what each request
+/// carried.
+#[tokio::test]
+async fn device_login_polls_until_granted_then_exchanges_the_code() {
+    use pi_providers::codex_login::DeviceLogin;
+    let token = jwt("acct-login", "login");
+    let server = sequence_server(vec![
+        (
+            200,
+            "content-type: application/json\r\n",
+            r#"{"device_auth_id":"dev-1","user_code":"ABCD-1234","interval":"0"}"#.into(),
+        ),
+        (403, "", String::new()),
+        (
+            200,
+            "content-type: application/json\r\n",
+            r#"{"authorization_code":"code-1","code_verifier":"ver-1"}"#.into(),
+        ),
+        (
+            200,
+            "content-type: application/json\r\n",
+            format!(r#"{{"access_token":"{token}","refresh_token":"refresh-1","expires_in":3600}}"#),
+        ),
+    ])
+    .await;
+    let base = server.url.trim_end_matches("/oauth/token").to_owned();
+    let login = DeviceLogin::default().with_base_url(&base);
+    let code = login.start().await.unwrap();
+    assert_eq!(code.user_code, "ABCD-1234");
+    assert_eq!(code.verification_uri, format!("{base}/codex/device"));
+    assert_eq!(code.interval, Duration::from_secs(1), "at least one second between polls");
+    let credential = login.finish(&code, &CancellationToken::new()).await.unwrap();
+    assert_eq!((credential.access.as_str(), credential.refresh.as_str()), (token.as_str(), "refresh-1"));
+    assert_eq!(credential.account_id, "acct-login");
+    assert!(credential.expires > pi_types::now_ms() + 3_500_000);
+    let requests = server.bodies.lock().unwrap().clone();
+    let lines: Vec<&str> = requests.iter().map(|r| r.lines().next().unwrap_or("")).collect();
+    assert_eq!(
+        lines,
+        [
+            "POST /api/accounts/deviceauth/usercode HTTP/1.1",
+            "POST /api/accounts/deviceauth/token HTTP/1.1",
+            "POST /api/accounts/deviceauth/token HTTP/1.1",
+            "POST /oauth/token HTTP/1.1"
+        ]
+    );
+    assert!(requests[0].ends_with(r#"{"client_id":"app_EMoamEEZ73f0CkXaXp7hrann"}"#), "{}", requests[0]);
+    assert!(requests[1].ends_with(r#"{"device_auth_id":"dev-1","user_code":"ABCD-1234"}"#), "{}", requests[1]);
+    let redirect = format!("{base}/deviceauth/callback").replace(':', "%3A").replace('/', "%2F");
+    assert!(
+        requests[3].ends_with(&format!(
+            "grant_type=authorization_code&client_id=app_EMoamEEZ73f0CkXaXp7hrann&code=code-1&code_verifier=ver-1&redirect_uri={redirect}"
+        )),
+        "{}",
+        requests[3]
+    );
+}
+
+#[tokio::test]
+async fn device_login_failures_are_errors_without_secrets() {
+    use pi_providers::codex_login::DeviceLogin;
+    // A host without device login.
+    let server = sequence_server(vec![(404, "", String::new())]).await;
+    let login = DeviceLogin::default().with_base_url(server.url.trim_end_matches("/oauth/token"));
+    assert_eq!(
+        login.start().await.err().as_deref(),
+        Some("OpenAI Codex device code login is not enabled for this server. Use browser login or verify the server URL.")
+    );
+    // A refused grant quotes the host's answer; a cancelled wait says so.
+    let json = "content-type: application/json\r\n";
+    let server = sequence_server(vec![
+        (200, json, r#"{"device_auth_id":"dev-2","user_code":"WXYZ","interval":1}"#.into()),
+        (400, json, r#"{"error":{"code":"access_denied"}}"#.into()),
+        (200, json, r#"{"device_auth_id":"dev-3","user_code":"QRST","interval":1}"#.into()),
+        (403, "", String::new()),
+    ])
+    .await;
+    let login = DeviceLogin::default().with_base_url(server.url.trim_end_matches("/oauth/token"));
+    let code = login.start().await.unwrap();
+    assert_eq!(
+        login.finish(&code, &CancellationToken::new()).await.err().as_deref(),
+        Some(r#"OpenAI Codex device auth failed with status 400: {"error":{"code":"access_denied"}}"#)
+    );
+    let code = login.start().await.unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let started = std::time::Instant::now();
+    assert_eq!(login.finish(&code, &cancel).await.err().as_deref(), Some("Login cancelled"));
+    assert!(started.elapsed() < Duration::from_secs(1), "cancelled during the wait, not after it");
+}
+
+#[tokio::test]
+async fn device_login_times_out_with_the_slow_down_hint() {
+    use pi_providers::codex_login::DeviceLogin;
+    let json = "content-type: application/json\r\n";
+    let server = sequence_server(vec![
+        (200, json, r#"{"device_auth_id":"dev-4","user_code":"SLOW","interval":1}"#.into()),
+        (400, json, r#"{"error":"slow_down"}"#.into()),
+    ])
+    .await;
+    let login = DeviceLogin::default()
+        .with_base_url(server.url.trim_end_matches("/oauth/token"))
+        .with_timeout(Duration::from_millis(300));
+    let code = login.start().await.unwrap();
+    let error = login.finish(&code, &CancellationToken::new()).await.err().unwrap_or_default();
+    assert!(error.starts_with("Device flow timed out after one or more slow_down responses."), "{error}");
+}
