@@ -147,9 +147,10 @@ mod tests {
     fn keeps_no_room_for_unset_hooks() {
         let config = RunConfig::from(LoopConfig::new(Model::new("m", "api", "p"), Arc::new(never)));
         assert!(config.hooks.is_none() && config.converts_by_default());
-        // `LoopConfig` itself was 440 bytes when this was written.
+        // `LoopConfig` itself was 440 bytes when this was written; 320 before the options'
+        // provider settings (`StreamOptions::env`, one pointer).
         let size = std::mem::size_of::<RunConfig>();
-        assert!(size <= 320, "RunConfig is {size} bytes");
+        assert!(size <= 328, "RunConfig is {size} bytes");
     }
 
     #[test]
