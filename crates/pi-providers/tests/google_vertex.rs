@@ -7,6 +7,8 @@
 //! tests only; it belongs to no account anywhere.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// The credential servers and helpers serve the `vertex` feature's tests.
+#![cfg_attr(not(feature = "vertex"), allow(dead_code))]
 
 mod loopback;
 
@@ -147,6 +149,20 @@ async fn cancellation_mid_stream_ends_with_one_aborted_error_keeping_the_text() 
     assert!(heads[0].contains("x-goog-api-key: vertex-key"));
 }
 
+#[cfg(not(feature = "vertex"))]
+#[tokio::test]
+async fn adc_without_the_vertex_feature_is_an_error_that_says_so() {
+    let options = StreamOptions {
+        api_key: None,
+        env: env(&[("GOOGLE_CLOUD_PROJECT", "p".to_owned()), ("GOOGLE_CLOUD_LOCATION", "us-central1".to_owned())]),
+        ..Default::default()
+    };
+    let events = collect(GoogleVertex::default().stream(&model("http://127.0.0.1:9"), context(), options)).await;
+    assert_eq!(events.len(), 1);
+    let text = events[0].final_message().unwrap().error_message.as_deref().unwrap().to_owned();
+    assert!(text.contains("`vertex` feature"), "{text}");
+}
+
 #[cfg(feature = "vertex")]
 mod adc {
     use super::*;
@@ -215,9 +231,7 @@ mod adc {
 
     #[tokio::test]
     async fn the_token_is_in_no_error_text_or_debug() {
-        let body = format!(
-            "{{\"error\":{{\"code\":403,\"message\":\"Permission denied\",\"status\":\"PERMISSION_DENIED\"}}}}"
-        );
+        let body = r#"{"error":{"code":403,"message":"Permission denied","status":"PERMISSION_DENIED"}}"#;
         let api = loopback::with_length(403, "application/json", "", body.as_bytes());
         let (url, seen) = serve((200, token_json()), api).await;
         let path = service_account(&url, "sa-denied.json");
