@@ -254,6 +254,18 @@ fn adjust_budget(model: &Model, options: &StreamOptions, params: &mut Value) {
     }
 }
 
+/// The request body the adapter sends (for tests and debugging): Gemini's, with Vertex's
+/// thinking budgets.
+pub fn build_request_body(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+) -> Result<Value, String> {
+    let mut params = google::build_request_body(model, context, options)?;
+    adjust_budget(model, options, &mut params);
+    Ok(params)
+}
+
 async fn run(
     model: &Model,
     context: TranscriptContext,
@@ -262,8 +274,7 @@ async fn run(
     ids: &dyn ToolCallIds,
 ) -> Result<(), Stop> {
     let auth = resolve_auth(options).map_err(Stop::error)?;
-    let mut params = google::build_request_body(model, &context, options).map_err(Stop::error)?;
-    adjust_budget(model, options, &mut params);
+    let params = build_request_body(model, &context, options).map_err(Stop::error)?;
     let params = common::apply_on_payload(options, model, params).await;
     let url = endpoint(model, &auth).map_err(Stop::error)?;
     let credential = match auth {
@@ -518,6 +529,17 @@ mod tests {
     }
 
     #[test]
+    fn an_explicit_key_wins_over_project_and_location() {
+        let o = options(Some("k"), &[("GOOGLE_CLOUD_PROJECT", "p"), ("GOOGLE_CLOUD_LOCATION", "us-central1")]);
+        let auth = resolve_auth(&o).unwrap();
+        assert_eq!(auth, VertexAuth::ApiKey("k".into()));
+        assert_eq!(
+            endpoint(&model(CATALOG_BASE), &auth).unwrap(),
+            "https://aiplatform.googleapis.com/v1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+    }
+
+    #[test]
     fn urls_for_each_mode() {
         let adc = |loc: &str| VertexAuth::Adc { project: "proj".into(), location: loc.into() };
         let key = VertexAuth::ApiKey("k".into());
@@ -549,6 +571,22 @@ mod tests {
         );
         m.id = "../x".into();
         assert_eq!(endpoint(&m, &key).unwrap_err(), "invalid model parameter");
+    }
+
+    #[test]
+    fn flash_lite_minimal_budget_is_vertex_s() {
+        let mut m = model("http://h");
+        m.id = "gemini-2.5-flash-lite".into();
+        m.reasoning = true;
+        let context = pi_types::transcript::normalize_context(pi_types::Context {
+            messages: vec![pi_types::Message::from(pi_types::UserMessage::text("Hi"))],
+            ..Default::default()
+        });
+        let o = StreamOptions { reasoning: Some(pi_types::ThinkingLevel::Minimal), ..Default::default() };
+        let body = build_request_body(&m, &context, &o).unwrap();
+        assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 128);
+        let gemini = google::build_request_body(&m, &context, &o).unwrap();
+        assert_eq!(gemini["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512);
     }
 
     #[test]
