@@ -462,13 +462,23 @@ mod adc {
                 Source::User(user) => user.token().await,
             }
         };
+        // The request's time-to-headers limit bounds the token fetch too (0 = none).
+        let limit = options.timeout_ms.unwrap_or(crate::http::DEFAULT_HEADERS_TIMEOUT_MS);
+        let bounded = async {
+            if limit == 0 {
+                return fetch.await;
+            }
+            tokio::time::timeout(Duration::from_millis(limit), fetch)
+                .await
+                .unwrap_or_else(|_| Err("Vertex AI credentials: token request timed out.".to_owned()))
+        };
         let cancel = options.cancel.clone();
         tokio::select! {
             biased;
             () = async { match &cancel { Some(c) => c.cancelled().await, None => std::future::pending().await } } => {
                 Err(Stop::aborted("Request was aborted."))
             }
-            result = fetch => result.map_err(Stop::error),
+            result = bounded => result.map_err(Stop::error),
         }
     }
 }

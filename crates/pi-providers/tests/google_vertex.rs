@@ -267,6 +267,28 @@ mod adc {
     }
 
     #[tokio::test]
+    async fn a_silent_token_server_ends_at_the_time_limit_and_cancellation_is_prompt() {
+        let server = loopback::Server::start(vec![loopback::Step::Hold]).await;
+        let path = service_account(&server.url, "sa-silent.json");
+        let options = StreamOptions { timeout_ms: Some(300), ..adc_options(&path) };
+        let events = collect(GoogleVertex::default().stream(&model(&server.url), context(), options)).await;
+        assert_eq!(events.len(), 1);
+        let text = events[0].final_message().unwrap().error_message.as_deref().unwrap().to_owned();
+        assert_eq!(text, "Vertex AI credentials: token request timed out.");
+
+        let cancel = CancellationToken::new();
+        let options = StreamOptions { cancel: Some(cancel.clone()), ..adc_options(&path) };
+        let trigger = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            cancel.cancel();
+        });
+        let events = collect(GoogleVertex::default().stream(&model(&server.url), context(), options)).await;
+        trigger.await.unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].final_message().unwrap().stop_reason, StopReason::Aborted);
+    }
+
+    #[tokio::test]
     async fn an_authorized_user_file_refreshes_its_token() {
         let (url, seen) = serve((200, token_json()), sse_answer()).await;
         let path = write_file(
