@@ -149,6 +149,41 @@ async fn cancellation_mid_stream_ends_with_one_aborted_error_keeping_the_text() 
     assert!(heads[0].contains("x-goog-api-key: vertex-key"));
 }
 
+#[tokio::test]
+async fn function_calls_without_an_id_or_with_a_repeated_one_get_a_synthesized_id() {
+    let call = |id: &str| {
+        let id = if id.is_empty() { String::new() } else { format!("\"id\":\"{id}\",") };
+        format!("{{\"functionCall\":{{{id}\"name\":\"get_weather\",\"args\":{{\"city\":\"Paris\"}}}}}}")
+    };
+    let chunk = format!(
+        "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{},{},{}],\"role\":\"model\"}},\"finishReason\":\"STOP\"}}]}}\r\n\r\n",
+        call("fc_1"),
+        call("fc_1"),
+        call("")
+    );
+    let server = loopback::Server::start(vec![loopback::Step::Bytes(loopback::with_length(
+        200,
+        "text/event-stream",
+        "",
+        chunk.as_bytes(),
+    ))])
+    .await;
+    let options = StreamOptions { api_key: Some("vertex-key".into()), ..Default::default() };
+    let events = collect(GoogleVertex::default().stream(&model(&server.url), context(), options)).await;
+    let message = events.last().unwrap().final_message().unwrap();
+    assert_eq!(message.stop_reason, StopReason::ToolUse);
+    let ids: Vec<String> = message.tool_calls().map(|c| c.id.to_string()).collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], "fc_1");
+    for id in &ids[1..] {
+        let parts: Vec<&str> = id.split('_').collect();
+        assert_eq!(parts[..2], ["get", "weather"], "{id}");
+        assert!(parts[2].len() == 13 && parts[2].bytes().all(|b| b.is_ascii_digit()), "{id}");
+        assert!(parts[3].parse::<u64>().is_ok(), "{id}");
+    }
+    assert_ne!(ids[1], ids[2]);
+}
+
 #[cfg(not(feature = "vertex"))]
 #[tokio::test]
 async fn adc_without_the_vertex_feature_is_an_error_that_says_so() {

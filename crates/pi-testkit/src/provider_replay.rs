@@ -157,7 +157,9 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
         "anthropic-messages" => Arc::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Arc::new(pi_providers::openai_responses::OpenAIResponses),
         "google-generative-ai" => Arc::new(GoogleGenerativeAi::with_ids(Arc::new(CaseIds(AtomicU64::new(0))))),
-        "google-vertex" => Arc::new(pi_providers::google_vertex::GoogleVertex::default()),
+        "google-vertex" => {
+            Arc::new(pi_providers::google_vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
+        }
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }
