@@ -91,6 +91,7 @@ fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
         "mistral-conversations" => Box::new(pi_providers::mistral::MistralConversations),
         "azure-openai-responses" => Box::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
         "openai-codex-responses" => Box::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
+        "google-vertex" => Box::new(pi_providers::google_vertex::GoogleVertex::default()),
         _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
     }
 }
@@ -113,7 +114,7 @@ pub fn adapter(api: &str, data: &[u8]) {
     model.context_window = 100_000;
     let context = normalize_context(Context {
         system_prompt: None,
-        messages: vec![Message::User(UserMessage::text("Hi"))],
+        messages: vec![Message::User(UserMessage::text("Hi").into())],
         tools: None,
     });
     // Codex reads its account id from the key, an (unsigned) JWT.

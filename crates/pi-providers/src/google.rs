@@ -86,7 +86,7 @@ impl StreamFn for GoogleGenerativeAi {
     }
 }
 
-struct GoogleDialect;
+pub(crate) struct GoogleDialect;
 
 fn status_text(status: u16) -> &'static str {
     reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("")
@@ -282,7 +282,11 @@ pub fn build_request_body(
     build_params(model, &context, options)
 }
 
-fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Result<Value, String> {
+pub(crate) fn build_params(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+) -> Result<Value, String> {
     let contents = convert_messages(model, context);
     let tools = current_tools(context.messages());
     let system = initial_system_message(context.messages()).map(system_message_text).unwrap_or_default();
@@ -610,6 +614,19 @@ async fn run(
         body: jsonx::stringify(&params).into_bytes(),
     };
     let response = http::send(&request, model, options, &GoogleDialect).await?;
+    stream_response(response, model, options, out, ids, "Google stream ended without a finish reason").await
+}
+
+/// Emit `start` and the events of a 2xx streamed response (shared with Vertex AI, whose
+/// end-of-stream text without a finish reason is `truncated`).
+pub(crate) async fn stream_response(
+    response: reqwest::Response,
+    model: &Model,
+    options: &StreamOptions,
+    out: &mut AssistantMessageBuilder,
+    ids: &dyn ToolCallIds,
+    truncated: &str,
+) -> Result<(), Stop> {
     out.start().await;
 
     let mut body = Body::new(response, options);
@@ -660,7 +677,7 @@ async fn run(
         return Err(Stop::aborted("Request was aborted"));
     }
     match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error("Google stream ended without a finish reason")),
+        StopReason::Pending => Err(Stop::error(truncated)),
         StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.message().raw_stop_reason {
             Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
             _ => "An unknown error occurred".to_owned(),

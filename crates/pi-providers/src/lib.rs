@@ -15,6 +15,9 @@
 //!   (`default-features = false`) the crate is the registry, the catalog, the SSE decoder, the
 //!   error classification and the faux provider, and brings no network stack: what tests and
 //!   applications with their own provider need.
+//! * `vertex`: application default credentials (OAuth2 access tokens) for the
+//!   `google_vertex` adapter, through the `gcp_auth` crate. Vertex's API-key mode works with
+//!   `http` alone.
 //!
 //! # Example
 //!
@@ -87,6 +90,8 @@ pub mod codex_login;
 pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;
+#[cfg(feature = "http")]
+pub mod google_vertex;
 pub mod identity;
 #[cfg(feature = "http")]
 pub mod mistral;

@@ -205,6 +205,7 @@ impl Provider {
                 crate::openai_codex_responses::API,
                 Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
             )
+            .with_api(crate::google_vertex::API, Arc::new(crate::google_vertex::GoogleVertex::default()))
     }
 
     /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).

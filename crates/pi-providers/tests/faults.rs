@@ -21,6 +21,7 @@ use pi_providers::azure_openai_responses::AzureOpenAIResponses;
 use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::mistral::MistralConversations;
 use pi_providers::openai_codex_responses::OpenAICodexResponses;
+use pi_providers::google_vertex::GoogleVertex;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
@@ -45,7 +46,13 @@ const APIS: &[&str] = &[
     "mistral-conversations",
     "azure-openai-responses",
     "openai-codex-responses",
+    "google-vertex",
 ];
+
+/// Gemini's protocol (Gemini and Vertex AI): CRLF framing, no terminal event, SDK error shapes.
+fn gemini_like(api: &str) -> bool {
+    api == "google-generative-ai" || api == "google-vertex"
+}
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -65,6 +72,9 @@ fn fixture(api: &str) -> Value {
         "openai-codex-responses" => {
             include_str!("../../../tests/fixtures/providers-extra/cases/openai-codex-responses/text_basic.json")
         }
+        "google-vertex" => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/google-vertex/text_basic.json")
+        }
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -78,6 +88,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "mistral-conversations" => Box::new(MistralConversations),
         "azure-openai-responses" => Box::new(AzureOpenAIResponses::default()),
         "openai-codex-responses" => Box::new(OpenAICodexResponses::default()),
+        "google-vertex" => Box::new(GoogleVertex::default()),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -96,7 +107,7 @@ fn body(api: &str) -> String {
 
 /// The events of a healthy body, each with its delimiter.
 fn events(api: &str) -> Vec<String> {
-    let delimiter = if api == "google-generative-ai" { "\r\n\r\n" } else { "\n\n" };
+    let delimiter = if gemini_like(api) { "\r\n\r\n" } else { "\n\n" };
     body(api).split_inclusive(delimiter).map(str::to_owned).collect()
 }
 
@@ -289,7 +300,7 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
         let text = error_text(api, &message);
-        if api == "google-generative-ai" {
+        if gemini_like(api) {
             // @google/genai parses the (cut) body as JSON and reports the parse error.
             assert!(text.contains("JSON"), "{api}: {text}");
         } else if api == "openai-codex-responses" {
@@ -363,7 +374,7 @@ async fn terminal_event_twice() {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &terminal(api)).into_bytes())];
     for (api, message) in each(steps, options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
-        if api != "google-generative-ai" {
+        if !gemini_like(&api) {
             // Gemini's last chunk is no terminal event but text with a finish reason: it counts twice.
             assert_eq!(message.text(), TEXT, "{api}");
         }
@@ -375,7 +386,7 @@ async fn events_after_the_terminal_are_ignored() {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &text_delta(api)).into_bytes())];
     for (api, message) in each(steps, options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
-        if api != "google-generative-ai" {
+        if !gemini_like(&api) {
             // Gemini has no terminal event: a chunk after `finishReason` is still part of the answer.
             assert_eq!(message.text(), TEXT, "{api}");
         }
@@ -402,12 +413,14 @@ async fn terminal_then_open_connection_completes_at_once() {
         assert!(server.released(1).await, "{api}: connection still held");
     }
     // Gemini's protocol ends only at EOF: the idle limit bounds the wait.
-    let api = "google-generative-ai";
-    let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
-    let (_, message) = run(api, &server.url, options()).await;
-    assert!(error_text(api, &message).starts_with("Stream idle timeout"), "{api}");
-    assert_eq!(message.text(), TEXT, "{api}: content kept");
-    assert!(server.released(1).await, "{api}: connection still held");
+    for api in APIS.into_iter().filter(|api| gemini_like(api)) {
+        let server =
+            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
+        let (_, message) = run(api, &server.url, options()).await;
+        assert!(error_text(api, &message).starts_with("Stream idle timeout"), "{api}");
+        assert_eq!(message.text(), TEXT, "{api}: content kept");
+        assert!(server.released(1).await, "{api}: connection still held");
+    }
 }
 
 #[tokio::test]
@@ -422,7 +435,7 @@ async fn absurd_retry_after_with_the_default_cap() {
     };
     for (api, message) in each(steps, || StreamOptions { max_retries: Some(1), ..options() }).await {
         let text = error_text(&api, &message);
-        if api != "google-generative-ai" {
+        if !gemini_like(&api) {
             assert!(text.starts_with("Server requested "), "{api}: {text}");
         }
     }
@@ -523,10 +536,12 @@ async fn huge_usage_numbers_saturate() {
             "mistral-conversations" => body
                 .replace("\"prompt_tokens\":14", "\"prompt_tokens\":1e300")
                 .replace("\"completion_tokens\":9", "\"completion_tokens\":1e300"),
-            _ => body.replace(
-                "\"candidatesTokenCount\": 19",
-                "\"candidatesTokenCount\": 1e300,\"thoughtsTokenCount\": 1e300",
-            ),
+            _ => body
+                .replace(
+                    "\"candidatesTokenCount\": 19",
+                    "\"candidatesTokenCount\": 1e300,\"thoughtsTokenCount\": 1e300",
+                )
+                .replace("\"candidatesTokenCount\":19", "\"candidatesTokenCount\":1e300,\"thoughtsTokenCount\":1e300"),
         };
         assert!(body.contains("1e300"), "{api}");
         vec![Step::Bytes(sse_head()), Step::Bytes(body.into_bytes())]

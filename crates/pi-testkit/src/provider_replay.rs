@@ -160,6 +160,9 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
         "openai-codex-responses" => Arc::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
         "google-generative-ai" => Arc::new(GoogleGenerativeAi::with_ids(Arc::new(CaseIds(AtomicU64::new(0))))),
         "mistral-conversations" => Arc::new(pi_providers::mistral::MistralConversations),
+        "google-vertex" => {
+            Arc::new(pi_providers::google_vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
+        }
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }
