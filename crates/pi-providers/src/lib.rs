@@ -85,6 +85,8 @@ pub mod identity;
 pub mod openai_completions;
 #[cfg(feature = "http")]
 pub mod openai_responses;
+#[cfg(feature = "http")]
+pub mod pi_messages;
 pub mod registry;
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
 #[cfg_attr(not(feature = "http"), allow(dead_code))]

@@ -171,6 +171,7 @@ impl Provider {
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+            .with_api(crate::pi_messages::API, Arc::new(crate::pi_messages::PiMessages))
     }
 
     /// Set the display name.

@@ -1,14 +1,15 @@
 //! Trace comparison with the rules of the oracle's `compare.py`: request lines are reduced to
 //! the compared core subset, values are compared as JSON (numbers by value, missing ≠ null),
 //! and a JavaScript `JSON.parse` error clause in an expected string matches any non-empty
-//! parser message of ours as long as the text around it is equal.
+//! parser message of ours as long as the text around it is equal. Beyond `compare.py`, a
+//! diagnostic's JavaScript stack trace and `details.timestampMs` clock are not compared.
 
 use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
-const CORE_BODY_KEYS: [&str; 13] = [
+const CORE_BODY_KEYS: [&str; 15] = [
     "model",
     "messages",
     "system",
@@ -22,6 +23,8 @@ const CORE_BODY_KEYS: [&str; 13] = [
     "max_completion_tokens",
     "max_output_tokens",
     "generationConfig.maxOutputTokens",
+    "context", // pi-messages
+    "options", // pi-messages
 ];
 
 /// A request line projected onto the compared core subset.
@@ -141,11 +144,36 @@ fn prepare(text: &str) -> Result<Vec<Value>, String> {
                 if line.get("kind").and_then(Value::as_str) == Some("request") {
                     core_request(&line)
                 } else {
+                    let mut line = line;
+                    normalize_diagnostics(&mut line);
                     line
                 }
             })
         })
         .collect()
+}
+
+/// Diagnostics carry values of the runtime that wrote them: a JavaScript stack trace
+/// (`error.stack`) and the clock (`details.timestampMs`, which the oracle's timestamp
+/// normalization does not cover). Both are dropped before comparing, on both sides.
+fn normalize_diagnostics(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(diagnostics)) = map.get_mut("diagnostics") {
+                for diagnostic in diagnostics {
+                    if let Some(Value::Object(error)) = diagnostic.get_mut("error") {
+                        error.remove("stack");
+                    }
+                    if let Some(Value::Object(details)) = diagnostic.get_mut("details") {
+                        details.remove("timestampMs");
+                    }
+                }
+            }
+            map.values_mut().for_each(normalize_diagnostics);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize_diagnostics),
+        _ => {}
+    }
 }
 
 /// Compare two traces as `compare.py` does; `Err` describes the first differing line.
