@@ -35,12 +35,12 @@ use std::sync::Mutex;
 
 use pi_types::{
     AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageDiagnostic,
-    AssistantMessageEventStream, CompactString, DiagnosticCode, DiagnosticErrorInfo, JsonObject, Model, StopReason,
-    StreamFn, StreamOptions, ToolCall, TranscriptContext, Usage, UsageCost,
+    AssistantMessageEventStream, CacheRetention, CompactString, DiagnosticCode, DiagnosticErrorInfo, JsonObject, Model,
+    StopReason, StreamFn, StreamOptions, ThinkingLevel, ToolCall, ToolChoice, TranscriptContext, Usage, UsageCost,
 };
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::{common, jsonx};
@@ -94,29 +94,69 @@ impl Failure {
     }
 }
 
+/// The `options` of a request: what a backend may use, each member only when set (the
+/// reference's order). The API key, hooks, timeouts and headers are never sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PiMessagesOptions {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Output token limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Requested thinking level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ThinkingLevel>,
+    /// Prompt-cache retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_retention: Option<CacheRetention>,
+    /// Session id for caching and routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Tool selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+impl PiMessagesOptions {
+    /// The members of `options` that are sent; `cacheRetention` falls back to `"long"` when
+    /// `PI_CACHE_RETENTION=long` (the reference's legacy opt-in).
+    pub fn from_stream_options(options: &StreamOptions) -> Self {
+        let legacy_long =
+            || (options.env_var("PI_CACHE_RETENTION").as_deref() == Some("long")).then_some(CacheRetention::Long);
+        Self {
+            temperature: options.temperature,
+            max_tokens: options.max_tokens,
+            reasoning: options.reasoning,
+            cache_retention: options.cache_retention.or_else(legacy_long),
+            session_id: options.session_id.clone(),
+            tool_choice: options.tool_choice,
+        }
+    }
+
+    /// Stream options carrying these members (everything else default).
+    pub fn to_stream_options(&self) -> StreamOptions {
+        StreamOptions {
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            reasoning: self.reasoning,
+            cache_retention: self.cache_retention,
+            session_id: self.session_id.clone(),
+            tool_choice: self.tool_choice,
+            ..StreamOptions::default()
+        }
+    }
+}
+
 /// The request body `{model, context, options}` the adapter sends (before `on_payload`).
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
-    let mut wire = Map::new();
-    let mut put = |key: &str, value: Option<Value>| {
-        if let Some(value) = value {
-            wire.insert(key.to_owned(), value);
-        }
-    };
-    put("temperature", options.temperature.and_then(|t| serde_json::to_value(t).ok()));
-    put("maxTokens", options.max_tokens.map(Value::from));
-    put("reasoning", options.reasoning.and_then(|r| serde_json::to_value(r).ok()));
-    let cache_retention = options
-        .cache_retention
-        .and_then(|c| serde_json::to_value(c).ok())
-        .or_else(|| (options.env_var("PI_CACHE_RETENTION").as_deref() == Some("long")).then(|| Value::from("long")));
-    put("cacheRetention", cache_retention);
-    put("sessionId", options.session_id.clone().map(Value::from));
-    put("toolChoice", options.tool_choice.and_then(|c| serde_json::to_value(c).ok()));
+    let options = serde_json::to_value(PiMessagesOptions::from_stream_options(options)).unwrap_or_default();
     let messages = serde_json::to_value(context.messages()).unwrap_or(Value::Array(Vec::new()));
     serde_json::json!({
         "model": model.id.as_str(),
         "context": {"messages": messages},
-        "options": wire,
+        "options": options,
     })
 }
 
