@@ -568,7 +568,7 @@ impl PiMessagesEvent {
                     redacted: block.and_then(|b| b.redacted),
                 }
             }
-            E::ToolcallStart { content_index, partial } => {
+            E::ToolcallStart { content_index, partial, .. } => {
                 let (id, tool_name) = match partial.content.get(*content_index) {
                     Some(AssistantContent::ToolCall(call)) => (call.id.clone(), call.name.clone()),
                     _ => Default::default(),
@@ -700,7 +700,7 @@ async fn apply(out: &mut AssistantMessageBuilder, event: Value) -> Result<Option
             out.end_thinking(content_index).await.map_err(wrong)?;
         }
         PiMessagesEvent::ToolcallStart { id, tool_name, .. } => {
-            out.start_tool_call(id, tool_name).await;
+            out.start_announced_tool_call(id, tool_name).await;
         }
         PiMessagesEvent::ToolcallDelta { content_index, delta } => {
             out.tool_call_delta(content_index, delta).await.map_err(wrong)?;
@@ -857,6 +857,19 @@ mod tests {
         );
         let event = serde_json::json!({"type": "text_start", "contentIndex": "__proto__"});
         assert!(check_index(&event, "text_start", 0).unwrap_err().contains("\"__proto__\""));
+    }
+
+    #[test]
+    fn announced_tool_call_starts_round_trip() {
+        let partial = serde_json::json!({"role": "assistant", "content": [], "api": API, "provider": "p", "model": "m",
+            "usage": Usage::default(), "stopReason": "pending", "timestamp": 0});
+        for event in [
+            serde_json::json!({"type": "toolcall_start", "contentIndex": 0, "id": "c1", "toolName": "f", "partial": partial}),
+            serde_json::json!({"type": "toolcall_start", "contentIndex": 0, "partial": partial}),
+        ] {
+            let parsed: pi_types::AssistantMessageEvent = serde_json::from_value(event.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&parsed).unwrap(), event);
+        }
     }
 
     #[test]

@@ -19,11 +19,18 @@ fn options(token: &str) -> StreamOptions {
     StreamOptions { api_key: Some(token.into()), ..Default::default() }
 }
 
-/// Events without the API id (the two clients name their own protocol).
+/// Events without the API id (the two clients name their own protocol) and without the id and
+/// tool name a pi-messages `toolcall_start` repeats (the proxy protocol's event does not).
 fn without_api(events: Vec<Value>) -> Vec<Value> {
     events
         .into_iter()
         .map(|mut event| {
+            if event["type"] == "toolcall_start" {
+                if let Some(map) = event.as_object_mut() {
+                    map.remove("id");
+                    map.remove("toolName");
+                }
+            }
             for key in ["partial", "message", "error"] {
                 if let Some(Value::Object(message)) = event.get_mut(key) {
                     message.remove("api");
