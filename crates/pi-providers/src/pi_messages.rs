@@ -168,14 +168,12 @@ pub fn messages_url(model: &Model) -> String {
 async fn run(
     model: &Model,
     context: &TranscriptContext,
-    mut options: StreamOptions,
+    options: StreamOptions,
     out: &mut AssistantMessageBuilder,
 ) -> Result<StopReason, Failure> {
     let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
         return Err(Failure::error(format!("No API key provided for provider \"{}\"", model.provider)));
     };
-    // The reference makes one attempt: a gateway retries upstream itself.
-    options.max_retries = Some(0);
     let body = build_request_body(model, context, &options);
     let body = common::apply_on_payload(&options, model, body).await;
     let base = vec![

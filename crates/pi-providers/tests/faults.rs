@@ -20,6 +20,7 @@ use pi_providers::anthropic::AnthropicMessages;
 use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
+use pi_providers::pi_messages::PiMessages;
 use pi_types::transcript::normalize_context;
 use pi_types::CancellationToken;
 use pi_types::{
@@ -34,7 +35,8 @@ const LIMIT_MS: u64 = 400;
 const SECRET: &str = "sk-fault-suite-secret";
 const TEXT: &str = "Server-sent events let a server push a stream of text events over one HTTP response.";
 
-const APIS: [&str; 4] = ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai"];
+const APIS: [&str; 5] =
+    ["openai-completions", "anthropic-messages", "openai-responses", "google-generative-ai", "pi-messages"];
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -45,6 +47,7 @@ fn fixture(api: &str) -> Value {
             include_str!("../../../tests/fixtures/providers/cases/anthropic-messages/text_basic.json")
         }
         "openai-responses" => include_str!("../../../tests/fixtures/providers/cases/openai-responses/text_basic.json"),
+        "pi-messages" => include_str!("../../../tests/fixtures/providers-extra/cases/pi-messages/text_basic.json"),
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -55,6 +58,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "openai-completions" => Box::new(OpenAICompletions),
         "anthropic-messages" => Box::new(AnthropicMessages),
         "openai-responses" => Box::new(OpenAIResponses),
+        "pi-messages" => Box::new(PiMessages),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -88,6 +92,7 @@ fn text_delta(api: &str) -> String {
         "openai-completions" => "\"content\":",
         "anthropic-messages" => "text_delta",
         "openai-responses" => "response.output_text.delta",
+        "pi-messages" => "\"text_delta\"",
         _ => "\"text\"",
     };
     events(api).into_iter().find(|e| e.contains(marker)).unwrap()
@@ -329,7 +334,7 @@ async fn events_after_the_terminal_are_ignored() {
 #[tokio::test]
 async fn terminal_then_open_connection_completes_at_once() {
     // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
-    for api in ["openai-completions", "anthropic-messages", "openai-responses"] {
+    for api in ["openai-completions", "anthropic-messages", "openai-responses", "pi-messages"] {
         let server =
             Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
@@ -457,6 +462,7 @@ async fn huge_usage_numbers_saturate() {
             "openai-responses" => body
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
+            "pi-messages" => body.replace("\"input\":12,\"output\":7,", "\"input\":1e300,\"output\":1e300,"),
             _ => body.replace(
                 "\"candidatesTokenCount\": 19",
                 "\"candidatesTokenCount\": 1e300,\"thoughtsTokenCount\": 1e300",
