@@ -476,7 +476,7 @@ pub enum PiMessagesEvent {
         /// `stop`, `length` or `toolUse`.
         reason: StopReason,
         /// Final usage, cost included (the backend's numbers).
-        #[serde(deserialize_with = "lenient_usage")]
+        #[serde(default, deserialize_with = "lenient_usage")]
         usage: Usage,
         /// Provider response id.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -496,7 +496,7 @@ pub enum PiMessagesEvent {
         /// `error` or `aborted`.
         reason: StopReason,
         /// Usage so far.
-        #[serde(deserialize_with = "lenient_usage")]
+        #[serde(default, deserialize_with = "lenient_usage")]
         usage: Usage,
         /// What went wrong.
         #[serde(default, skip_serializing_if = "Option::is_none")]
