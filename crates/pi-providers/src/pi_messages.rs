@@ -62,20 +62,60 @@ impl StreamFn for PiMessages {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = common::builder(tx, &model, &model.api);
+            let redact = Redact(options.api_key.clone().filter(|key| key.len() >= MIN_REDACTED_KEY_BYTES));
             match run(&model, &context, options, &mut out).await {
-                Ok(reason) => out.done(reason).await,
+                Ok(reason) => {
+                    // A backend's error text may quote the request, key included.
+                    let mut message = out.metadata_mut();
+                    if let Some(text) = message.error_message.take() {
+                        message.error_message = Some(redact.text(text.into()).into_boxed_str());
+                    }
+                    drop(message);
+                    out.done(reason).await;
+                }
                 Err(Failure::Aborted(message)) => out.aborted(http::bound_error_message(message)).await,
                 Err(Failure::Error { message, diagnostic }) => {
                     // The reference reports a failed request or a broken stream with a new
                     // message: no content, zero usage, only the error (and its diagnostic).
                     let mut fresh = common::builder(out.into_sender(), &model, &model.api);
                     if let Some(diagnostic) = diagnostic {
-                        fresh.metadata_mut().diagnostics = Some(vec![diagnostic]);
+                        fresh.metadata_mut().diagnostics = Some(vec![redact.diagnostic(diagnostic)]);
                     }
-                    fresh.error(http::bound_error_message(message)).await;
+                    fresh.error(http::bound_error_message(redact.text(message))).await;
                 }
             }
         })
+    }
+}
+
+/// Keys shorter than this are not searched for in error texts (a short test key would
+/// replace ordinary words).
+const MIN_REDACTED_KEY_BYTES: usize = 8;
+
+/// Replaces the API key, should a backend echo it in an error, with `<redacted>`.
+struct Redact(Option<String>);
+
+impl Redact {
+    fn text(&self, text: String) -> String {
+        match &self.0 {
+            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "<redacted>"),
+            _ => text,
+        }
+    }
+
+    fn diagnostic(&self, mut diagnostic: AssistantMessageDiagnostic) -> AssistantMessageDiagnostic {
+        if let Some(error) = diagnostic.error.as_mut() {
+            error.message = self.text(std::mem::take(&mut error.message));
+        }
+        if let (Some(key), Some(details)) = (&self.0, diagnostic.details.as_mut()) {
+            let text = jsonx::stringify(&Value::Object(details.clone()));
+            if text.contains(key.as_str()) {
+                if let Ok(Value::Object(clean)) = jsonx::parse(&text.replace(key.as_str(), "<redacted>")) {
+                    *details = clean;
+                }
+            }
+        }
+        diagnostic
     }
 }
 

@@ -90,3 +90,22 @@ async fn no_key_fails_before_any_request() {
     assert_eq!(message.stop_reason, StopReason::Error);
     assert_eq!(server.heads.lock().unwrap().len(), 0);
 }
+
+#[tokio::test]
+async fn a_key_echoed_by_the_backend_is_redacted() {
+    let body = format!(r#"{{"error":{{"message":"key {SECRET} is revoked","code":"revoked"}}}}"#);
+    let server = Server::start(vec![Step::Bytes(with_length(403, "application/json", "", body.as_bytes()))]).await;
+    let options = StreamOptions { api_key: Some(SECRET.into()), ..Default::default() };
+    let message = PiMessages.stream(&model(&server.url), context(), options).result().await.unwrap();
+    assert_eq!(message.error_message.as_deref(), Some("403 Forbidden: key <redacted> is revoked (revoked)"));
+    assert!(!serde_json::to_string(&message).unwrap().contains(SECRET));
+
+    let stream = frames(&[
+        r#"{"type":"start"}"#,
+        &format!(r#"{{"type":"error","reason":"error","errorMessage":"upstream refused {SECRET}","usage":{{}}}}"#),
+    ]);
+    let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(stream)]).await;
+    let options = StreamOptions { api_key: Some(SECRET.into()), ..Default::default() };
+    let message = PiMessages.stream(&model(&server.url), context(), options).result().await.unwrap();
+    assert_eq!(message.error_message.as_deref(), Some("upstream refused <redacted>"));
+}
