@@ -29,7 +29,8 @@
 //! keeps the content streamed so far; events have pi-rs's fixed shape (members the backend adds
 //! to an event, such as `contentSignature`, are put on the block, not echoed on the event);
 //! unknown event types are skipped; a block event must name an open block of its kind and a
-//! `*_start` must name the next index (the reference would overwrite or corrupt a block).
+//! `*_start` must name the next index (the reference would overwrite or corrupt a block); an
+//! API key a backend quotes in an error is replaced by `<redacted>`.
 
 use std::sync::Mutex;
 
@@ -66,11 +67,12 @@ impl StreamFn for PiMessages {
             match run(&model, &context, options, &mut out).await {
                 Ok(reason) => {
                     // A backend's error text may quote the request, key included.
-                    let mut message = out.metadata_mut();
-                    if let Some(text) = message.error_message.take() {
-                        message.error_message = Some(redact.text(text.into()).into_boxed_str());
+                    if redact.0.is_some() && out.message().error_message.is_some() {
+                        let mut message = out.metadata_mut();
+                        if let Some(text) = message.error_message.take() {
+                            message.error_message = Some(redact.text(text.into()).into_boxed_str());
+                        }
                     }
-                    drop(message);
                     out.done(reason).await;
                 }
                 Err(Failure::Aborted(message)) => out.aborted(http::bound_error_message(message)).await,
