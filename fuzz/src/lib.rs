@@ -92,6 +92,7 @@ fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
         "azure-openai-responses" => Box::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
         "openai-codex-responses" => Box::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
         "google-vertex" => Box::new(pi_providers::google_vertex::GoogleVertex::default()),
+        "pi-messages" => Box::new(pi_providers::pi_messages::PiMessages),
         _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
     }
 }
@@ -114,7 +115,7 @@ pub fn adapter(api: &str, data: &[u8]) {
     model.context_window = 100_000;
     let context = normalize_context(Context {
         system_prompt: None,
-        messages: vec![Message::User(UserMessage::text("Hi").into())],
+        messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: None,
     });
     // Codex reads its account id from the key, an (unsigned) JWT.

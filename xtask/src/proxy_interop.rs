@@ -7,8 +7,14 @@
 //! messages (clock readings aside). The reference's `partial` is one live object that a
 //! consumer only sees after the client has read ahead (its docs: "not an event-time
 //! snapshot"), so the partials of non-terminal events are not compared here; the round-trip
-//! tests of pi-proxy compare ours event for event. Prints one line ending in `ok`, or the
-//! first difference.
+//! tests of pi-proxy compare ours event for event.
+//!
+//! The same server also answers pi-ai's `pi-messages` API (`POST /v1/messages`): the cases run
+//! a second time through pi-ai's own `pi-messages` client under Node and through our
+//! `pi_providers::pi_messages::PiMessages`, compared the same way (a JavaScript stack trace and
+//! clock in an error diagnostic aside; after a client-side abort the reference drops the
+//! content streamed so far and pi-rs keeps it, so there only the ending is compared).
+//! Prints one line ending in `ok`, or the first difference.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -20,6 +26,7 @@ use pi_providers::faux::{
     faux_assistant_message, faux_text, faux_thinking, faux_tool_call, FauxProvider, FauxRequest, FauxResponse,
     FauxResponseFn,
 };
+use pi_providers::pi_messages::PiMessages;
 use pi_proxy::server::Limits;
 use pi_proxy::ProxyStreamFn;
 use pi_types::CancellationToken;
@@ -31,6 +38,7 @@ use crate::proxy_common::{first_difference, normalize, start, TOKEN};
 const PACKAGES: [&str; 2] = ["@earendil-works/pi-agent-core@1.6.0", "@earendil-works/pi-ai@1.6.0"];
 
 const SCRIPT: &str = r#"import { streamProxy } from "@earendil-works/pi-agent-core";
+import { piMessagesApi } from "@earendil-works/pi-ai/api/pi-messages.lazy";
 let text = "";
 for await (const chunk of process.stdin) text += chunk;
 const input = JSON.parse(text);
@@ -44,6 +52,18 @@ for (const c of input.cases) {
     if (c.abortAfter && events.length === c.abortAfter) controller.abort();
   }
   out[c.name] = events;
+}
+const piMessages = piMessagesApi();
+out.piMessages = {};
+for (const c of input.piMessagesCases) {
+  const controller = new AbortController();
+  const events = [];
+  const options = { apiKey: c.token, signal: controller.signal };
+  for await (const event of piMessages.streamSimple(c.model, c.context, options)) {
+    events.push(JSON.parse(JSON.stringify(event)));
+    if (c.abortAfter && events.length === c.abortAfter) controller.abort();
+  }
+  out.piMessages[c.name] = events;
 }
 process.stdout.write(JSON.stringify(out));
 "#;
@@ -192,11 +212,24 @@ fn run_reference(dir: &Path, input: &Value) -> Result<Value, String> {
     serde_json::from_slice(&output.stdout).map_err(|e| format!("node output: {e}"))
 }
 
-/// Run our client over one case.
-async fn run_ours(url: &str, case: &Case, model: &Model) -> Result<Vec<Value>, String> {
-    let client = ProxyStreamFn::new(url, case.token);
+/// The model as a pi-messages client names it: the server's `/v1` base, the model as
+/// `provider/id` (both faux providers serve the same ids).
+fn pi_messages_model(model: &Model, url: &str) -> Model {
+    Model {
+        id: format!("{}/{}", model.provider, model.id).into(),
+        api: pi_providers::pi_messages::API.into(),
+        base_url: format!("{url}/v1"),
+        ..model.clone()
+    }
+}
+
+/// Run our client (the proxy client, or with `pi_messages` the pi-messages adapter) over one case.
+async fn run_ours(url: &str, case: &Case, model: &Model, pi_messages: bool) -> Result<Vec<Value>, String> {
+    let client: Box<dyn StreamFn> =
+        if pi_messages { Box::new(PiMessages) } else { Box::new(ProxyStreamFn::new(url, case.token)) };
     let cancel = CancellationToken::new();
-    let options = StreamOptions { cancel: Some(cancel.clone()), ..Default::default() };
+    let api_key = pi_messages.then(|| case.token.to_owned());
+    let options = StreamOptions { cancel: Some(cancel.clone()), api_key, ..Default::default() };
     let messages = vec![serde_json::from_value::<Message>(context(case.name)["messages"][0].clone())
         .map_err(|e| format!("context: {e}"))?];
     let mut stream = client.stream(model, TranscriptContext::from_messages(messages), options);
@@ -227,13 +260,20 @@ async fn compare(dir: PathBuf) -> Result<String, String> {
             "token": c.token,
             "abortAfter": c.abort_after,
         })).collect::<Vec<_>>(),
+        "piMessagesCases": cases.iter().map(|c| json!({
+            "name": c.name,
+            "model": pi_messages_model(&model_for(c, &fast_model, &slow_model), &server.url),
+            "context": context(c.name),
+            "token": c.token,
+            "abortAfter": c.abort_after,
+        })).collect::<Vec<_>>(),
     });
     let reference = tokio::task::spawn_blocking(move || run_reference(&dir, &input))
         .await
         .map_err(|e| format!("node task: {e}"))??;
     let mut total = 0;
     for case in &cases {
-        let ours = run_ours(&server.url, case, &model_for(case, &fast_model, &slow_model)).await?;
+        let ours = run_ours(&server.url, case, &model_for(case, &fast_model, &slow_model), false).await?;
         let theirs = reference[case.name].as_array().cloned().unwrap_or_default();
         total += ours.len();
         let ours = normalize(Value::Array(ours.into_iter().map(without_partial).collect()));
@@ -242,7 +282,58 @@ async fn compare(dir: PathBuf) -> Result<String, String> {
             return Err(format!("case `{}`: ours vs reference at {difference}", case.name));
         }
     }
-    Ok(format!("proxy-interop: {} cases, {total} events equal to the reference streamProxy: ok", cases.len()))
+    let mut pi_total = 0;
+    for case in &cases {
+        let model = pi_messages_model(&model_for(case, &fast_model, &slow_model), &server.url);
+        let ours = run_ours(&server.url, case, &model, true).await?;
+        let theirs = reference["piMessages"][case.name].as_array().cloned().unwrap_or_default();
+        pi_total += ours.len();
+        let (ours, theirs) = match case.abort_after {
+            // The reference drops the content on an abort; compare the ending only.
+            Some(_) => (ending(&ours), ending(&theirs)),
+            None => (
+                normalize(Value::Array(ours.into_iter().map(without_partial).map(without_runtime).collect())),
+                normalize(Value::Array(theirs.into_iter().map(without_partial).map(without_runtime).collect())),
+            ),
+        };
+        if let Some(difference) = first_difference("", &ours, &theirs) {
+            return Err(format!("pi-messages case `{}`: ours vs reference at {difference}", case.name));
+        }
+    }
+    if pi_total < 3 * cases.len() {
+        return Err(format!("pi-messages: only {pi_total} events in {} cases: requests refused?", cases.len()));
+    }
+    Ok(format!(
+        "proxy-interop: {} cases, {total} events equal to the reference streamProxy; {} cases, {pi_total} events \
+         equal to the reference pi-messages client: ok",
+        cases.len(),
+        cases.len()
+    ))
+}
+
+/// An error diagnostic without what only the runtime that wrote it has: a JavaScript stack
+/// trace and a clock reading.
+fn without_runtime(mut event: Value) -> Value {
+    for key in ["message", "error"] {
+        if let Some(Value::Array(diagnostics)) = event.get_mut(key).and_then(|m| m.get_mut("diagnostics")) {
+            for diagnostic in diagnostics {
+                if let Some(Value::Object(error)) = diagnostic.get_mut("error") {
+                    error.remove("stack");
+                }
+                if let Some(Value::Object(details)) = diagnostic.get_mut("details") {
+                    details.remove("timestampMs");
+                }
+            }
+        }
+    }
+    event
+}
+
+/// The last event's type, stop reason and error text.
+fn ending(events: &[Value]) -> Value {
+    let last = events.last().cloned().unwrap_or(Value::Null);
+    let message = if last["type"] == "done" { &last["message"] } else { &last["error"] };
+    json!({"type": last["type"], "stopReason": message["stopReason"], "errorMessage": message["errorMessage"]})
 }
 
 /// The command: install, run, compare, print one line.

@@ -102,6 +102,8 @@ pub mod openai_completions;
 #[cfg(feature = "http")]
 pub mod openai_responses;
 pub mod opencode;
+#[cfg(feature = "http")]
+pub mod pi_messages;
 pub mod registry;
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
 #[cfg_attr(not(feature = "http"), allow(dead_code))]

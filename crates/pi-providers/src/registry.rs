@@ -206,6 +206,7 @@ impl Provider {
                 Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
             )
             .with_api(crate::google_vertex::API, Arc::new(crate::google_vertex::GoogleVertex::default()))
+            .with_api(crate::pi_messages::API, Arc::new(crate::pi_messages::PiMessages))
     }
 
     /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).

@@ -24,6 +24,7 @@ use pi_providers::openai_codex_responses::OpenAICodexResponses;
 use pi_providers::google_vertex::GoogleVertex;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
+use pi_providers::pi_messages::PiMessages;
 use pi_types::transcript::normalize_context;
 use pi_types::CancellationToken;
 use pi_types::{
@@ -47,6 +48,7 @@ const APIS: &[&str] = &[
     "azure-openai-responses",
     "openai-codex-responses",
     "google-vertex",
+    "pi-messages",
 ];
 
 /// Gemini's protocol (Gemini and Vertex AI): CRLF framing, no terminal event, SDK error shapes.
@@ -75,6 +77,7 @@ fn fixture(api: &str) -> Value {
         "google-vertex" => {
             include_str!("../../../tests/fixtures/providers-extra/cases/google-vertex/text_basic.json")
         }
+        "pi-messages" => include_str!("../../../tests/fixtures/providers-extra/cases/pi-messages/text_basic.json"),
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -89,6 +92,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "azure-openai-responses" => Box::new(AzureOpenAIResponses::default()),
         "openai-codex-responses" => Box::new(OpenAICodexResponses::default()),
         "google-vertex" => Box::new(GoogleVertex::default()),
+        "pi-messages" => Box::new(PiMessages),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -122,6 +126,7 @@ fn text_delta(api: &str) -> String {
         "openai-completions" | "mistral-conversations" => "\"content\":",
         "anthropic-messages" => "text_delta",
         "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => "response.output_text.delta",
+        "pi-messages" => "\"text_delta\"",
         _ => "\"text\"",
     };
     events(api).into_iter().find(|e| e.contains(marker)).unwrap()
@@ -403,6 +408,7 @@ async fn terminal_then_open_connection_completes_at_once() {
         "mistral-conversations",
         "azure-openai-responses",
         "openai-codex-responses",
+        "pi-messages",
     ] {
         let server =
             Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
@@ -533,6 +539,7 @@ async fn huge_usage_numbers_saturate() {
             "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => body
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
+            "pi-messages" => body.replace("\"input\":12,\"output\":7,", "\"input\":1e300,\"output\":1e300,"),
             "mistral-conversations" => body
                 .replace("\"prompt_tokens\":14", "\"prompt_tokens\":1e300")
                 .replace("\"completion_tokens\":9", "\"completion_tokens\":1e300"),

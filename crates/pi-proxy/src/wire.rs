@@ -142,7 +142,7 @@ impl ProxyEvent {
                     _ => None,
                 },
             },
-            E::ToolcallStart { content_index, partial } => {
+            E::ToolcallStart { content_index, partial, .. } => {
                 let (id, tool_name) = match block(partial, *content_index) {
                     Some(AssistantContent::ToolCall(call)) => (call.id, call.name),
                     _ => Default::default(),

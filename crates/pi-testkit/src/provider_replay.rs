@@ -163,6 +163,7 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
         "google-vertex" => {
             Arc::new(pi_providers::google_vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
         }
+        "pi-messages" => Arc::new(pi_providers::pi_messages::PiMessages),
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }

@@ -4,13 +4,15 @@
 //! parser message of ours as long as the text around it is equal. A tool call's clock-based id
 //! (`<prefix>_<13 digits>_<n>`, in any object whose `type` is `toolCall`) is compared as
 //! `<prefix>_0_<n>` on both sides.
+//! Beyond `compare.py`, a diagnostic's JavaScript stack trace and `details.timestampMs` clock are
+//! not compared.
 
 use std::sync::OnceLock;
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
-const CORE_BODY_KEYS: [&str; 13] = [
+const CORE_BODY_KEYS: [&str; 15] = [
     "model",
     "messages",
     "system",
@@ -24,6 +26,8 @@ const CORE_BODY_KEYS: [&str; 13] = [
     "max_completion_tokens",
     "max_output_tokens",
     "generationConfig.maxOutputTokens",
+    "context", // pi-messages
+    "options", // pi-messages
 ];
 
 /// A request line projected onto the compared core subset.
@@ -170,11 +174,36 @@ fn prepare(text: &str) -> Result<Vec<Value>, String> {
                 if line.get("kind").and_then(Value::as_str) == Some("request") {
                     core_request(&line)
                 } else {
-                    normalize_clock_ids(&line)
+                    let mut line = normalize_clock_ids(&line);
+                    normalize_diagnostics(&mut line);
+                    line
                 }
             })
         })
         .collect()
+}
+
+/// Diagnostics carry values of the runtime that wrote them: a JavaScript stack trace
+/// (`error.stack`) and the clock (`details.timestampMs`, which the oracle's timestamp
+/// normalization does not cover). Both are dropped before comparing, on both sides.
+fn normalize_diagnostics(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Array(diagnostics)) = map.get_mut("diagnostics") {
+                for diagnostic in diagnostics {
+                    if let Some(Value::Object(error)) = diagnostic.get_mut("error") {
+                        error.remove("stack");
+                    }
+                    if let Some(Value::Object(details)) = diagnostic.get_mut("details") {
+                        details.remove("timestampMs");
+                    }
+                }
+            }
+            map.values_mut().for_each(normalize_diagnostics);
+        }
+        Value::Array(items) => items.iter_mut().for_each(normalize_diagnostics),
+        _ => {}
+    }
 }
 
 /// Compare two traces as `compare.py` does; `Err` describes the first differing line.

@@ -82,7 +82,7 @@ use compact_str::CompactString;
 
 use crate::content::{AssistantContent, JsonObject, TextContent, ThinkingContent, ToolCall};
 use crate::error::TypesError;
-use crate::event::AssistantMessageEvent;
+use crate::event::{AssistantMessageEvent, ToolCallAnnouncement};
 use crate::json::{parse_tool_call_arguments, StreamingJsonParser};
 use crate::message::{AssistantMessage, StopReason};
 use crate::model::Model;
@@ -312,7 +312,7 @@ impl AssistantMessageBuilder {
         let event = match kind {
             TEXT => AssistantMessageEvent::TextStart { content_index: index, partial },
             THINKING => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
-            _ => AssistantMessageEvent::ToolcallStart { content_index: index, partial },
+            _ => AssistantMessageEvent::ToolcallStart { content_index: index, announced: None, partial },
         };
         Sent::after(self.send(event), index)
     }
@@ -345,7 +345,33 @@ impl AssistantMessageBuilder {
         }
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
-        let event = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) };
+        let event = AssistantMessageEvent::ToolcallStart {
+            content_index: index,
+            announced: None,
+            partial: Arc::clone(&self.message),
+        };
+        Sent::after(self.send(event), index)
+    }
+
+    /// Starts a tool call whose `toolcall_start` event repeats its id and tool name (a proxy
+    /// protocol that passes its wire events through, pi-messages); otherwise as
+    /// [`start_tool_call`](Self::start_tool_call).
+    pub fn start_announced_tool_call(
+        &mut self,
+        id: impl Into<CompactString>,
+        name: impl Into<CompactString>,
+    ) -> Sent<'_, usize> {
+        let (id, name) = (id.into(), name.into());
+        let announced = Box::new(ToolCallAnnouncement { id: id.clone(), tool_name: name.clone() });
+        let index = self.message.content.len();
+        let call = ToolCall { id, name, ..Default::default() };
+        Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
+        self.blocks.push(BlockState::OpenToolCall(Box::default()));
+        let event = AssistantMessageEvent::ToolcallStart {
+            content_index: index,
+            announced: Some(announced),
+            partial: Arc::clone(&self.message),
+        };
         Sent::after(self.send(event), index)
     }
 
@@ -360,7 +386,11 @@ impl AssistantMessageBuilder {
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::Ended);
         // The three events show the same message: made here, so the future holds no call.
-        let start = AssistantMessageEvent::ToolcallStart { content_index: index, partial: Arc::clone(&self.message) };
+        let start = AssistantMessageEvent::ToolcallStart {
+            content_index: index,
+            announced: None,
+            partial: Arc::clone(&self.message),
+        };
         let partial = Arc::clone(&self.message);
         let delta = AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial };
         let end = self.end_event(index);

@@ -87,6 +87,11 @@ pub enum AssistantMessageEvent {
     ToolcallStart {
         /// Index of the block.
         content_index: usize,
+        /// The call's id and tool name, repeated on the event by a protocol whose start event
+        /// carries them (pi-messages: the reference passes its wire event through); `None`
+        /// for every other source. Boxed: the variant stays no larger than the others.
+        #[serde(default, flatten, skip_serializing_if = "Option::is_none")]
+        announced: Option<Box<ToolCallAnnouncement>>,
         /// The message so far.
         partial: Arc<AssistantMessage>,
     },
@@ -123,6 +128,17 @@ pub enum AssistantMessageEvent {
         /// The final message, with `error_message`.
         error: Arc<AssistantMessage>,
     },
+}
+
+/// The id and tool name a `toolcall_start` event repeats (see
+/// [`AssistantMessageEvent::ToolcallStart`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallAnnouncement {
+    /// Call id.
+    pub id: CompactString,
+    /// Tool name.
+    pub tool_name: CompactString,
 }
 
 impl AssistantMessageEvent {

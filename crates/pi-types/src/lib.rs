@@ -44,7 +44,7 @@ pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
 };
 pub use error::{catch_call, catch_failure, catch_panic, BoxError, TypesError};
-pub use event::{AgentEvent, AssistantMessageEvent};
+pub use event::{AgentEvent, AssistantMessageEvent, ToolCallAnnouncement};
 pub use message::{
     AssistantMessage, AssistantMessageDiagnostic, DeferredHandle, DiagnosticCode, DiagnosticErrorInfo, Message,
     NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemBlock, SystemContent, SystemMessage,

@@ -14,13 +14,14 @@ use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
 use http_body_util::BodyExt;
-use pi_types::{AssistantMessageEventStream, StopReason, Usage};
+use pi_providers::pi_messages::PiMessagesEvent;
+use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
-use super::validate::{check, Refusal};
+use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
 use crate::wire::ProxyEvent;
 
@@ -40,6 +41,9 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let state = Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain });
     Router::new()
         .route("/api/stream", post(stream))
+        // pi-ai's `pi-messages` API: `<baseUrl>/messages`, with or without a `/v1` base.
+        .route("/messages", post(messages))
+        .route("/v1/messages", post(messages))
         .route("/healthz", get(healthz))
         .with_state(state)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
@@ -96,7 +100,9 @@ fn json_refusal(response: Response) -> Response {
     let message = match status {
         StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
         StatusCode::REQUEST_TIMEOUT => "Request body not received in time",
-        StatusCode::NOT_FOUND => "Not found: the proxy serves POST /api/stream and GET /healthz",
+        StatusCode::NOT_FOUND => {
+            "Not found: the proxy serves POST /api/stream, POST /messages (also /v1/messages) and GET /healthz"
+        }
         StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
         other => other.canonical_reason().unwrap_or("Request refused"),
     };
@@ -195,12 +201,30 @@ impl Drop for RequestLog {
     }
 }
 
+/// The two protocols the server speaks: the same checks and upstream, different wire shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wire {
+    /// `POST /api/stream` (pi-agent-core's proxy): [`ProxyEvent`]s, refusals `{"error": "…"}`.
+    Proxy,
+    /// `POST /messages` (pi-ai's `pi-messages` API): [`PiMessagesEvent`]s, refusals
+    /// `{"error": {"message": "…"}}`, which the pi-messages client quotes.
+    PiMessages,
+}
+
 async fn stream(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    answer(&state, request, Wire::Proxy).await
+}
+
+async fn messages(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    answer(&state, request, Wire::PiMessages).await
+}
+
+async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response {
     let log = RequestLog::new();
-    match accept(&state, request, &log).await {
+    match accept(state, request, &log, wire).await {
         Ok(accepted) => {
             log.span.record("status", 200u16);
-            let body = EventBody::new(&state, accepted, log);
+            let body = EventBody::new(state, accepted, log, wire);
             let mut response = Response::new(Body::from_stream(body.into_stream()));
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -210,7 +234,10 @@ async fn stream(State(state): State<Arc<AppState>>, request: Request) -> Respons
         }
         Err(refusal) => {
             log.span.record("status", refusal.status.as_u16());
-            let mut response = refusal_response(&refusal);
+            let mut response = match wire {
+                Wire::Proxy => refusal_response(&refusal),
+                Wire::PiMessages => json(refusal.status, serde_json::json!({"error": {"message": refusal.message}})),
+            };
             if refusal.status == StatusCode::SERVICE_UNAVAILABLE {
                 let retry = HeaderValue::from(state.config.limits.retry_after_secs);
                 response.headers_mut().insert(header::RETRY_AFTER, retry);
@@ -225,6 +252,7 @@ async fn accept(
     state: &AppState,
     request: Request,
     log: &RequestLog,
+    wire: Wire,
 ) -> Result<(AssistantMessageEventStream, Slots, pi_types::CancellationToken), Refusal> {
     let (parts, body) = request.into_parts();
     let token_id = authenticate(state, &parts.headers)?;
@@ -235,7 +263,10 @@ async fn accept(
     }
     let slots = take_slots(state, token_id)?;
     let bytes = read_body(body).await?;
-    let checked = check(&state.config, &bytes)?;
+    let checked = match wire {
+        Wire::Proxy => check(&state.config, &bytes)?,
+        Wire::PiMessages => check_pi_messages(&state.config, &bytes)?,
+    };
     drop(bytes);
     log.span.record("provider", checked.model.provider.as_str());
     log.span.record("model", checked.model.id.as_str());
@@ -277,6 +308,7 @@ struct EventBody {
     upstream_timeout: Duration,
     keepalive: Duration,
     finished: bool,
+    wire: Wire,
 }
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
@@ -286,6 +318,7 @@ impl EventBody {
         state: &AppState,
         (upstream, slots, cancel): (AssistantMessageEventStream, Slots, pi_types::CancellationToken),
         log: RequestLog,
+        wire: Wire,
     ) -> Self {
         let limits = &state.config.limits;
         let mut log = log;
@@ -300,6 +333,7 @@ impl EventBody {
             upstream_timeout: limits.upstream_timeout,
             keepalive: limits.keepalive_interval,
             finished: false,
+            wire,
         }
     }
 
@@ -315,7 +349,7 @@ impl EventBody {
         if self.finished {
             return None;
         }
-        let event = tokio::select! {
+        let line = tokio::select! {
                 biased;
                 () = self.drain.cancelled() => {
                     self.fail("Proxy server is shutting down", "shutdown")
@@ -332,35 +366,52 @@ impl EventBody {
                         return None;
                     }
                     Ok(Some(event)) => {
-                        let event = ProxyEvent::from_event(&event);
-                        if let ProxyEvent::Done { .. } = &event {
-                            self.log.outcome = "done";
-                        } else if let ProxyEvent::Error { reason, .. } = &event {
-                            self.log.outcome = if *reason == StopReason::Aborted { "aborted" } else { "error" };
+                        match &event {
+                            AssistantMessageEvent::Done { .. } => self.log.outcome = "done",
+                            AssistantMessageEvent::Error { reason, .. } => {
+                                self.log.outcome = if *reason == StopReason::Aborted { "aborted" } else { "error" };
+                            }
+                            _ => {}
                         }
-                        event
+                        if event.final_message().is_some() {
+                            self.finished = true;
+                        }
+                        match self.wire {
+                            Wire::Proxy => data_line(&ProxyEvent::from_event(&event)),
+                            Wire::PiMessages => data_line(&PiMessagesEvent::from_event(&event)),
+                        }
                     }
                 },
         };
-        if event.is_terminal() {
-            self.finished = true;
-        }
-        Some(data_line(&event))
+        Some(line)
     }
 
-    fn fail(&mut self, message: &str, outcome: &'static str) -> ProxyEvent {
+    /// End the stream with an `error` event of the server's own.
+    fn fail(&mut self, message: &str, outcome: &'static str) -> Bytes {
         self.log.outcome = outcome;
-        ProxyEvent::Error {
-            reason: StopReason::Error,
-            error_message: Some(message.to_owned().into()),
-            usage: Usage::default(),
-            provider_thinking_level: None,
+        self.finished = true;
+        match self.wire {
+            Wire::Proxy => data_line(&ProxyEvent::Error {
+                reason: StopReason::Error,
+                error_message: Some(message.to_owned().into()),
+                usage: Usage::default(),
+                provider_thinking_level: None,
+            }),
+            Wire::PiMessages => data_line(&PiMessagesEvent::Error {
+                reason: StopReason::Error,
+                usage: Usage::default(),
+                error_message: Some(message.to_owned()),
+                response_id: None,
+                response_model: None,
+                provider_thinking_level: None,
+                rewrite: None,
+            }),
         }
     }
 }
 
 /// `data: <json>\n\n`.
-fn data_line(event: &ProxyEvent) -> Bytes {
+fn data_line(event: &impl serde::Serialize) -> Bytes {
     let mut line = b"data: ".to_vec();
     // Serializing plain data into a Vec cannot fail; an empty object keeps the stream valid.
     if serde_json::to_writer(&mut line, event).is_err() {

@@ -1,6 +1,9 @@
-//! The proxy server (feature `server`): `POST /api/stream` and `GET /healthz`.
+//! The proxy server (feature `server`): `POST /api/stream`, `POST /messages` (also
+//! `/v1/messages`: pi-ai's `pi-messages` API, see [`pi_providers::pi_messages`]) and
+//! `GET /healthz`.
 //!
-//! Protocol: see [`crate::wire`]. Each request is checked in this order, and refused with a
+//! Protocol: see [`crate::wire`]; the pi-messages routes take the model by id (`provider/id`
+//! when several providers serve it) and answer in that API's event and refusal shapes. Each request is checked in this order, and refused with a
 //! JSON body `{"error": "…"}`:
 //! 1. `Authorization: Bearer <token>` against the configured tokens, compared in constant
 //!    time (401);

@@ -6,7 +6,8 @@ use pi_types::{Model, StreamOptions, TranscriptContext};
 use subtle::ConstantTimeEq;
 
 use super::{ServerConfig, FORBIDDEN_HEADERS};
-use crate::wire::ProxyRequest;
+use crate::wire::{ProxyContext, ProxyRequest};
+use pi_providers::pi_messages::PiMessagesOptions;
 
 /// Why a request is refused: the status and the `error` text.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,10 +44,65 @@ pub(crate) struct Checked {
     pub options: StreamOptions,
 }
 
-/// Parse and check a body.
+/// Parse and check a body of `POST /api/stream`.
 pub(crate) fn check(config: &ServerConfig, body: &[u8]) -> Result<Checked, Refusal> {
+    let request: ProxyRequest = parse(body)?;
+    let model = resolve_model(config, &request.model)?;
+    check_options(config, &request)?;
+    let context = TranscriptContext::from_messages(request.context.messages);
+    Ok(Checked { model, context, options: request.options.to_stream_options() })
+}
+
+/// The body of `POST /messages` (pi-ai's `pi-messages` API): the model by id only.
+#[derive(serde::Deserialize)]
+struct PiMessagesRequest {
+    model: String,
+    context: ProxyContext,
+    #[serde(default)]
+    options: PiMessagesOptions,
+}
+
+/// Parse and check a body of `POST /messages`. The options carry no headers or sampling
+/// parameters, so there is nothing to allow-list.
+pub(crate) fn check_pi_messages(config: &ServerConfig, body: &[u8]) -> Result<Checked, Refusal> {
+    let request: PiMessagesRequest = parse(body)?;
+    let model = resolve_model_id(config, &request.model)?;
+    let context = TranscriptContext::from_messages(request.context.messages);
+    Ok(Checked { model, context, options: request.options.to_stream_options() })
+}
+
+/// The served model with this id: the one provider serving it, or `provider/id` when the id
+/// alone is not served (or is served by several providers).
+fn resolve_model_id(config: &ServerConfig, id: &str) -> Result<Model, Refusal> {
+    let providers = config.models.providers();
+    let mut serving = providers.iter().filter(|p| p.models().iter().any(|m| m.id == id));
+    match (serving.next(), serving.next()) {
+        (Some(provider), None) => {
+            if let Some(model) = provider.models().iter().find(|m| m.id == id) {
+                return Ok(model.clone());
+            }
+        }
+        (Some(first), Some(second)) => {
+            if let Some(model) = id.split_once('/').and_then(|(p, rest)| config.models.get_model(p, rest)) {
+                return Ok(model);
+            }
+            return Err(Refusal::bad(format!(
+                "Model id {id} is served by several providers ({}, {}, ...); name one as provider/id",
+                first.id(),
+                second.id()
+            )));
+        }
+        (None, _) => {}
+    }
+    id.split_once('/')
+        .and_then(|(provider, rest)| config.models.get_model(provider, rest))
+        .ok_or_else(|| Refusal::bad(format!("Model not served: {id}")))
+}
+
+/// Parse a JSON body; a refusal names the offending field.
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Refusal> {
     let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let parsed: Result<ProxyRequest, _> = serde_path_to_error::deserialize(&mut deserializer);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut deserializer);
     let request = parsed.map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
@@ -59,10 +115,7 @@ pub(crate) fn check(config: &ServerConfig, body: &[u8]) -> Result<Checked, Refus
         }
     })?;
     deserializer.end().map_err(|error| Refusal::bad(format!("Malformed JSON body: {error}")))?;
-    let model = resolve_model(config, &request.model)?;
-    check_options(config, &request)?;
-    let context = TranscriptContext::from_messages(request.context.messages);
-    Ok(Checked { model, context, options: request.options.to_stream_options() })
+    Ok(request)
 }
 
 fn same(left: &str, right: &str) -> bool {

@@ -7,6 +7,7 @@ mod load;
 #[path = "../../../pi-providers/tests/loopback/mod.rs"]
 mod loopback;
 mod never_upstream;
+mod pi_messages;
 mod refusals;
 mod round_trip;
 mod support;

@@ -16,11 +16,11 @@ fn object(value: serde_json::Value) -> pi_types::JsonObject {
     value.as_object().cloned().unwrap_or_default()
 }
 
-fn context() -> TranscriptContext {
+pub(crate) fn context() -> TranscriptContext {
     TranscriptContext::from_messages(vec![Message::from(UserMessage::text("What is the weather in Oslo?"))])
 }
 
-fn scripted() -> Vec<(&'static str, FauxResponse)> {
+pub(crate) fn scripted() -> Vec<(&'static str, FauxResponse)> {
     let error = AssistantMessage {
         error_message: Some("upstream exploded".into()),
         ..faux_assistant_message(vec![faux_text("partial answer")], StopReason::Error)

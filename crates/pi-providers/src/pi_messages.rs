@@ -1,0 +1,932 @@
+//! The `pi-messages` API: pi's own gateway protocol (`@earendil-works/pi-ai` 1.6.0
+//! `api/pi-messages.js`, spoken by the Radius gateway and by `pi proxy serve`).
+//!
+//! # Protocol
+//! * **Request**: `POST <baseUrl>/messages` (trailing slashes of the base URL dropped) with
+//!   `Authorization: Bearer <api key>`, `Accept: text/event-stream`,
+//!   `Content-Type: application/json` and the body `{model, context, options}`: the model id,
+//!   the normalized transcript (`{messages}`, prompt and tools in system messages) and the
+//!   options the backend may use, each only when set: `temperature`, `maxTokens`,
+//!   `reasoning`, `cacheRetention` (or `"long"` when `PI_CACHE_RETENTION=long`), `sessionId`,
+//!   `toolChoice`. The API key travels only in the header, never in the body. Headers: the
+//!   identity headers, then the three above, then the request's own headers (later wins).
+//! * **Response**: a 2xx answer is an event stream. Frames end at a blank line (`\r\n` counts
+//!   as `\n`); the first `data:` line of a frame holds one [`PiMessagesEvent`] as JSON (`[DONE]`
+//!   and frames without data are skipped; a last frame without a blank line after it still
+//!   counts). The events are the assistant-message events without their `partial` message;
+//!   the client rebuilds the message with [`AssistantMessageBuilder`]. The stream ends at the
+//!   first `done` or `error` event; anything after it is not read.
+//! * **Errors**: a non-2xx answer becomes `"<status> <reason>: <error.message or the body>"`
+//!   plus `" (<error.code>)"` when the JSON body has `{"error": {"message", "code"}}`, with a
+//!   `pi_messages_response_failure` diagnostic (status, URL, the error object or the body).
+//!   A wire `error` event ends the response with its reason, text and usage, the content so
+//!   far kept. A protocol failure (truncated stream: `<provider> stream ended without a terminal
+//!   event`; malformed JSON: the parser's message; an event naming a block that does not exist:
+//!   `Invalid contentIndex <n> in pi-messages <type> event`) ends it with a fresh error message,
+//!   as the reference does: no content, zero usage.
+//!
+//! Differences from the reference (see `docs/providers/pi-messages.md`): a cancelled request
+//! keeps the content streamed so far; events have pi-rs's fixed shape (members the backend adds
+//! to an event, such as `contentSignature`, are put on the block, not echoed on the event);
+//! unknown event types are skipped; a block event must name an open block of its kind and a
+//! `*_start` must name the next index (the reference would overwrite or corrupt a block); an
+//! API key a backend quotes in an error is replaced by `<redacted>`.
+
+use std::sync::Mutex;
+
+use pi_types::{
+    AssistantContent, AssistantMessage, AssistantMessageBuilder, AssistantMessageDiagnostic,
+    AssistantMessageEventStream, CacheRetention, CompactString, DiagnosticCode, DiagnosticErrorInfo, JsonObject, Model,
+    StopReason, StreamFn, StreamOptions, ThinkingLevel, ToolCall, ToolChoice, TranscriptContext, Usage, UsageCost,
+};
+use reqwest::header::HeaderMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::{common, jsonx};
+
+/// The API id.
+pub const API: &str = "pi-messages";
+
+/// Longest frame buffered while waiting for its blank line, in bytes.
+const MAX_FRAME_BYTES: usize = crate::sse::MAX_EVENT_BYTES;
+/// Longest error body kept in a diagnostic, in UTF-16 units (as the reference counts).
+const MAX_DIAGNOSTIC_BODY_UNITS: usize = 8192;
+
+/// The `pi-messages` adapter (a [`StreamFn`]); see the [module docs](self).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PiMessages;
+
+impl StreamFn for PiMessages {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = common::builder(tx, &model, &model.api);
+            let redact = Redact(options.api_key.clone().filter(|key| key.len() >= MIN_REDACTED_KEY_BYTES));
+            match run(&model, &context, options, &mut out).await {
+                Ok(reason) => {
+                    // A backend's error text may quote the request, key included.
+                    if redact.0.is_some() && out.message().error_message.is_some() {
+                        let mut message = out.metadata_mut();
+                        if let Some(text) = message.error_message.take() {
+                            message.error_message = Some(redact.text(text.into()).into_boxed_str());
+                        }
+                    }
+                    out.done(reason).await;
+                }
+                Err(Failure::Aborted(message)) => out.aborted(http::bound_error_message(message)).await,
+                Err(Failure::Error { message, diagnostic }) => {
+                    // The reference reports a failed request or a broken stream with a new
+                    // message: no content, zero usage, only the error (and its diagnostic).
+                    let mut fresh = common::builder(out.into_sender(), &model, &model.api);
+                    if let Some(diagnostic) = diagnostic {
+                        fresh.metadata_mut().diagnostics = Some(vec![redact.diagnostic(diagnostic)]);
+                    }
+                    fresh.error(http::bound_error_message(redact.text(message))).await;
+                }
+            }
+        })
+    }
+}
+
+/// Keys shorter than this are not searched for in error texts (a short test key would
+/// replace ordinary words).
+const MIN_REDACTED_KEY_BYTES: usize = 8;
+
+/// Replaces the API key, should a backend echo it in an error, with `<redacted>`.
+struct Redact(Option<String>);
+
+impl Redact {
+    fn text(&self, text: String) -> String {
+        match &self.0 {
+            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "<redacted>"),
+            _ => text,
+        }
+    }
+
+    fn diagnostic(&self, mut diagnostic: AssistantMessageDiagnostic) -> AssistantMessageDiagnostic {
+        if let Some(error) = diagnostic.error.as_mut() {
+            error.message = self.text(std::mem::take(&mut error.message));
+        }
+        if let (Some(key), Some(details)) = (&self.0, diagnostic.details.as_mut()) {
+            let text = jsonx::stringify(&Value::Object(details.clone()));
+            if text.contains(key.as_str()) {
+                if let Ok(Value::Object(clean)) = jsonx::parse(&text.replace(key.as_str(), "<redacted>")) {
+                    *details = clean;
+                }
+            }
+        }
+        diagnostic
+    }
+}
+
+/// Why a response ended early.
+#[derive(Debug)]
+enum Failure {
+    /// The cancellation token fired (the content so far is kept).
+    Aborted(String),
+    /// Anything else.
+    Error { message: String, diagnostic: Option<AssistantMessageDiagnostic> },
+}
+
+impl Failure {
+    fn error(message: impl Into<String>) -> Self {
+        Self::Error { message: message.into(), diagnostic: None }
+    }
+}
+
+/// The `options` of a request: what a backend may use, each member only when set (the
+/// reference's order). The API key, hooks, timeouts and headers are never sent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PiMessagesOptions {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Output token limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Requested thinking level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ThinkingLevel>,
+    /// Prompt-cache retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_retention: Option<CacheRetention>,
+    /// Session id for caching and routing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Tool selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+impl PiMessagesOptions {
+    /// The members of `options` that are sent; `cacheRetention` falls back to `"long"` when
+    /// `PI_CACHE_RETENTION=long` (the reference's legacy opt-in).
+    pub fn from_stream_options(options: &StreamOptions) -> Self {
+        let legacy_long =
+            || (options.env_var("PI_CACHE_RETENTION").as_deref() == Some("long")).then_some(CacheRetention::Long);
+        Self {
+            temperature: options.temperature,
+            max_tokens: options.max_tokens,
+            reasoning: options.reasoning,
+            cache_retention: options.cache_retention.or_else(legacy_long),
+            session_id: options.session_id.clone(),
+            tool_choice: options.tool_choice,
+        }
+    }
+
+    /// Stream options carrying these members (everything else default).
+    pub fn to_stream_options(&self) -> StreamOptions {
+        StreamOptions {
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            reasoning: self.reasoning,
+            cache_retention: self.cache_retention,
+            session_id: self.session_id.clone(),
+            tool_choice: self.tool_choice,
+            ..StreamOptions::default()
+        }
+    }
+}
+
+/// The request body `{model, context, options}` the adapter sends (before `on_payload`).
+pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
+    let options = serde_json::to_value(PiMessagesOptions::from_stream_options(options)).unwrap_or_default();
+    let messages = serde_json::to_value(context.messages()).unwrap_or(Value::Array(Vec::new()));
+    serde_json::json!({
+        "model": model.id.as_str(),
+        "context": {"messages": messages},
+        "options": options,
+    })
+}
+
+/// The URL requests go to: `<baseUrl>/messages`.
+pub fn messages_url(model: &Model) -> String {
+    format!("{}/messages", model.base_url.trim_end_matches('/'))
+}
+
+async fn run(
+    model: &Model,
+    context: &TranscriptContext,
+    options: StreamOptions,
+    out: &mut AssistantMessageBuilder,
+) -> Result<StopReason, Failure> {
+    let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+        return Err(Failure::error(format!("No API key provided for provider \"{}\"", model.provider)));
+    };
+    let body = build_request_body(model, context, &options);
+    let body = common::apply_on_payload(&options, model, body).await;
+    let base = vec![
+        ("authorization".to_owned(), Some(format!("Bearer {key}"))),
+        ("accept".to_owned(), Some("text/event-stream".to_owned())),
+        ("content-type".to_owned(), Some("application/json".to_owned())),
+    ];
+    let headers =
+        common::merge_headers(&[common::identity_headers(model, &options), base, common::option_headers(&options)]);
+    let url = messages_url(model);
+    let request = http::Request { url: url.clone(), headers, body: jsonx::stringify(&body).into_bytes() };
+    let dialect = PiDialect { model, url, failure: Mutex::new(None) };
+    let response = match http::send(&request, model, &options, &dialect).await {
+        Ok(response) => response,
+        Err(failure) if failure.aborted => return Err(Failure::Aborted(failure.message)),
+        Err(failure) => {
+            let diagnostic = dialect.failure.lock().ok().and_then(|mut slot| slot.take());
+            return Err(Failure::Error { message: failure.message, diagnostic });
+        }
+    };
+
+    let mut body = Body::new(response, &options);
+    let mut framer = Framer::default();
+    loop {
+        let (frames, ended) = match body.next().await {
+            Read::Chunk(bytes) => (framer.push(&bytes).map_err(Failure::error)?, false),
+            Read::End => (framer.finish(), true),
+            Read::Aborted => return Err(Failure::Aborted("This operation was aborted".to_owned())),
+            Read::Failed(message) => return Err(Failure::error(message)),
+        };
+        for frame in frames {
+            let Some(data) = frame_data(&frame) else { continue };
+            let event = jsonx::parse(data).map_err(Failure::error)?;
+            common::on_event(&options, model, &event).await;
+            if let Some(reason) = apply(out, event).await.map_err(Failure::error)? {
+                return Ok(reason);
+            }
+        }
+        if ended {
+            return Err(Failure::error(format!("{} stream ended without a terminal event", model.provider)));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP errors
+// ---------------------------------------------------------------------------------------------
+
+/// Error shaping for non-2xx answers; keeps the diagnostic of the failed attempt.
+struct PiDialect<'a> {
+    model: &'a Model,
+    url: String,
+    failure: Mutex<Option<AssistantMessageDiagnostic>>,
+}
+
+impl Dialect for PiDialect<'_> {
+    fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
+        let body = String::from_utf8_lossy(body);
+        let (message, diagnostic) = status_failure(self.model, &self.url, status, &body);
+        if let Ok(mut slot) = self.failure.lock() {
+            *slot = Some(diagnostic);
+        }
+        ApiError {
+            kind: ApiErrorKind::Status,
+            status: Some(status),
+            headers: Some(headers.clone()),
+            message,
+            body: None,
+        }
+    }
+
+    fn format(&self, error: &ApiError) -> String {
+        error.message.clone()
+    }
+}
+
+/// The error text and diagnostic of a non-2xx answer.
+fn status_failure(model: &Model, url: &str, status: u16, body: &str) -> (String, AssistantMessageDiagnostic) {
+    let status_text = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+    // `{"error": {...}}` with an object `error`, else the body as text.
+    let error = jsonx::parse(body).ok().and_then(|parsed| parsed.get("error").filter(|e| e.is_object()).cloned());
+    let field = |name: &str| error.as_ref().and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_owned);
+    let code = field("code");
+    let suffix = field("message").unwrap_or_else(|| body.to_owned());
+    let code_suffix = code.as_deref().filter(|c| !c.is_empty()).map(|c| format!(" ({c})")).unwrap_or_default();
+    let message = format!("{status} {status_text}: {suffix}{code_suffix}");
+
+    let mut details = JsonObject::new();
+    details.insert("version".into(), Value::from(1));
+    details.insert("provider".into(), Value::from(model.provider.as_str()));
+    details.insert("model".into(), Value::from(model.id.as_str()));
+    details.insert("url".into(), Value::from(url));
+    details.insert("status".into(), Value::from(status));
+    details.insert("statusText".into(), Value::from(status_text));
+    match error {
+        Some(error) => {
+            details.insert("error".into(), error);
+        }
+        None => {
+            details.insert("body".into(), Value::from(truncate_units(body, MAX_DIAGNOSTIC_BODY_UNITS)));
+        }
+    }
+    let now = pi_types::now_ms();
+    details.insert("timestampMs".into(), Value::from(now));
+    let diagnostic = AssistantMessageDiagnostic {
+        kind: "pi_messages_response_failure".into(),
+        timestamp: now,
+        error: Some(DiagnosticErrorInfo {
+            name: Some("PiMessagesResponseError".into()),
+            message: http::bound_error_message(message.clone()),
+            stack: None,
+            code: code.map(DiagnosticCode::Text),
+        }),
+        details: Some(details),
+    };
+    (message, diagnostic)
+}
+
+/// The first `max` UTF-16 units of `text` and `…` when it is longer.
+fn truncate_units(text: &str, max: usize) -> String {
+    if text.len() <= max || http::utf16_len(text) <= max {
+        return text.to_owned();
+    }
+    let mut units = 0;
+    let mut cut = text.len();
+    for (index, c) in text.char_indices() {
+        if units + c.len_utf16() > max {
+            cut = index;
+            break;
+        }
+        units += c.len_utf16();
+    }
+    format!("{}\u{2026}", text.get(..cut).unwrap_or(text))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Framing
+// ---------------------------------------------------------------------------------------------
+
+/// Splits the decoded body into frames at blank lines, `\r\n` read as `\n` (also when `\r`
+/// and `\n` arrive in different chunks). Linear in the input; a frame is capped.
+#[derive(Debug, Default)]
+struct Framer {
+    utf8: crate::sse::Utf8Stream,
+    buffer: String,
+    /// A `\r` at the end of the last chunk, held until the next one shows whether `\n` follows.
+    pending_cr: bool,
+}
+
+impl Framer {
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, String> {
+        let text = self.utf8.push(chunk);
+        let frames = self.append(&text, false);
+        if self.buffer.len() > MAX_FRAME_BYTES {
+            return Err(format!(
+                "Server-sent event larger than {MAX_FRAME_BYTES} bytes (pi caps events at {} MiB)",
+                MAX_FRAME_BYTES >> 20
+            ));
+        }
+        Ok(frames)
+    }
+
+    /// The end of the body: the remaining frames, and the rest when it is not blank.
+    fn finish(&mut self) -> Vec<String> {
+        let text = self.utf8.finish();
+        let mut frames = self.append(&text, true);
+        let rest = std::mem::take(&mut self.buffer);
+        if !jsonx::js_trim(&rest).is_empty() {
+            frames.push(rest);
+        }
+        frames
+    }
+
+    fn append(&mut self, text: &str, last: bool) -> Vec<String> {
+        let mut text = if std::mem::take(&mut self.pending_cr) { format!("\r{text}") } else { text.to_owned() };
+        if !last && text.ends_with('\r') {
+            text.pop();
+            self.pending_cr = true;
+        }
+        let from = self.buffer.len().saturating_sub(1);
+        if text.contains('\r') {
+            self.buffer.push_str(&text.replace("\r\n", "\n"));
+        } else {
+            self.buffer.push_str(&text);
+        }
+        let mut frames = Vec::new();
+        let mut start = 0;
+        let mut search = from;
+        // Byte search: `search` may fall inside a multi-byte character (the delimiter is ASCII).
+        while let Some(found) =
+            self.buffer.as_bytes().get(search..).and_then(|rest| memchr::memmem::find(rest, b"\n\n"))
+        {
+            let end = search + found;
+            frames.push(self.buffer.get(start..end).unwrap_or_default().to_owned());
+            start = end + 2;
+            search = start;
+        }
+        if start > 0 {
+            self.buffer.drain(..start.min(self.buffer.len()));
+        }
+        frames
+    }
+}
+
+/// The data of a frame: its first `data:` line, trimmed; `None` for none, empty or `[DONE]`.
+fn frame_data(frame: &str) -> Option<&str> {
+    let line = frame.split('\n').find(|line| line.starts_with("data:"))?;
+    let data = jsonx::js_trim(line.get(5..).unwrap_or_default());
+    (!data.is_empty() && data != "[DONE]").then_some(data)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------------
+
+/// One event on the wire: an assistant-message event without its partial message.
+///
+/// The client reads it leniently (usage numbers saturate, unknown members are ignored); the
+/// server side (`pi proxy serve`) writes it with [`PiMessagesEvent::from_event`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+pub enum PiMessagesEvent {
+    /// The response started.
+    Start,
+    /// A text block started at `content_index`.
+    TextStart {
+        /// Index of the block.
+        content_index: usize,
+    },
+    /// Text was appended.
+    TextDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The new text.
+        delta: CompactString,
+    },
+    /// A text block ended.
+    TextEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The block's final text (replaces the streamed text).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// The block's `textSignature`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_signature: Option<String>,
+    },
+    /// A thinking block started.
+    ThinkingStart {
+        /// Index of the block.
+        content_index: usize,
+    },
+    /// Reasoning was appended.
+    ThinkingDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The new text.
+        delta: CompactString,
+    },
+    /// A thinking block ended.
+    ThinkingEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The block's final reasoning text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        /// The block's `thinkingSignature`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content_signature: Option<String>,
+        /// Whether the reasoning was redacted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        redacted: Option<bool>,
+    },
+    /// A tool call started.
+    ToolcallStart {
+        /// Index of the block.
+        content_index: usize,
+        /// Call id.
+        id: CompactString,
+        /// Tool name.
+        tool_name: CompactString,
+    },
+    /// Argument text was appended.
+    ToolcallDelta {
+        /// Index of the block.
+        content_index: usize,
+        /// The new argument text.
+        delta: CompactString,
+    },
+    /// A tool call ended; `tool_call` is the finished `toolCall` block (its members replace
+    /// the streamed block's).
+    ToolcallEnd {
+        /// Index of the block.
+        content_index: usize,
+        /// The finished call as a content block.
+        tool_call: JsonObject,
+    },
+    /// The response finished.
+    Done {
+        /// `stop`, `length` or `toolUse`.
+        reason: StopReason,
+        /// Final usage, cost included (the backend's numbers).
+        #[serde(default, deserialize_with = "lenient_usage")]
+        usage: Usage,
+        /// Provider response id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        /// Model the provider reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
+        /// Provider-native effort level used.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_thinking_level: Option<String>,
+        /// Summary of a server-side rewrite of the request (kept as a diagnostic).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rewrite: Option<JsonObject>,
+    },
+    /// The response failed.
+    Error {
+        /// `error` or `aborted`.
+        reason: StopReason,
+        /// Usage so far.
+        #[serde(default, deserialize_with = "lenient_usage")]
+        usage: Usage,
+        /// What went wrong.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_message: Option<String>,
+        /// Provider response id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        /// Model the provider reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
+        /// Provider-native effort level used.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_thinking_level: Option<String>,
+        /// Summary of a server-side rewrite of the request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rewrite: Option<JsonObject>,
+    },
+}
+
+const EVENT_TYPES: [&str; 12] = [
+    "start",
+    "text_start",
+    "text_delta",
+    "text_end",
+    "thinking_start",
+    "thinking_delta",
+    "thinking_end",
+    "toolcall_start",
+    "toolcall_delta",
+    "toolcall_end",
+    "done",
+    "error",
+];
+
+impl PiMessagesEvent {
+    /// The wire form of an assistant-message event: block events read their text, ids and
+    /// signatures from the event's partial message.
+    pub fn from_event(event: &pi_types::AssistantMessageEvent) -> Self {
+        use pi_types::AssistantMessageEvent as E;
+        match event {
+            E::Start { .. } => Self::Start,
+            E::TextStart { content_index, .. } => Self::TextStart { content_index: *content_index },
+            E::TextDelta { content_index, delta, .. } => {
+                Self::TextDelta { content_index: *content_index, delta: delta.clone() }
+            }
+            E::TextEnd { content_index, content, partial } => Self::TextEnd {
+                content_index: *content_index,
+                content: Some(content.clone()),
+                content_signature: match partial.content.get(*content_index) {
+                    Some(AssistantContent::Text(text)) => text.text_signature.clone(),
+                    _ => None,
+                },
+            },
+            E::ThinkingStart { content_index, .. } => Self::ThinkingStart { content_index: *content_index },
+            E::ThinkingDelta { content_index, delta, .. } => {
+                Self::ThinkingDelta { content_index: *content_index, delta: delta.clone() }
+            }
+            E::ThinkingEnd { content_index, content, partial } => {
+                let block = match partial.content.get(*content_index) {
+                    Some(AssistantContent::Thinking(thinking)) => Some(thinking),
+                    _ => None,
+                };
+                Self::ThinkingEnd {
+                    content_index: *content_index,
+                    content: Some(content.clone()),
+                    content_signature: block.and_then(|b| b.thinking_signature.clone()),
+                    redacted: block.and_then(|b| b.redacted),
+                }
+            }
+            E::ToolcallStart { content_index, partial, .. } => {
+                let (id, tool_name) = match partial.content.get(*content_index) {
+                    Some(AssistantContent::ToolCall(call)) => (call.id.clone(), call.name.clone()),
+                    _ => Default::default(),
+                };
+                Self::ToolcallStart { content_index: *content_index, id, tool_name }
+            }
+            E::ToolcallDelta { content_index, delta, .. } => {
+                Self::ToolcallDelta { content_index: *content_index, delta: delta.clone() }
+            }
+            E::ToolcallEnd { content_index, tool_call, .. } => Self::ToolcallEnd {
+                content_index: *content_index,
+                tool_call: match serde_json::to_value(AssistantContent::ToolCall((**tool_call).clone())) {
+                    Ok(Value::Object(map)) => map,
+                    _ => JsonObject::new(),
+                },
+            },
+            E::Done { reason, message } => Self::Done {
+                reason: *reason,
+                usage: message.usage.clone(),
+                response_id: message.response_id.as_deref().map(str::to_owned),
+                response_model: message.response_model.as_deref().map(str::to_owned),
+                provider_thinking_level: message.provider_thinking_level.as_deref().map(str::to_owned),
+                rewrite: None,
+            },
+            E::Error { reason, error } => Self::Error {
+                reason: *reason,
+                usage: error.usage.clone(),
+                error_message: error.error_message.as_deref().map(str::to_owned),
+                response_id: error.response_id.as_deref().map(str::to_owned),
+                response_model: error.response_model.as_deref().map(str::to_owned),
+                provider_thinking_level: error.provider_thinking_level.as_deref().map(str::to_owned),
+                rewrite: None,
+            },
+        }
+    }
+
+    /// Whether this is `done` or `error`.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Self::Done { .. } | Self::Error { .. })
+    }
+}
+
+/// Usage as the backend reports it; numbers saturate into the token counters (the reference
+/// takes the object as it is).
+fn lenient_usage<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Usage, D::Error> {
+    let value = Value::deserialize(deserializer)?;
+    let count = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).map(|n| n.max(0.0) as u64);
+    let money = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+    let cost = value.get("cost").cloned().unwrap_or(Value::Null);
+    Ok(Usage {
+        input: count(&value, "input").unwrap_or(0),
+        output: count(&value, "output").unwrap_or(0),
+        cache_read: count(&value, "cacheRead").unwrap_or(0),
+        cache_write: count(&value, "cacheWrite").unwrap_or(0),
+        cache_write_1h: count(&value, "cacheWrite1h"),
+        reasoning: count(&value, "reasoning"),
+        total_tokens: count(&value, "totalTokens").unwrap_or(0),
+        cost: UsageCost {
+            input: money(&cost, "input"),
+            output: money(&cost, "output"),
+            cache_read: money(&cost, "cacheRead"),
+            cache_write: money(&cost, "cacheWrite"),
+            total: money(&cost, "total"),
+            total_from_provider: cost.get("totalFromProvider").and_then(Value::as_bool),
+        },
+    })
+}
+
+/// Check an event's `contentIndex` as the reference does: a `*_start` names the next block
+/// (pi-rs: exactly the next), any other event an existing one.
+fn check_index(event: &Value, kind: &str, blocks: usize) -> Result<(), String> {
+    let Some(index) = event.get("contentIndex") else { return Ok(()) };
+    let valid = index.as_u64().and_then(|i| usize::try_from(i).ok()).is_some_and(|i| {
+        if kind.ends_with("_start") {
+            i == blocks
+        } else {
+            i < blocks
+        }
+    });
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("Invalid contentIndex {} in pi-messages {kind} event", jsonx::stringify(index)))
+    }
+}
+
+/// Apply one wire event to the message; `Some(reason)` for a terminal event.
+async fn apply(out: &mut AssistantMessageBuilder, event: Value) -> Result<Option<StopReason>, String> {
+    let kind = match event.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        _ => return Ok(None),
+    };
+    if !EVENT_TYPES.contains(&kind.as_str()) {
+        return Ok(None);
+    }
+    check_index(&event, &kind, out.message().content.len())?;
+    let event: PiMessagesEvent =
+        serde_json::from_value(event).map_err(|e| format!("Invalid pi-messages {kind} event: {e}"))?;
+    let wrong = |e: pi_types::TypesError| format!("Invalid pi-messages {kind} event: {e}");
+    match event {
+        PiMessagesEvent::Start => out.start().await,
+        PiMessagesEvent::TextStart { .. } => {
+            out.start_text().await;
+        }
+        PiMessagesEvent::TextDelta { content_index, delta } => {
+            out.text_delta(content_index, delta).await.map_err(wrong)?
+        }
+        PiMessagesEvent::TextEnd { content_index, content, content_signature } => {
+            let block = out.text_mut(content_index).map_err(wrong)?;
+            if let Some(content) = content {
+                block.text = content;
+            }
+            block.text_signature = content_signature;
+            out.end_text(content_index).await.map_err(wrong)?;
+        }
+        PiMessagesEvent::ThinkingStart { .. } => {
+            out.start_thinking().await;
+        }
+        PiMessagesEvent::ThinkingDelta { content_index, delta } => {
+            out.thinking_delta(content_index, delta).await.map_err(wrong)?;
+        }
+        PiMessagesEvent::ThinkingEnd { content_index, content, content_signature, redacted } => {
+            let block = out.thinking_mut(content_index).map_err(wrong)?;
+            if let Some(content) = content {
+                block.thinking = content;
+            }
+            block.thinking_signature = content_signature;
+            block.redacted = redacted;
+            out.end_thinking(content_index).await.map_err(wrong)?;
+        }
+        PiMessagesEvent::ToolcallStart { id, tool_name, .. } => {
+            out.start_announced_tool_call(id, tool_name).await;
+        }
+        PiMessagesEvent::ToolcallDelta { content_index, delta } => {
+            out.tool_call_delta(content_index, delta).await.map_err(wrong)?;
+        }
+        PiMessagesEvent::ToolcallEnd { content_index, tool_call } => {
+            let call = merged_tool_call(out.message(), content_index, tool_call).map_err(|e| wrong_call(&kind, &e))?;
+            out.end_tool_call_with(content_index, call).await.map_err(wrong)?;
+        }
+        PiMessagesEvent::Done { reason, usage, response_id, response_model, provider_thinking_level, rewrite } => {
+            finish_metadata(out, usage, response_id, response_model, provider_thinking_level, rewrite, None);
+            return Ok(Some(reason));
+        }
+        PiMessagesEvent::Error {
+            reason,
+            usage,
+            error_message,
+            response_id,
+            response_model,
+            provider_thinking_level,
+            rewrite,
+        } => {
+            let error_message = error_message.map(|m| http::bound_error_message(m).into_boxed_str());
+            finish_metadata(out, usage, response_id, response_model, provider_thinking_level, rewrite, error_message);
+            let reason = if reason == StopReason::Aborted { StopReason::Aborted } else { StopReason::Error };
+            return Ok(Some(reason));
+        }
+    }
+    Ok(None)
+}
+
+fn wrong_call(kind: &str, error: &str) -> String {
+    format!("Invalid pi-messages {kind} event: {error}")
+}
+
+/// The finished call: the streamed block with the members of the wire's `toolCall` on top.
+fn merged_tool_call(message: &AssistantMessage, index: usize, wire: JsonObject) -> Result<ToolCall, String> {
+    let Some(AssistantContent::ToolCall(call)) = message.content.get(index) else {
+        return Err(format!("content {index} is not a tool call"));
+    };
+    let mut merged = match serde_json::to_value(call) {
+        Ok(Value::Object(map)) => map,
+        _ => JsonObject::new(),
+    };
+    for (key, value) in wire {
+        if key != "type" {
+            merged.insert(key, value);
+        }
+    }
+    serde_json::from_value(Value::Object(merged)).map_err(|e| e.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_metadata(
+    out: &mut AssistantMessageBuilder,
+    usage: Usage,
+    response_id: Option<String>,
+    response_model: Option<String>,
+    provider_thinking_level: Option<String>,
+    rewrite: Option<JsonObject>,
+    error_message: Option<Box<str>>,
+) {
+    let mut message = out.metadata_mut();
+    message.usage = usage;
+    message.response_id = response_id.map(String::into_boxed_str);
+    if let Some(model) = response_model {
+        message.response_model = Some(model.into_boxed_str());
+    }
+    if let Some(level) = provider_thinking_level {
+        message.provider_thinking_level = Some(level.into_boxed_str());
+    }
+    if let Some(rewrite) = rewrite {
+        message.diagnostics.get_or_insert_with(Vec::new).push(AssistantMessageDiagnostic {
+            kind: "pi_messages_rewrite".into(),
+            timestamp: pi_types::now_ms(),
+            error: None,
+            details: Some(rewrite),
+        });
+    }
+    message.error_message = error_message;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn frames(chunks: &[&[u8]]) -> Vec<String> {
+        let mut framer = Framer::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(framer.push(chunk).unwrap());
+        }
+        out.extend(framer.finish());
+        out
+    }
+
+    #[test]
+    fn frames_split_anywhere_read_the_same() {
+        let body = "data: {\"a\":\"é\"}\r\n\r\nevent: x\ndata: [DONE]\n\ndata: {\"b\":1}\r\n";
+        let whole = frames(&[body.as_bytes()]);
+        assert_eq!(whole, vec!["data: {\"a\":\"é\"}", "event: x\ndata: [DONE]", "data: {\"b\":1}\n"]);
+        let bytes = body.as_bytes();
+        for split in 1..bytes.len() {
+            assert_eq!(frames(&[&bytes[..split], &bytes[split..]]), whole, "split at {split}");
+        }
+        let single: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(frames(&single), whole);
+    }
+
+    #[test]
+    fn frame_data_takes_the_first_data_line() {
+        assert_eq!(frame_data("event: e\ndata:  {\"x\":1} \ndata: 2"), Some("{\"x\":1}"));
+        assert_eq!(frame_data("data: [DONE]"), None);
+        assert_eq!(frame_data(": comment"), None);
+        assert_eq!(frame_data(" data: 1"), None);
+    }
+
+    #[test]
+    fn status_errors_read_like_the_reference() {
+        let model = Model::new("balanced", API, "radius");
+        let (message, diagnostic) = status_failure(
+            &model,
+            "http://x/v1/messages",
+            429,
+            r#"{"error":{"message":"slow down","code":"rate_limited"}}"#,
+        );
+        assert_eq!(message, "429 Too Many Requests: slow down (rate_limited)");
+        let details = diagnostic.details.unwrap();
+        assert_eq!(details["statusText"], "Too Many Requests");
+        assert_eq!(details["error"]["code"], "rate_limited");
+        assert!(details.get("body").is_none());
+        let (message, diagnostic) = status_failure(&model, "u", 500, "boom");
+        assert_eq!(message, "500 Internal Server Error: boom");
+        assert_eq!(diagnostic.details.unwrap()["body"], "boom");
+        let long = "x".repeat(9000);
+        let (_, diagnostic) = status_failure(&model, "u", 502, &long);
+        let body = diagnostic.details.unwrap()["body"].as_str().unwrap().to_owned();
+        assert_eq!(body.chars().count(), 8193);
+        assert!(body.ends_with('\u{2026}'));
+    }
+
+    #[test]
+    fn content_index_rules() {
+        let event = serde_json::json!({"type": "text_delta", "contentIndex": 1});
+        assert_eq!(
+            check_index(&event, "text_delta", 1).unwrap_err(),
+            "Invalid contentIndex 1 in pi-messages text_delta event"
+        );
+        assert!(check_index(&event, "text_delta", 2).is_ok());
+        let event = serde_json::json!({"type": "text_start", "contentIndex": 0.5});
+        assert_eq!(
+            check_index(&event, "text_start", 0).unwrap_err(),
+            "Invalid contentIndex 0.5 in pi-messages text_start event"
+        );
+        let event = serde_json::json!({"type": "text_start", "contentIndex": "__proto__"});
+        assert!(check_index(&event, "text_start", 0).unwrap_err().contains("\"__proto__\""));
+    }
+
+    #[test]
+    fn announced_tool_call_starts_round_trip() {
+        let partial = serde_json::json!({"role": "assistant", "content": [], "api": API, "provider": "p", "model": "m",
+            "usage": Usage::default(), "stopReason": "pending", "timestamp": 0});
+        for event in [
+            serde_json::json!({"type": "toolcall_start", "contentIndex": 0, "id": "c1", "toolName": "f", "partial": partial}),
+            serde_json::json!({"type": "toolcall_start", "contentIndex": 0, "partial": partial}),
+        ] {
+            let parsed: pi_types::AssistantMessageEvent = serde_json::from_value(event.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&parsed).unwrap(), event);
+        }
+    }
+
+    #[test]
+    fn the_key_stays_out_of_the_body() {
+        let options = StreamOptions {
+            api_key: Some("sk-secret-key".into()),
+            temperature: Some(0.5),
+            max_tokens: Some(100),
+            session_id: Some("s".into()),
+            ..Default::default()
+        };
+        let body = build_request_body(&Model::new("m", API, "p"), &TranscriptContext::default(), &options);
+        assert_eq!(
+            body,
+            serde_json::json!({"model": "m", "context": {"messages": []},
+                "options": {"temperature": 0.5, "maxTokens": 100, "sessionId": "s"}})
+        );
+        assert!(!jsonx::stringify(&body).contains("sk-secret-key"));
+    }
+}
