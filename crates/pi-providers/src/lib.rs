@@ -75,6 +75,8 @@ mod transform;
 
 #[cfg(feature = "http")]
 pub mod anthropic;
+#[cfg(feature = "bedrock")]
+pub mod bedrock;
 pub mod catalog;
 pub mod classify;
 pub mod cost;

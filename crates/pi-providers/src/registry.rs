@@ -164,13 +164,18 @@ impl Provider {
         Some(Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis())
     }
 
-    /// Register the four HTTP adapters under their API ids.
+    /// Register the HTTP adapters under their API ids (with the `bedrock` feature, also
+    /// `bedrock-converse-stream`).
     #[cfg(feature = "http")]
     pub fn with_http_apis(self) -> Self {
-        self.with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
+        let this = self
+            .with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
-            .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
+            .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()));
+        #[cfg(feature = "bedrock")]
+        let this = this.with_api(crate::bedrock::API, Arc::new(crate::bedrock::BedrockConverseStream));
+        this
     }
 
     /// Set the display name.

@@ -157,6 +157,7 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
         "anthropic-messages" => Arc::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Arc::new(pi_providers::openai_responses::OpenAIResponses),
         "google-generative-ai" => Arc::new(GoogleGenerativeAi::with_ids(Arc::new(CaseIds(AtomicU64::new(0))))),
+        "bedrock-converse-stream" => Arc::new(pi_providers::bedrock::BedrockConverseStream),
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }

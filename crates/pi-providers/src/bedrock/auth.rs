@@ -1,0 +1,365 @@
+//! Where a request goes and how it is authenticated: region and endpoint rules, the bearer
+//! token, the AWS credential sources and SigV4 signing.
+//!
+//! Settings are read with [`StreamOptions::env_var`] (the request's `env`, then the process
+//! environment). Access keys come from there first; profiles, ECS container credentials and
+//! web identity come from `aws-config`'s default chain, which reads the process environment
+//! and the shared config files itself.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::sign::v4;
+use pi_types::{Model, StreamOptions};
+
+use super::request::configured_region;
+
+/// The signing name of Bedrock runtime requests.
+const SIGNING_NAME: &str = "bedrock";
+
+/// How a request is authenticated.
+pub(crate) enum Auth {
+    /// `Authorization: Bearer <token>` (Bedrock API keys).
+    Bearer(String),
+    /// SigV4 with these credentials.
+    SigV4(Credentials),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // The token is a secret; `Credentials`' own Debug redacts the secret key.
+            Self::Bearer(_) => f.write_str("Bearer(** redacted **)"),
+            Self::SigV4(credentials) => f.debug_tuple("SigV4").field(credentials).finish(),
+        }
+    }
+}
+
+/// Where the request goes and for which region it is signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// Full URL of the `converse-stream` call.
+    pub url: String,
+    /// Region of the signature.
+    pub region: String,
+}
+
+/// The region of a standard runtime endpoint (`bedrock-runtime[-fips].<region>.amazonaws.com[.cn]`).
+pub(crate) fn standard_endpoint_region(base_url: &str) -> Option<String> {
+    let url = reqwest::Url::parse(base_url).ok()?;
+    let host = url.host_str()?.to_lowercase();
+    let rest = host.strip_prefix("bedrock-runtime-fips.").or_else(|| host.strip_prefix("bedrock-runtime."))?;
+    let region = rest.strip_suffix(".amazonaws.com").or_else(|| rest.strip_suffix(".amazonaws.com.cn"))?;
+    (!region.is_empty() && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        .then(|| region.to_owned())
+}
+
+/// The region embedded in an inference-profile ARN model id.
+fn arn_region(model_id: &str) -> Option<String> {
+    let rest = model_id.strip_prefix("arn:aws")?;
+    let rest = match rest.strip_prefix('-') {
+        Some(partition) => {
+            let end = partition.find(':')?;
+            let name = &partition[..end];
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+                return None;
+            }
+            &partition[end..]
+        }
+        None => rest,
+    };
+    let rest = rest.strip_prefix(":bedrock:")?;
+    let end = rest.find(':')?;
+    let region = &rest[..end];
+    (!region.is_empty() && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'))
+        .then(|| region.to_owned())
+}
+
+/// JavaScript's `encodeURIComponent` plus `!'()*`: what the SDK does to a path label.
+fn encode_label(label: &str) -> String {
+    let mut out = String::with_capacity(label.len());
+    for byte in label.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The profile explicitly configured for this request (its own `env`), which wins over keys.
+fn request_profile(options: &StreamOptions) -> Option<String> {
+    options.env.as_deref().and_then(|env| env.get("AWS_PROFILE")).filter(|p| !p.is_empty()).cloned()
+}
+
+/// The endpoint and signing region, by the reference's rules: an ARN's region first, then
+/// `AWS_REGION` / `AWS_DEFAULT_REGION`, then a standard endpoint's region; a custom base URL
+/// (proxy, VPC endpoint) is always used as it is, a standard one only when no region or
+/// profile is configured.
+pub(crate) async fn target(model: &Model, options: &StreamOptions) -> Target {
+    let configured = configured_region(options);
+    let ambient_profile = options.env_var("AWS_PROFILE");
+    let endpoint_region = standard_endpoint_region(&model.base_url);
+    let explicit = endpoint_region.is_none() || (configured.is_none() && ambient_profile.is_none());
+    let region = match (arn_region(&model.id), &configured) {
+        (Some(region), _) => region,
+        (None, Some(region)) => region.clone(),
+        (None, None) => match (&endpoint_region, explicit) {
+            (Some(region), true) => region.clone(),
+            _ if ambient_profile.is_none() => "us-east-1".to_owned(),
+            _ => profile_region(ambient_profile.as_deref()).await.unwrap_or_else(|| "us-east-1".to_owned()),
+        },
+    };
+    let base = if explicit {
+        model.base_url.trim_end_matches('/').to_owned()
+    } else {
+        let suffix = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
+        format!("https://bedrock-runtime.{region}.{suffix}")
+    };
+    Target { url: format!("{base}/model/{}/converse-stream", encode_label(&model.id)), region }
+}
+
+/// How to authenticate: a bearer token (`apiKey`, else `AWS_BEARER_TOKEN_BEDROCK`) unless
+/// `AWS_BEDROCK_SKIP_AUTH=1`; else SigV4 with dummy keys (skip-auth proxies), the request's
+/// profile, the access keys of `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
+/// `AWS_SESSION_TOKEN`, or the default chain (profile, web identity, ECS, instance metadata).
+pub(crate) async fn resolve(options: &StreamOptions) -> Result<Auth, String> {
+    let skip_auth = options.env_var("AWS_BEDROCK_SKIP_AUTH").as_deref() == Some("1");
+    let bearer =
+        options.api_key.clone().filter(|k| !k.is_empty()).or_else(|| options.env_var("AWS_BEARER_TOKEN_BEDROCK"));
+    if let Some(token) = bearer.filter(|_| !skip_auth) {
+        return Ok(Auth::Bearer(token));
+    }
+    if skip_auth {
+        return Ok(Auth::SigV4(Credentials::new("dummy-access-key", "dummy-secret-key", None, None, "pi-skip-auth")));
+    }
+    let profile = request_profile(options);
+    if profile.is_none() {
+        if let (Some(key), Some(secret)) =
+            (options.env_var("AWS_ACCESS_KEY_ID"), options.env_var("AWS_SECRET_ACCESS_KEY"))
+        {
+            return Ok(Auth::SigV4(Credentials::new(
+                key,
+                secret,
+                options.env_var("AWS_SESSION_TOKEN"),
+                None,
+                "pi-env",
+            )));
+        }
+    }
+    let profile = profile.or_else(|| options.env_var("AWS_PROFILE"));
+    chain_credentials(profile.as_deref()).await.map(Auth::SigV4)
+}
+
+type ProviderCache = Mutex<HashMap<Option<String>, SharedCredentialsProvider>>;
+
+static PROVIDERS: OnceLock<ProviderCache> = OnceLock::new();
+static CACHED: OnceLock<Mutex<HashMap<Option<String>, Credentials>>> = OnceLock::new();
+
+/// The default chain's configuration for a profile (or the default one). Its credential
+/// providers (ECS, STS for web identity) talk HTTP through rustls on `ring`, like the adapters.
+async fn load_config(profile: Option<&str>) -> aws_config::SdkConfig {
+    let http_client = aws_smithy_http_client::Builder::new()
+        .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+            aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https();
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http_client);
+    if let Some(profile) = profile {
+        loader = loader.profile_name(profile);
+    }
+    loader.load().await
+}
+
+/// The region a profile names (`region = ...` in `~/.aws/config`).
+async fn profile_region(profile: Option<&str>) -> Option<String> {
+    load_config(profile).await.region().map(|r| r.as_ref().to_owned())
+}
+
+/// Credentials from aws-config's default chain, reused until five minutes before they expire.
+async fn chain_credentials(profile: Option<&str>) -> Result<Credentials, String> {
+    let key = profile.map(str::to_owned);
+    let cached = CACHED.get_or_init(Default::default);
+    if let Ok(cache) = cached.lock() {
+        if let Some(credentials) = cache.get(&key) {
+            let fresh = credentials.expiry().is_none_or(|expiry| expiry > SystemTime::now() + Duration::from_secs(300));
+            if fresh {
+                return Ok(credentials.clone());
+            }
+        }
+    }
+    let providers = PROVIDERS.get_or_init(Default::default);
+    let existing = providers.lock().ok().and_then(|p| p.get(&key).cloned());
+    let provider = match existing {
+        Some(provider) => provider,
+        None => {
+            let Some(provider) = load_config(profile).await.credentials_provider() else {
+                return Err(NO_CREDENTIALS.to_owned());
+            };
+            if let Ok(mut p) = providers.lock() {
+                p.insert(key.clone(), provider.clone());
+            }
+            provider
+        }
+    };
+    match provider.provide_credentials().await {
+        Ok(credentials) => {
+            if let Ok(mut cache) = cached.lock() {
+                cache.insert(key, credentials.clone());
+            }
+            Ok(credentials)
+        }
+        Err(error) => Err(credentials_error_text(&error)),
+    }
+}
+
+const NO_CREDENTIALS: &str = "Could not load credentials from any providers";
+
+fn credentials_error_text(error: &aws_credential_types::provider::error::CredentialsError) -> String {
+    use aws_credential_types::provider::error::CredentialsError;
+    match error {
+        CredentialsError::CredentialsNotLoaded(_) => NO_CREDENTIALS.to_owned(),
+        other => {
+            let cause = crate::http::deepest_cause(other);
+            let text = other.to_string();
+            if cause.is_empty() || text.contains(&cause) {
+                text
+            } else {
+                format!("{text}: {cause}")
+            }
+        }
+    }
+}
+
+/// The SigV4 headers (`authorization`, `x-amz-date`, `x-amz-security-token`) for a POST of
+/// `body` to `url` with `headers`, signed now for `region`.
+pub(crate) fn sigv4_headers(
+    credentials: &Credentials,
+    region: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+    time: SystemTime,
+) -> Result<Vec<(String, String)>, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("Invalid Bedrock endpoint URL: {e}"))?;
+    if parsed.host_str().is_none_or(str::is_empty) || !matches!(parsed.scheme(), "http" | "https") {
+        return Err("Invalid Bedrock endpoint URL: an http(s) URL with a host is required".to_owned());
+    }
+    let identity = credentials.clone().into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SIGNING_NAME)
+        .time(time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| format!("Could not sign the Bedrock request: {e}"))?
+        .into();
+    let signable = SignableRequest::new(
+        "POST",
+        parsed.as_str(),
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| format!("Could not sign the Bedrock request: {e}"))?;
+    let (instructions, _signature) =
+        sign(signable, &params).map_err(|e| format!("Could not sign the Bedrock request: {e}"))?.into_parts();
+    Ok(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn standard_endpoints_name_their_region() {
+        assert_eq!(
+            standard_endpoint_region("https://bedrock-runtime.eu-central-1.amazonaws.com").as_deref(),
+            Some("eu-central-1")
+        );
+        assert_eq!(
+            standard_endpoint_region("https://bedrock-runtime-fips.us-gov-west-1.amazonaws.com/").as_deref(),
+            Some("us-gov-west-1")
+        );
+        assert_eq!(
+            standard_endpoint_region("https://bedrock-runtime.cn-north-1.amazonaws.com.cn").as_deref(),
+            Some("cn-north-1")
+        );
+        assert_eq!(standard_endpoint_region("http://127.0.0.1:8080"), None);
+        assert_eq!(standard_endpoint_region("not a url"), None);
+    }
+
+    #[test]
+    fn arn_model_ids_carry_a_region() {
+        assert_eq!(
+            arn_region("arn:aws:bedrock:eu-west-1:123456789012:application-inference-profile/abc").as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(arn_region("arn:aws-us-gov:bedrock:us-gov-west-1:1:x").as_deref(), Some("us-gov-west-1"));
+        assert_eq!(arn_region("anthropic.claude-sonnet-4-5-20250929-v1:0"), None);
+        assert_eq!(arn_region("arn:aws:s3:us-east-1:1:x"), None);
+    }
+
+    #[test]
+    fn labels_are_encoded_like_the_sdk() {
+        assert_eq!(
+            encode_label("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            "us.anthropic.claude-sonnet-4-5-20250929-v1%3A0"
+        );
+        assert_eq!(encode_label("arn:aws:bedrock:x/y(1)!"), "arn%3Aaws%3Abedrock%3Ax%2Fy%281%29%21");
+    }
+
+    #[test]
+    fn sigv4_headers_have_the_expected_shape() {
+        let credentials = Credentials::new("AKIDEXAMPLE", "secret", Some("session-token".into()), None, "test");
+        let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let signed = sigv4_headers(
+            &credentials,
+            "eu-west-1",
+            "http://127.0.0.1:4000/model/amazon.nova-pro-v1%3A0/converse-stream",
+            &headers,
+            b"{}",
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+        )
+        .unwrap();
+        let get = |name: &str| signed.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+        let authorization = get("authorization").unwrap();
+        assert!(
+            authorization
+                .starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/bedrock/aws4_request, "),
+            "{authorization}"
+        );
+        assert!(authorization.contains("SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, "));
+        let signature = authorization.rsplit("Signature=").next().unwrap();
+        assert_eq!(signature.len(), 64);
+        assert!(signature.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(get("x-amz-date").as_deref(), Some("20260101T000000Z"));
+        assert_eq!(get("x-amz-security-token").as_deref(), Some("session-token"));
+        assert!(!authorization.contains("secret"));
+    }
+
+    #[test]
+    fn a_url_without_a_host_is_an_error_not_a_panic() {
+        let credentials = Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
+        for url in ["/model/x/converse-stream", "file:///x", "nonsense"] {
+            let error = sigv4_headers(&credentials, "us-east-1", url, &[], b"", SystemTime::now()).unwrap_err();
+            assert!(error.starts_with("Invalid Bedrock endpoint URL"), "{error}");
+        }
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug() {
+        let sigv4 =
+            Auth::SigV4(Credentials::new("AKIDEXAMPLE", "very-secret-key", Some("tok-secret".into()), None, "t"));
+        let bearer = Auth::Bearer("bearer-secret-token".into());
+        let text = format!("{sigv4:?} {bearer:?}");
+        assert!(!text.contains("very-secret-key") && !text.contains("bearer-secret-token"), "{text}");
+        assert!(!text.contains("tok-secret"), "{text}");
+    }
+}
