@@ -88,6 +88,7 @@ fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
         "openai-completions" => Box::new(pi_providers::openai_completions::OpenAICompletions),
         "anthropic-messages" => Box::new(pi_providers::anthropic::AnthropicMessages),
         "openai-responses" => Box::new(pi_providers::openai_responses::OpenAIResponses),
+        "bedrock-converse-stream" => Box::new(pi_providers::bedrock::BedrockConverseStream),
         _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
     }
 }
