@@ -164,7 +164,7 @@ async fn bearer_token_from_the_environment() {
 
 #[tokio::test]
 async fn secrets_stay_out_of_error_texts_and_debug() {
-    let body = format!(r#"{{"message":"The security token included in the request is invalid."}}"#);
+    let body = r#"{"message":"The security token included in the request is invalid."}"#;
     let server = Server::start(vec![Step::Bytes(with_length(
         403,
         "application/json",

@@ -363,3 +363,60 @@ mod tests {
         assert!(!text.contains("tok-secret"), "{text}");
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod target_tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> StreamOptions {
+        let env = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        StreamOptions { env: Some(Arc::new(env)), ..Default::default() }
+    }
+
+    fn model(id: &str, base_url: &str) -> Model {
+        let mut model = Model::new(id, "bedrock-converse-stream", "amazon-bedrock");
+        model.base_url = base_url.into();
+        model
+    }
+
+    #[tokio::test]
+    async fn regions_and_endpoints() {
+        let standard = "https://bedrock-runtime.us-east-1.amazonaws.com";
+        // A configured region wins over the catalog's standard endpoint.
+        let t = target(&model("amazon.nova-pro-v1:0", standard), &options(&[("AWS_REGION", "eu-west-3")])).await;
+        assert_eq!(t.region, "eu-west-3");
+        assert_eq!(
+            t.url,
+            "https://bedrock-runtime.eu-west-3.amazonaws.com/model/amazon.nova-pro-v1%3A0/converse-stream"
+        );
+        // A custom endpoint is kept; an ARN's region signs.
+        let arn = "arn:aws:bedrock:ap-south-1:123:application-inference-profile/x";
+        let t = target(&model(arn, "https://proxy.example/bedrock/"), &options(&[("AWS_REGION", "eu-west-3")])).await;
+        assert_eq!(t.region, "ap-south-1");
+        assert!(t.url.starts_with("https://proxy.example/bedrock/model/arn%3Aaws%3Abedrock%3A"), "{}", t.url);
+        // Nothing configured: the standard endpoint and its region.
+        let t = target(&model("x", "https://bedrock-runtime.eu-central-1.amazonaws.com"), &options(&[])).await;
+        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            assert_eq!(t.region, "eu-central-1");
+            assert_eq!(t.url, "https://bedrock-runtime.eu-central-1.amazonaws.com/model/x/converse-stream");
+        }
+    }
+
+    #[tokio::test]
+    async fn auth_sources_in_order() {
+        let keys = [("AWS_ACCESS_KEY_ID", "AKID"), ("AWS_SECRET_ACCESS_KEY", "s")];
+        let bearer = StreamOptions { api_key: Some("key".into()), ..options(&keys) };
+        assert!(matches!(resolve(&bearer).await.unwrap(), Auth::Bearer(t) if t == "key"));
+        let env_bearer = options(&[("AWS_BEARER_TOKEN_BEDROCK", "tok"), keys[0], keys[1]]);
+        assert!(matches!(resolve(&env_bearer).await.unwrap(), Auth::Bearer(t) if t == "tok"));
+        let skip = StreamOptions { api_key: Some("key".into()), ..options(&[("AWS_BEDROCK_SKIP_AUTH", "1")]) };
+        assert!(matches!(resolve(&skip).await.unwrap(), Auth::SigV4(c) if c.access_key_id() == "dummy-access-key"));
+        match resolve(&options(&keys)).await.unwrap() {
+            Auth::SigV4(c) => assert_eq!((c.access_key_id(), c.secret_access_key()), ("AKID", "s")),
+            Auth::Bearer(_) => panic!("keys sign"),
+        }
+    }
+}

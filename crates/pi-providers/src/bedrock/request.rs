@@ -468,3 +468,135 @@ pub fn build_request_body(
     }
     Ok(Value::Object(body))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use pi_types::transcript::normalize_context;
+    use pi_types::{Context, ImageContent, TextContent, ToolResultMessage, UserMessage};
+
+    use super::*;
+
+    fn model(id: &str, name: &str) -> Model {
+        let mut model = Model::new(id, "bedrock-converse-stream", "amazon-bedrock");
+        model.name = name.into();
+        model.max_tokens = 8192;
+        model.context_window = 200_000;
+        model.reasoning = true;
+        model
+    }
+
+    fn context(messages: Vec<Message>, tools: Option<Vec<Tool>>) -> TranscriptContext {
+        normalize_context(Context { system_prompt: Some("Be brief.".into()), messages, tools })
+    }
+
+    fn tool() -> Tool {
+        Tool {
+            name: "get_weather".into(),
+            description: "Weather".into(),
+            parameters: Arc::new(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+            constrained_sampling: None,
+        }
+    }
+
+    #[test]
+    fn temperature_tool_choice_and_no_cache_points_for_other_models() {
+        let options = StreamOptions {
+            max_tokens: Some(100),
+            temperature: Some(0.5),
+            tool_choice: Some(ToolChoice::Auto),
+            ..Default::default()
+        };
+        let model = model("amazon.nova-pro-v1:0", "Nova Pro");
+        let ctx = context(vec![Message::from(UserMessage::text("  "))], Some(vec![tool()]));
+        let body = build_request_body(&model, &ctx, &options).unwrap();
+        assert_eq!(body["inferenceConfig"], json!({"maxTokens": 100, "temperature": 0.5}));
+        assert_eq!(body["toolConfig"]["toolChoice"], json!({"auto": {}}));
+        assert_eq!(body["system"], json!([{"text": "Be brief."}]));
+        assert_eq!(body["messages"], json!([{"role": "user", "content": [{"text": "<empty>"}]}]));
+
+        let none = StreamOptions { tool_choice: Some(ToolChoice::None), ..options };
+        assert!(build_request_body(&model, &ctx, &none).unwrap().get("toolConfig").is_none());
+    }
+
+    #[test]
+    fn claude_cache_points_follow_the_retention() {
+        let model = model("anthropic.claude-haiku-4-5-20251001-v1:0", "Claude Haiku 4.5");
+        let ctx = context(vec![Message::from(UserMessage::text("Hi"))], None);
+        let off = StreamOptions { cache_retention: Some(CacheRetention::None), ..Default::default() };
+        let body = build_request_body(&model, &ctx, &off).unwrap();
+        assert_eq!(body["system"], json!([{"text": "Be brief."}]));
+        let long = StreamOptions { cache_retention: Some(CacheRetention::Long), ..Default::default() };
+        let body = build_request_body(&model, &ctx, &long).unwrap();
+        assert_eq!(body["system"][1], json!({"cachePoint": {"type": "default", "ttl": "1h"}}));
+        assert_eq!(body["messages"][0]["content"][1], json!({"cachePoint": {"type": "default", "ttl": "1h"}}));
+    }
+
+    #[test]
+    fn images_and_error_tool_results() {
+        let model = model("anthropic.claude-sonnet-4-5-20250929-v1:0", "Claude Sonnet 4.5");
+        let mut model = model;
+        model.input = vec![pi_types::InputModality::Text, pi_types::InputModality::Image];
+        let image = UserContent::Image(ImageContent { data: "aGk=".into(), mime_type: "image/png".into() });
+        let call = pi_types::AssistantMessage {
+            content: vec![AssistantContent::ToolCall(pi_types::ToolCall {
+                id: "call_1".into(),
+                name: "get_weather".into(),
+                arguments: json!({"city": "Paris", "": 1}).as_object().cloned().unwrap(),
+                ..Default::default()
+            })],
+            api: "bedrock-converse-stream".into(),
+            provider: "amazon-bedrock".into(),
+            model: model.id.clone(),
+            stop_reason: pi_types::StopReason::ToolUse,
+            ..Default::default()
+        };
+        let result = ToolResultMessage {
+            tool_call_id: "call_1".into(),
+            tool_name: "get_weather".into(),
+            content: vec![UserContent::Text(TextContent { text: "failed".into(), text_signature: None }), image],
+            is_error: true,
+            ..Default::default()
+        };
+        let ctx = context(
+            vec![Message::from(UserMessage::text("Hi")), Message::from(call), Message::from(result)],
+            Some(vec![tool()]),
+        );
+        let options = StreamOptions { cache_retention: Some(CacheRetention::None), ..Default::default() };
+        let body = build_request_body(&model, &ctx, &options).unwrap();
+        assert_eq!(
+            body["messages"][1]["content"][0]["toolUse"],
+            json!({"toolUseId": "call_1", "name": "get_weather", "input": {"city": "Paris"}})
+        );
+        let results = body["messages"][2]["content"].as_array().unwrap();
+        assert_eq!(results[0]["toolResult"]["status"], "error");
+        assert_eq!(results[2], json!({"image": {"format": "png", "source": {"bytes": "aGk="}}}));
+
+        let bad = UserContent::Image(ImageContent { data: "aGk=".into(), mime_type: "image/tiff".into() });
+        let ctx = context(
+            vec![Message::from(UserMessage { content: UserMessageContent::Blocks(vec![bad]), timestamp: 0 })],
+            None,
+        );
+        assert_eq!(build_request_body(&model, &ctx, &options).unwrap_err(), "Unknown image type: image/tiff");
+    }
+
+    #[test]
+    fn thinking_fields_by_model_family() {
+        let ctx = context(vec![Message::from(UserMessage::text("Hi"))], None);
+        let high = StreamOptions { reasoning: Some(ThinkingLevel::High), max_tokens: Some(1000), ..Default::default() };
+        let opus = model("global.anthropic.claude-opus-4-7-v1", "Claude Opus 4.7");
+        let body = build_request_body(&opus, &ctx, &high).unwrap();
+        assert_eq!(body["additionalModelRequestFields"]["output_config"], json!({"effort": "high"}));
+        assert_eq!(body["additionalModelRequestFields"]["anthropic_beta"], json!([THINKING_BINDING_CONTROLS_BETA]));
+        assert_eq!(body["inferenceConfig"]["maxTokens"], 1000);
+        let gpt = model("openai.gpt-5-6", "GPT-5.6");
+        let minimal = StreamOptions { reasoning: Some(ThinkingLevel::Minimal), ..Default::default() };
+        let body = build_request_body(&gpt, &ctx, &minimal).unwrap();
+        assert_eq!(body["additionalModelRequestFields"], json!({"reasoning": {"effort": "low"}}));
+        let mut plain = model("amazon.nova-pro-v1:0", "Nova Pro");
+        plain.reasoning = false;
+        assert!(build_request_body(&plain, &ctx, &high).unwrap().get("additionalModelRequestFields").is_none());
+    }
+}
