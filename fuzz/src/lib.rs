@@ -107,7 +107,7 @@ pub fn adapter(api: &str, data: &[u8]) {
     model.context_window = 100_000;
     let context = normalize_context(Context {
         system_prompt: None,
-        messages: vec![Message::User(UserMessage::text("Hi"))],
+        messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: None,
     });
     let options = StreamOptions {
