@@ -128,7 +128,7 @@ pub(crate) async fn target(model: &Model, options: &StreamOptions) -> Target {
 /// `AWS_BEDROCK_SKIP_AUTH=1`; else SigV4 with dummy keys (skip-auth proxies), the request's
 /// profile, the access keys of `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
 /// `AWS_SESSION_TOKEN`, or the default chain (profile, web identity, ECS, instance metadata).
-pub(crate) async fn resolve(options: &StreamOptions) -> Result<Auth, String> {
+pub(crate) async fn resolve(options: &StreamOptions, region: &str) -> Result<Auth, String> {
     let skip_auth = options.env_var("AWS_BEDROCK_SKIP_AUTH").as_deref() == Some("1");
     let bearer =
         options.api_key.clone().filter(|k| !k.is_empty()).or_else(|| options.env_var("AWS_BEARER_TOKEN_BEDROCK"));
@@ -153,7 +153,7 @@ pub(crate) async fn resolve(options: &StreamOptions) -> Result<Auth, String> {
         }
     }
     let profile = profile.or_else(|| options.env_var("AWS_PROFILE"));
-    chain_credentials(profile.as_deref()).await.map(Auth::SigV4)
+    chain_credentials(profile.as_deref(), region).await.map(Auth::SigV4)
 }
 
 type ProviderCache = Mutex<HashMap<Option<String>, SharedCredentialsProvider>>;
@@ -161,15 +161,19 @@ type ProviderCache = Mutex<HashMap<Option<String>, SharedCredentialsProvider>>;
 static PROVIDERS: OnceLock<ProviderCache> = OnceLock::new();
 static CACHED: OnceLock<Mutex<HashMap<Option<String>, Credentials>>> = OnceLock::new();
 
-/// The default chain's configuration for a profile (or the default one). Its credential
-/// providers (ECS, STS for web identity) talk HTTP through rustls on `ring`, like the adapters.
-async fn load_config(profile: Option<&str>) -> aws_config::SdkConfig {
-    let http_client = aws_smithy_http_client::Builder::new()
+/// The HTTP client of the credential providers (ECS, STS for web identity and roles): rustls
+/// on `ring`, like the adapters.
+fn provider_http_client() -> aws_smithy_runtime_api::client::http::SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
         .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
             aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
         ))
-        .build_https();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http_client);
+        .build_https()
+}
+
+/// The default chain's configuration for a profile (or the default one).
+async fn load_config(profile: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(provider_http_client());
     if let Some(profile) = profile {
         loader = loader.profile_name(profile);
     }
@@ -181,8 +185,21 @@ async fn profile_region(profile: Option<&str>) -> Option<String> {
     load_config(profile).await.region().map(|r| r.as_ref().to_owned())
 }
 
-/// Credentials from aws-config's default chain, reused until five minutes before they expire.
-async fn chain_credentials(profile: Option<&str>) -> Result<Credentials, String> {
+/// The credentials of a named profile (static keys, roles, web identity, `credential_process`
+/// as the profile says): only the profile, so that access keys in the process environment
+/// do not win over a profile chosen on purpose, as the JS SDK's chain behaves.
+fn profile_provider(profile: &str, region: &str) -> SharedCredentialsProvider {
+    let config = aws_config::provider_config::ProviderConfig::default()
+        .with_http_client(provider_http_client())
+        .with_region(Some(aws_config::Region::new(region.to_owned())));
+    SharedCredentialsProvider::new(
+        aws_config::profile::ProfileFileCredentialsProvider::builder().configure(&config).profile_name(profile).build(),
+    )
+}
+
+/// Credentials of a profile, else of aws-config's default chain (environment, shared files,
+/// web identity, ECS, instance metadata), reused until five minutes before they expire.
+async fn chain_credentials(profile: Option<&str>, region: &str) -> Result<Credentials, String> {
     let key = profile.map(str::to_owned);
     let cached = CACHED.get_or_init(Default::default);
     if let Ok(cache) = cached.lock() {
@@ -198,8 +215,12 @@ async fn chain_credentials(profile: Option<&str>) -> Result<Credentials, String>
     let provider = match existing {
         Some(provider) => provider,
         None => {
-            let Some(provider) = load_config(profile).await.credentials_provider() else {
-                return Err(NO_CREDENTIALS.to_owned());
+            let provider = match profile {
+                Some(profile) => profile_provider(profile, region),
+                None => match load_config(None).await.credentials_provider() {
+                    Some(provider) => provider,
+                    None => return Err(NO_CREDENTIALS.to_owned()),
+                },
             };
             if let Ok(mut p) = providers.lock() {
                 p.insert(key.clone(), provider.clone());
@@ -409,12 +430,14 @@ mod target_tests {
     async fn auth_sources_in_order() {
         let keys = [("AWS_ACCESS_KEY_ID", "AKID"), ("AWS_SECRET_ACCESS_KEY", "s")];
         let bearer = StreamOptions { api_key: Some("key".into()), ..options(&keys) };
-        assert!(matches!(resolve(&bearer).await.unwrap(), Auth::Bearer(t) if t == "key"));
+        assert!(matches!(resolve(&bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "key"));
         let env_bearer = options(&[("AWS_BEARER_TOKEN_BEDROCK", "tok"), keys[0], keys[1]]);
-        assert!(matches!(resolve(&env_bearer).await.unwrap(), Auth::Bearer(t) if t == "tok"));
+        assert!(matches!(resolve(&env_bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "tok"));
         let skip = StreamOptions { api_key: Some("key".into()), ..options(&[("AWS_BEDROCK_SKIP_AUTH", "1")]) };
-        assert!(matches!(resolve(&skip).await.unwrap(), Auth::SigV4(c) if c.access_key_id() == "dummy-access-key"));
-        match resolve(&options(&keys)).await.unwrap() {
+        assert!(
+            matches!(resolve(&skip, "us-east-1").await.unwrap(), Auth::SigV4(c) if c.access_key_id() == "dummy-access-key")
+        );
+        match resolve(&options(&keys), "us-east-1").await.unwrap() {
             Auth::SigV4(c) => assert_eq!((c.access_key_id(), c.secret_access_key()), ("AKID", "s")),
             Auth::Bearer(_) => panic!("keys sign"),
         }

@@ -242,7 +242,7 @@ async fn run(
     let params = common::apply_on_payload(options, model, params).await;
     let body = jsonx::stringify(&params).into_bytes();
     let target = auth::target(model, options).await;
-    let auth = auth::resolve(options).await.map_err(Stop::error)?;
+    let auth = auth::resolve(options, &target.region).await.map_err(Stop::error)?;
 
     let custom: Vec<(String, Option<String>)> = common::model_headers(model)
         .into_iter()
