@@ -217,7 +217,14 @@ async fn chain_credentials(profile: Option<&str>, region: &str) -> Result<Creden
         None => {
             let provider = match profile {
                 Some(profile) => profile_provider(profile, region),
-                None => match load_config(None).await.credentials_provider() {
+                None => match aws_config::defaults(aws_config::BehaviorVersion::latest())
+                    .http_client(provider_http_client())
+                    // The STS call of web identity needs a region: the request's.
+                    .region(aws_config::Region::new(region.to_owned()))
+                    .load()
+                    .await
+                    .credentials_provider()
+                {
                     Some(provider) => provider,
                     None => return Err(NO_CREDENTIALS.to_owned()),
                 },
