@@ -19,8 +19,10 @@
 //! blocks start with `contentBlockStart` and stream their input as JSON text fragments. Usage
 //! arrives last, in `metadata`.
 //!
-//! Credentials, region and endpoint follow the reference: see [`auth`](self) (module docs of
-//! `bedrock/auth.rs`) and `docs/providers/bedrock-converse-stream.md`.
+//! Credentials, region and endpoint follow the reference's rules (bearer token, access keys,
+//! profiles, web identity, ECS container credentials; see `bedrock/auth.rs` and
+//! `docs/providers/bedrock-converse-stream.md`). Settings are read from `StreamOptions::env`
+//! first, then the process environment.
 
 mod auth;
 mod request;
