@@ -93,6 +93,7 @@ fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
         "openai-codex-responses" => Box::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
         "google-vertex" => Box::new(pi_providers::google_vertex::GoogleVertex::default()),
         "pi-messages" => Box::new(pi_providers::pi_messages::PiMessages),
+        "bedrock-converse-stream" => Box::new(pi_providers::bedrock::BedrockConverseStream),
         _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
     }
 }

@@ -105,7 +105,7 @@ pub struct ModelArgs {
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
     /// Adapter for the server: openai-completions (default with --base-url),
-    /// openai-responses, anthropic-messages, google-generative-ai.
+    /// openai-responses, anthropic-messages, google-generative-ai, bedrock-converse-stream.
     #[arg(long, global = true, value_name = "API")]
     pub api: Option<String>,
     /// Reasoning effort: off, minimal, low, medium, high, xhigh, max.

@@ -36,11 +36,12 @@ pub const DEFAULT_MODELS: [(&str, &str); 6] = [
 ];
 
 /// The adapters `--api` accepts.
-pub const APIS: [&str; 4] = [
+pub const APIS: [&str; 5] = [
     pi_providers::openai_completions::API,
     pi_providers::openai_responses::API,
     pi_providers::anthropic::API,
     pi_providers::google::API,
+    pi_providers::bedrock::API,
 ];
 
 /// Provider id of the offline demo.
@@ -290,9 +291,14 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
         ..Model::new(id, api, provider.clone())
     };
     // Local servers usually ignore the key, but the adapters send one; PI_API_KEY overrides.
-    let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty()).unwrap_or_else(|| "none".to_owned());
-    models
-        .set_provider(Provider::new(provider).with_auth(Auth::ApiKey(key)).with_model(model.clone()).with_http_apis());
+    // Bedrock without PI_API_KEY authenticates itself (AWS_BEARER_TOKEN_BEDROCK, AWS credentials).
+    let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty());
+    let auth = match key {
+        Some(key) => Auth::ApiKey(key),
+        None if model.api == pi_providers::bedrock::API => Auth::None,
+        None => Auth::ApiKey("none".to_owned()),
+    };
+    models.set_provider(Provider::new(provider).with_auth(auth).with_model(model.clone()).with_http_apis());
     Ok(model)
 }
 

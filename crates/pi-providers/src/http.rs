@@ -489,8 +489,8 @@ impl Body {
         read
     }
 
-    /// The next chunk, without the event-stream caps.
-    async fn next_raw(&mut self) -> Read {
+    /// The next chunk, without the event-stream caps (binary streams cap their own frames).
+    pub(crate) async fn next_raw(&mut self) -> Read {
         let cancel = self.cancel.clone();
         let idle = self.idle;
         let next = self.inner.next();

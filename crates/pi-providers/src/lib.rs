@@ -10,6 +10,10 @@
 //!
 //! # Features
 //!
+//! * `bedrock` (default): the `bedrock` adapter (`bedrock-converse-stream`, Amazon Bedrock's
+//!   Converse stream API) with the AWS crates it needs (SigV4 signing, event-stream framing,
+//!   the credential chain); implies `http`. Crates that depend on `pi-providers` without its
+//!   default features ask for it explicitly.
 //! * `http` (default): the four adapters, `Provider::builtin`, `Provider::with_http_apis` and
 //!   `Models::with_builtins`, with their HTTP client (reqwest on rustls). Without it
 //!   (`default-features = false`) the crate is the registry, the catalog, the SSE decoder, the
@@ -80,6 +84,8 @@ mod transform;
 pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod azure_openai_responses;
+#[cfg(feature = "bedrock")]
+pub mod bedrock;
 pub mod catalog;
 pub mod classify;
 pub mod cloudflare;

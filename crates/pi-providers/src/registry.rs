@@ -189,10 +189,12 @@ impl Provider {
         })
     }
 
-    /// Register the HTTP adapters under their API ids.
+    /// Register the HTTP adapters under their API ids (with the `bedrock` feature, also
+    /// `bedrock-converse-stream`).
     #[cfg(feature = "http")]
     pub fn with_http_apis(self) -> Self {
-        self.with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
+        let this = self
+            .with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
             .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
             .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
             .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
@@ -206,7 +208,10 @@ impl Provider {
                 Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
             )
             .with_api(crate::google_vertex::API, Arc::new(crate::google_vertex::GoogleVertex::default()))
-            .with_api(crate::pi_messages::API, Arc::new(crate::pi_messages::PiMessages))
+            .with_api(crate::pi_messages::API, Arc::new(crate::pi_messages::PiMessages));
+        #[cfg(feature = "bedrock")]
+        let this = this.with_api(crate::bedrock::API, Arc::new(crate::bedrock::BedrockConverseStream));
+        this
     }
 
     /// Wrap every registered adapter (e.g. to rewrite the model or options before it streams).

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use loopback::{head, sse_head, with_length, Server, Step};
 use pi_providers::anthropic::AnthropicMessages;
 use pi_providers::azure_openai_responses::AzureOpenAIResponses;
+use pi_providers::bedrock::BedrockConverseStream;
 use pi_providers::google::GoogleGenerativeAi;
 use pi_providers::mistral::MistralConversations;
 use pi_providers::openai_codex_responses::OpenAICodexResponses;
@@ -49,12 +50,16 @@ const APIS: &[&str] = &[
     "openai-codex-responses",
     "google-vertex",
     "pi-messages",
+    BEDROCK,
 ];
 
 /// Gemini's protocol (Gemini and Vertex AI): CRLF framing, no terminal event, SDK error shapes.
 fn gemini_like(api: &str) -> bool {
     api == "google-generative-ai" || api == "google-vertex"
 }
+
+/// Bedrock's body is an AWS event stream: binary frames, each with its length and CRC32s.
+const BEDROCK: &str = "bedrock-converse-stream";
 
 fn fixture(api: &str) -> Value {
     let text = match api {
@@ -78,6 +83,9 @@ fn fixture(api: &str) -> Value {
             include_str!("../../../tests/fixtures/providers-extra/cases/google-vertex/text_basic.json")
         }
         "pi-messages" => include_str!("../../../tests/fixtures/providers-extra/cases/pi-messages/text_basic.json"),
+        BEDROCK => {
+            include_str!("../../../tests/fixtures/providers-extra/cases/bedrock-converse-stream/text_basic.json")
+        }
         _ => include_str!("../../../tests/fixtures/providers/cases/google-generative-ai/text_basic.json"),
     };
     serde_json::from_str(text).unwrap()
@@ -93,6 +101,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "openai-codex-responses" => Box::new(OpenAICodexResponses::default()),
         "google-vertex" => Box::new(GoogleVertex::default()),
         "pi-messages" => Box::new(PiMessages),
+        BEDROCK => Box::new(BedrockConverseStream),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -105,31 +114,82 @@ fn model(api: &str, url: &str) -> Model {
 }
 
 /// The recorded healthy body of an API.
-fn body(api: &str) -> String {
-    fixture(api)["response"]["body"].as_str().unwrap().to_owned()
+fn body(api: &str) -> Vec<u8> {
+    let response = &fixture(api)["response"];
+    match response["body_base64"].as_str() {
+        Some(base64) => aws_smithy_types::base64::decode(base64).unwrap(),
+        None => response["body"].as_str().unwrap().as_bytes().to_vec(),
+    }
 }
 
-/// The events of a healthy body, each with its delimiter.
-fn events(api: &str) -> Vec<String> {
-    let delimiter = if gemini_like(api) { "\r\n\r\n" } else { "\n\n" };
-    body(api).split_inclusive(delimiter).map(str::to_owned).collect()
+/// The healthy body with `edit` applied to its text: to the body itself, or for Bedrock to
+/// each frame's payload (the frames are encoded again, with their lengths and CRCs).
+fn edited_body(api: &str, edit: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
+    if api != BEDROCK {
+        return edit(&body(api));
+    }
+    let mut out = Vec::new();
+    for frame in events(api) {
+        let message = aws_smithy_eventstream::frame::read_message_from(&frame[..]).unwrap();
+        let message = aws_smithy_types::event_stream::Message::new_from_parts(
+            message.headers().to_vec(),
+            edit(message.payload()),
+        );
+        aws_smithy_eventstream::frame::write_message_to(&message, &mut out).unwrap();
+    }
+    out
+}
+
+/// The events of a healthy body, each with its delimiter (Bedrock: each frame).
+fn events(api: &str) -> Vec<Vec<u8>> {
+    let body = body(api);
+    if api == BEDROCK {
+        let mut frames = Vec::new();
+        let mut rest = &body[..];
+        while rest.len() >= 4 {
+            let len = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            let (frame, tail) = rest.split_at(len);
+            frames.push(frame.to_vec());
+            rest = tail;
+        }
+        return frames;
+    }
+    let delimiter: &[u8] = if gemini_like(api) { b"\r\n\r\n" } else { b"\n\n" };
+    let mut out = Vec::new();
+    let mut rest = &body[..];
+    while let Some(at) = rest.windows(delimiter.len()).position(|w| w == delimiter) {
+        let (event, tail) = rest.split_at(at + delimiter.len());
+        out.push(event.to_vec());
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        out.push(rest.to_vec());
+    }
+    out
 }
 
 /// The event that ends the protocol (the last one; `[DONE]` for completions).
-fn terminal(api: &str) -> String {
+fn terminal(api: &str) -> Vec<u8> {
     events(api).last().cloned().unwrap()
 }
 
 /// The first event carrying a text delta.
-fn text_delta(api: &str) -> String {
-    let marker = match api {
-        "openai-completions" | "mistral-conversations" => "\"content\":",
-        "anthropic-messages" => "text_delta",
-        "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => "response.output_text.delta",
-        "pi-messages" => "\"text_delta\"",
-        _ => "\"text\"",
+fn text_delta(api: &str) -> Vec<u8> {
+    let marker: &[u8] = match api {
+        "openai-completions" | "mistral-conversations" => b"\"content\":",
+        "anthropic-messages" => b"text_delta",
+        "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => b"response.output_text.delta",
+        "pi-messages" => b"\"text_delta\"",
+        BEDROCK => b"contentBlockDelta",
+        _ => b"\"text\"",
     };
-    events(api).into_iter().find(|e| e.contains(marker)).unwrap()
+    events(api).into_iter().find(|e| e.windows(marker.len()).any(|w| w == marker)).unwrap()
+}
+
+/// `body` followed by `more`.
+fn cat(mut body: Vec<u8>, more: Vec<u8>) -> Vec<u8> {
+    body.extend(more);
+    body
 }
 
 /// The error text of a wait for headers that hit its limit.
@@ -232,8 +292,7 @@ fn error_text(api: &str, message: &AssistantMessage) -> String {
 
 #[tokio::test]
 async fn healthy_recordings_complete() {
-    for (api, message) in each(|api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes())], options).await
-    {
+    for (api, message) in each(|api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api))], options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
     }
@@ -245,7 +304,7 @@ async fn reset_mid_stream() {
         let body = body(api);
         vec![
             Step::Bytes(sse_head()),
-            Step::Bytes(body.as_bytes()[..body.len() / 2].to_vec()),
+            Step::Bytes(body[..body.len() / 2].to_vec()),
             Step::Pause(Duration::from_millis(20)),
             Step::Reset,
         ]
@@ -282,7 +341,7 @@ async fn stall_before_headers_has_a_default_limit() {
 
 #[tokio::test]
 async fn stall_after_headers_ends_at_the_idle_limit() {
-    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(events(api)[0].clone().into_bytes()), Step::Hold];
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(events(api)[0].clone()), Step::Hold];
     for &api in APIS {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
@@ -320,7 +379,7 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
 
 #[tokio::test]
 async fn trickle_one_byte_per_write() {
-    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Trickle(body(api).into_bytes())];
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Trickle(body(api))];
     for (api, message) in each(steps, options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
@@ -332,15 +391,17 @@ async fn invalid_and_split_utf8() {
     // A two-byte, an invalid and a three-byte sequence, every byte its own write.
     let steps = |api: &str| {
         // Every copy of the text (deltas and final items) carries the same bytes.
-        let body = body(api).into_bytes();
-        let mut bytes = Vec::new();
-        let mut rest = &body[..];
-        while let Some(at) = rest.windows(6).position(|w| w == b"Server") {
-            bytes.extend_from_slice(&rest[..at]);
-            bytes.extend_from_slice(b"S\xc3\xa9rver\xff \xe2\x82\xac");
-            rest = &rest[at + 6..];
-        }
-        bytes.extend_from_slice(rest);
+        let bytes = edited_body(api, |body| {
+            let mut bytes = Vec::new();
+            let mut rest = body;
+            while let Some(at) = rest.windows(6).position(|w| w == b"Server") {
+                bytes.extend_from_slice(&rest[..at]);
+                bytes.extend_from_slice(b"S\xc3\xa9rver\xff \xe2\x82\xac");
+                rest = &rest[at + 6..];
+            }
+            bytes.extend_from_slice(rest);
+            bytes
+        });
         vec![Step::Bytes(sse_head()), Step::Trickle(bytes)]
     };
     for (api, message) in each(steps, options).await {
@@ -376,7 +437,7 @@ async fn json_error_with_200_is_an_error() {
 
 #[tokio::test]
 async fn terminal_event_twice() {
-    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &terminal(api)).into_bytes())];
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(cat(body(api), terminal(api)))];
     for (api, message) in each(steps, options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         if !gemini_like(&api) {
@@ -388,11 +449,12 @@ async fn terminal_event_twice() {
 
 #[tokio::test]
 async fn events_after_the_terminal_are_ignored() {
-    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes((body(api) + &text_delta(api)).into_bytes())];
+    let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(cat(body(api), text_delta(api)))];
     for (api, message) in each(steps, options).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
-        if !gemini_like(&api) {
+        if !gemini_like(&api) && api != BEDROCK {
             // Gemini has no terminal event: a chunk after `finishReason` is still part of the answer.
+            // Nor has Bedrock: usage (`metadata`) follows `messageStop`, and the stream ends at EOF.
             assert_eq!(message.text(), TEXT, "{api}");
         }
     }
@@ -411,17 +473,16 @@ async fn terminal_then_open_connection_completes_at_once() {
         "pi-messages",
     ] {
         let server =
-            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
+            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
         let (_, message) = run(api, &server.url, options).await;
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
         assert!(server.released(1).await, "{api}: connection still held");
     }
-    // Gemini's protocol ends only at EOF: the idle limit bounds the wait.
-    for api in APIS.into_iter().filter(|api| gemini_like(api)) {
-        let server =
-            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes()), Step::Hold]).await;
+    // Gemini's and Bedrock's protocols end only at EOF: the idle limit bounds the wait.
+    for &api in APIS.iter().filter(|api| gemini_like(api) || **api == BEDROCK) {
+        let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
         let (_, message) = run(api, &server.url, options()).await;
         assert!(error_text(api, &message).starts_with("Stream idle timeout"), "{api}");
         assert_eq!(message.text(), TEXT, "{api}: content kept");
@@ -480,7 +541,7 @@ async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
 async fn redirects_to_another_origin_are_not_followed() {
     for status in [301u16, 302, 307, 308] {
         for &api in APIS {
-            let other = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api).into_bytes())]).await;
+            let other = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api))]).await;
             let location = format!("location: {}/steal\r\n", other.url);
             let server = Server::start(vec![Step::Bytes(with_length(status, "text/plain", &location, b""))]).await;
             let (_, message) = run(api, &server.url, options()).await;
@@ -507,7 +568,12 @@ async fn huge_line_is_cut_with_a_clear_error() {
         // 17 MiB through a debug build on a loaded machine: a generous guard, still no hang.
         let (_, message) = run_guarded(api, &server.url, options(), Duration::from_secs(180)).await;
         let text = error_text(api, &message);
-        assert!(text.contains("line longer than 16777216 bytes"), "{api}: {text}");
+        if api == BEDROCK {
+            // "data" read as a frame length is ~1.7 GB: refused before anything is buffered.
+            assert!(text.contains("exceeds the limit of 16777216 bytes"), "{api}: {text}");
+        } else {
+            assert!(text.contains("line longer than 16777216 bytes"), "{api}: {text}");
+        }
     }
 }
 
@@ -527,7 +593,7 @@ async fn huge_error_body_gives_a_bounded_message() {
 #[tokio::test]
 async fn huge_usage_numbers_saturate() {
     let steps = |api: &str| {
-        let body = body(api);
+        let body = String::from_utf8(body(api)).unwrap_or_default();
         let body = match api {
             "openai-completions" => body
                 .replace("\"prompt_tokens\":31", "\"prompt_tokens\":1e300")
@@ -543,6 +609,16 @@ async fn huge_usage_numbers_saturate() {
             "mistral-conversations" => body
                 .replace("\"prompt_tokens\":14", "\"prompt_tokens\":1e300")
                 .replace("\"completion_tokens\":9", "\"completion_tokens\":1e300"),
+            BEDROCK => {
+                let body = edited_body(api, |payload| {
+                    String::from_utf8_lossy(payload)
+                        .replace("\"inputTokens\":42", "\"inputTokens\":1e300")
+                        .replace("\"outputTokens\":9", "\"outputTokens\":1e300")
+                        .into_bytes()
+                });
+                assert!(body.windows(5).any(|w| w == b"1e300"), "{api}");
+                return vec![Step::Bytes(sse_head()), Step::Bytes(body)];
+            }
             _ => body
                 .replace(
                     "\"candidatesTokenCount\": 19",

@@ -164,6 +164,7 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
             Arc::new(pi_providers::google_vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
         }
         "pi-messages" => Arc::new(pi_providers::pi_messages::PiMessages),
+        "bedrock-converse-stream" => Arc::new(pi_providers::bedrock::BedrockConverseStream),
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }
