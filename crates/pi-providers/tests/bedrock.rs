@@ -138,7 +138,8 @@ async fn sigv4_signs_the_request_with_the_configured_keys_and_region() {
     let prefix = format!("aws4-hmac-sha256 credential=akidexample/{}/eu-west-1/bedrock/aws4_request, ", &date[..8]);
     assert!(authorization.starts_with(&prefix), "{authorization}");
     assert!(
-        authorization.contains("signedheaders=content-type;host;x-amz-date;x-amz-security-token, "),
+        authorization
+            .contains("signedheaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-security-token, "),
         "{authorization}"
     );
     let signature = authorization.rsplit("signature=").next().unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::http_request::{sign, PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use pi_types::{Model, StreamOptions};
 
@@ -264,7 +264,8 @@ fn credentials_error_text(error: &aws_credential_types::provider::error::Credent
     }
 }
 
-/// The SigV4 headers (`authorization`, `x-amz-date`, `x-amz-security-token`) for a POST of
+/// The SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`,
+/// `x-amz-security-token`) for a POST of
 /// `body` to `url` with `headers`, signed now for `region`.
 pub(crate) fn sigv4_headers(
     credentials: &Credentials,
@@ -279,12 +280,15 @@ pub(crate) fn sigv4_headers(
         return Err("Invalid Bedrock endpoint URL: an http(s) URL with a host is required".to_owned());
     }
     let identity = credentials.clone().into();
+    // `x-amz-content-sha256` as the JS SDK's signer adds it (its `applyChecksum` default).
+    let mut settings = SigningSettings::default();
+    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
     let params = v4::SigningParams::builder()
         .identity(&identity)
         .region(region)
         .name(SIGNING_NAME)
         .time(time)
-        .settings(SigningSettings::default())
+        .settings(settings)
         .build()
         .map_err(|e| format!("Could not sign the Bedrock request: {e}"))?
         .into();
@@ -363,13 +367,45 @@ mod tests {
                 .starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/bedrock/aws4_request, "),
             "{authorization}"
         );
-        assert!(authorization.contains("SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, "));
+        assert!(authorization
+            .contains("SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-security-token, "));
         let signature = authorization.rsplit("Signature=").next().unwrap();
         assert_eq!(signature.len(), 64);
         assert!(signature.bytes().all(|b| b.is_ascii_hexdigit()));
         assert_eq!(get("x-amz-date").as_deref(), Some("20260101T000000Z"));
         assert_eq!(get("x-amz-security-token").as_deref(), Some("session-token"));
         assert!(!authorization.contains("secret"));
+    }
+
+    /// The same request signed by the reference SDK's signer (`@smithy/signature-v4`, as pi-ai's
+    /// Bedrock client uses it) at the same instant gives the same signature: canonical request,
+    /// double-encoded path (`%3A`), payload hash header and session token all agree.
+    #[test]
+    fn signature_matches_the_reference_signer() {
+        let credentials = Credentials::new("AKIDEXAMPLE", "secret", Some("session-token".into()), None, "test");
+        let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let signed = sigv4_headers(
+            &credentials,
+            "eu-west-1",
+            "http://127.0.0.1:4000/model/amazon.nova-pro-v1%3A0/converse-stream",
+            &headers,
+            b"{}",
+            SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600),
+        )
+        .unwrap();
+        let get = |name: &str| signed.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+        assert_eq!(
+            get("authorization"),
+            Some(
+                "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/bedrock/aws4_request, \
+                 SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;x-amz-security-token, \
+                 Signature=21b0a26778b23506327c6b4532d2b577ee686e0843962d7f643e0951d47c9ced"
+            )
+        );
+        assert_eq!(
+            get("x-amz-content-sha256"),
+            Some("44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a")
+        );
     }
 
     #[test]
