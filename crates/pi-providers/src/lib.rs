@@ -83,6 +83,8 @@ mod transform;
 #[cfg(feature = "http")]
 pub mod anthropic;
 #[cfg(feature = "http")]
+pub mod azure_completions;
+#[cfg(feature = "http")]
 pub mod azure_openai_responses;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;

@@ -179,6 +179,14 @@ impl Provider {
             // Their catalog URLs name the account (and gateway): filled per request.
             "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider
                 .map_apis(|adapter| Arc::new(crate::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>),
+            // Its chat-completions models stream to the configured Azure endpoint and deployment.
+            "azure" => provider.with_api(
+                crate::openai_completions::API,
+                Arc::new(crate::azure_completions::AzureCompletions::new(
+                    crate::azure_openai_responses::AzureOpenAIResponses::default(),
+                    Arc::new(crate::openai_completions::OpenAICompletions),
+                )),
+            ),
             // A ChatGPT subscription: OAuth tokens from `pi login openai-codex`, refreshed as needed.
             "openai-codex" => provider.with_auth(Auth::Resolver(
                 Arc::new(crate::codex_auth::CodexTokenStore::new(crate::codex_auth::default_auth_path())).resolver(),

@@ -20,9 +20,9 @@ use pi_providers::anthropic::AnthropicMessages;
 use pi_providers::azure_openai_responses::AzureOpenAIResponses;
 use pi_providers::bedrock::BedrockConverseStream;
 use pi_providers::google::GoogleGenerativeAi;
+use pi_providers::google_vertex::GoogleVertex;
 use pi_providers::mistral::MistralConversations;
 use pi_providers::openai_codex_responses::OpenAICodexResponses;
-use pi_providers::google_vertex::GoogleVertex;
 use pi_providers::openai_completions::OpenAICompletions;
 use pi_providers::openai_responses::OpenAIResponses;
 use pi_providers::pi_messages::PiMessages;
@@ -472,8 +472,7 @@ async fn terminal_then_open_connection_completes_at_once() {
         "openai-codex-responses",
         "pi-messages",
     ] {
-        let server =
-            Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
+        let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
         let (_, message) = run(api, &server.url, options).await;
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
