@@ -78,7 +78,7 @@ mod tests {
         let seen: Arc<std::sync::Mutex<Option<Value>>> = Arc::default();
         let keep = Arc::clone(&seen);
         let user: OnPayload = Arc::new(move |payload: &Value, _: &Model| {
-            *keep.lock().map_or_else(|e| e.into_inner(), |g| g) = Some(payload.clone());
+            *keep.lock().unwrap_or_else(|e| e.into_inner()) = Some(payload.clone());
             Box::pin(async { None })
         });
         let options = with_deployment(StreamOptions { on_payload: Some(user), ..Default::default() }, "dep-1".into());
@@ -86,7 +86,7 @@ mod tests {
         let hook = options.on_payload.clone();
         let out = hook.map(|hook| futures::executor::block_on(hook(&serde_json::json!({"model": "gpt-4.1"}), &model)));
         assert_eq!(out, Some(Some(serde_json::json!({"model": "dep-1"}))));
-        let seen = seen.lock().map_or_else(|e| e.into_inner(), |g| g).clone();
+        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
         assert_eq!(seen, Some(serde_json::json!({"model": "dep-1"})));
     }
 
