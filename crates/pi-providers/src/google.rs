@@ -633,6 +633,8 @@ pub(crate) async fn stream_response(
     let mut framer = GeminiFramer::default();
     let mut items = Vec::new();
     let mut current: Option<usize> = None;
+    // The arguments merged so far of a call streamed in pieces (see below).
+    let mut merged = Value::Null;
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
@@ -659,7 +661,7 @@ pub(crate) async fn stream_response(
                     }
                     let chunk = jsonx::parse(&text).map_err(Stop::error)?;
                     common::on_event(options, model, &chunk).await;
-                    handle_chunk(model, &chunk, out, &mut current, ids).await?;
+                    handle_chunk(model, &chunk, out, &mut current, &mut merged, ids).await?;
                     if body.is_cancelled() {
                         return Err(Stop::aborted("This operation was aborted"));
                     }
@@ -671,7 +673,7 @@ pub(crate) async fn stream_response(
         }
     }
     if let Some(index) = current {
-        end_open_block(out, index).await?;
+        end_open_block(out, index, &mut merged).await?;
     }
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
@@ -691,6 +693,7 @@ async fn handle_chunk(
     chunk: &Value,
     out: &mut AssistantMessageBuilder,
     current: &mut Option<usize>,
+    merged: &mut Value,
     ids: &dyn ToolCallIds,
 ) -> Result<(), Stop> {
     if out.message().response_id.as_deref().is_none_or(str::is_empty) {
@@ -705,7 +708,7 @@ async fn handle_chunk(
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
             if let Some(index) = streamed_call(out, *current) {
                 *current = None;
-                end_streamed_call(out, index).await?;
+                end_streamed_call(out, index, merged).await?;
             }
             let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
             let thinking = part.get("thought") == Some(&Value::Bool(true));
@@ -740,16 +743,16 @@ async fn handle_chunk(
                 if continues_call(call) {
                     // A piece of the open streamed call: merge its arguments; the call ends
                     // with the first piece that does not announce another.
-                    merge_partial_args(out, index, call).await?;
+                    merge_partial_args(merged, call);
                     if call.get("willContinue") != Some(&Value::Bool(true)) {
                         *current = None;
-                        end_streamed_call(out, index).await?;
+                        end_streamed_call(out, index, merged).await?;
                     }
                     continue;
                 }
             }
             if let Some(index) = current.take() {
-                end_open_block(out, index).await?;
+                end_open_block(out, index, merged).await?;
             }
             // A call without a name is named `undefined` (`null` for a null name) in its
             // synthesized id, as the reference's template string does, and `""` as a call.
@@ -775,14 +778,15 @@ async fn handle_chunk(
                 ..Default::default()
             };
             if starts_streamed_call(call) {
-                let text = jsonx::stringify(&Value::Object(tool_call.arguments.clone()));
+                *merged = Value::Object(tool_call.arguments.clone());
+                let text = jsonx::stringify(merged);
                 let index = out.start_tool_call_with_arguments(tool_call, &text).await;
                 // The opening piece may carry arguments too, and may be the only piece.
-                merge_partial_args(out, index, call).await?;
+                merge_partial_args(merged, call);
                 if call.get("willContinue") == Some(&Value::Bool(true)) {
                     *current = Some(index);
                 } else {
-                    end_streamed_call(out, index).await?;
+                    end_streamed_call(out, index, merged).await?;
                 }
             } else {
                 out.complete_tool_call(tool_call).await;
@@ -828,8 +832,9 @@ async fn handle_chunk(
 // The reference (and pi-rs before) made one empty call of each piece; here the pieces are merged
 // into the call they belong to, which shows `toolcall_start` when it opens and, when it ends, one
 // `toolcall_delta` with the JSON text of the merged arguments and `toolcall_end`: the same events a
-// call sent whole gives. While it is open, `current` holds its index and its argument text is
-// the JSON of the arguments merged so far.
+// call sent whole gives. While it is open, `current` holds its index and `merged` the arguments
+// merged so far, kept beside the message (the call shows its opening arguments until it ends)
+// so that each piece costs its own size, not the size of everything merged before it.
 
 /// Whether a `functionCall` with a name opens a streamed call: more pieces follow, or its
 /// arguments come as `partialArgs`.
@@ -848,19 +853,19 @@ fn streamed_call(out: &AssistantMessageBuilder, current: Option<usize>) -> Optio
 }
 
 /// Ends the open block `index`, a streamed call with its arguments delta first.
-async fn end_open_block(out: &mut AssistantMessageBuilder, index: usize) -> Result<(), Stop> {
+async fn end_open_block(out: &mut AssistantMessageBuilder, index: usize, merged: &mut Value) -> Result<(), Stop> {
     if streamed_call(out, Some(index)).is_some() {
-        end_streamed_call(out, index).await
+        end_streamed_call(out, index, merged).await
     } else {
         out.end_block(index).await.map_err(Into::into)
     }
 }
 
 /// Ends a streamed call as a call sent whole ends: one delta with the JSON text of its merged
-/// arguments, then `toolcall_end`.
-async fn end_streamed_call(out: &mut AssistantMessageBuilder, index: usize) -> Result<(), Stop> {
-    let text = match out.message().content.get(index) {
-        Some(AssistantContent::ToolCall(call)) => jsonx::stringify(&Value::Object(call.arguments.clone())),
+/// arguments (taken from `merged`), then `toolcall_end`.
+async fn end_streamed_call(out: &mut AssistantMessageBuilder, index: usize, merged: &mut Value) -> Result<(), Stop> {
+    let text = match std::mem::take(merged) {
+        Value::Object(arguments) => jsonx::stringify(&Value::Object(arguments)),
         _ => "{}".to_owned(),
     };
     // The argument text restarts empty (no event) and receives the whole text as one delta.
@@ -870,14 +875,9 @@ async fn end_streamed_call(out: &mut AssistantMessageBuilder, index: usize) -> R
     Ok(())
 }
 
-/// Merges the `partialArgs` of one piece into open streamed call `index` (no event: the merged
-/// arguments are not a continuation of the text so far, so the text starts over silently).
-async fn merge_partial_args(out: &mut AssistantMessageBuilder, index: usize, call: &Value) -> Result<(), Stop> {
-    let Some(pieces) = call.get("partialArgs").and_then(Value::as_array) else { return Ok(()) };
-    let mut arguments = match out.message().content.get(index) {
-        Some(AssistantContent::ToolCall(call)) => Value::Object(call.arguments.clone()),
-        _ => return Ok(()),
-    };
+/// Merges the `partialArgs` of one piece into the open streamed call's arguments, in place.
+fn merge_partial_args(merged: &mut Value, call: &Value) {
+    let Some(pieces) = call.get("partialArgs").and_then(Value::as_array) else { return };
     for piece in pieces {
         let Some(path) = piece.get("jsonPath").and_then(Value::as_str).and_then(parse_json_path) else { continue };
         let value = if let Some(text) = piece.get("stringValue").and_then(Value::as_str) {
@@ -891,10 +891,8 @@ async fn merge_partial_args(out: &mut AssistantMessageBuilder, index: usize, cal
         } else {
             continue;
         };
-        set_at_path(&mut arguments, &path, value);
+        set_at_path(merged, &path, value);
     }
-    out.replace_tool_call_arguments(index, &jsonx::stringify(&arguments)).await?;
-    Ok(())
 }
 
 /// One step of a `partialArgs` JSON path.
