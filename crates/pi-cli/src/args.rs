@@ -105,7 +105,9 @@ pub struct ModelArgs {
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
     /// Adapter for the server: openai-completions (default with --base-url),
-    /// openai-responses, anthropic-messages, google-generative-ai, bedrock-converse-stream.
+    /// openai-responses, anthropic-messages, google-generative-ai, google-vertex,
+    /// bedrock-converse-stream, azure-openai-responses, mistral-conversations,
+    /// openai-codex-responses, pi-messages.
     #[arg(long, global = true, value_name = "API")]
     pub api: Option<String>,
     /// Reasoning effort: off, minimal, low, medium, high, xhigh, max.

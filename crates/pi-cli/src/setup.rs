@@ -36,12 +36,17 @@ pub const DEFAULT_MODELS: [(&str, &str); 6] = [
 ];
 
 /// The adapters `--api` accepts.
-pub const APIS: [&str; 5] = [
+pub const APIS: [&str; 10] = [
     pi_providers::openai_completions::API,
     pi_providers::openai_responses::API,
     pi_providers::anthropic::API,
     pi_providers::google::API,
+    pi_providers::google_vertex::API,
     pi_providers::bedrock::API,
+    pi_providers::azure_openai_responses::API,
+    pi_providers::mistral::API,
+    pi_providers::openai_codex_responses::API,
+    pi_providers::pi_messages::API,
 ];
 
 /// Provider id of the offline demo.

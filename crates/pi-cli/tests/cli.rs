@@ -218,7 +218,8 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
         pi().args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--api", "nope", "hi"]),
         1,
         "unknown API `nope`; choose one of openai-completions, openai-responses, anthropic-messages, \
-         google-generative-ai, bedrock-converse-stream",
+         google-generative-ai, google-vertex, bedrock-converse-stream, azure-openai-responses, mistral-conversations, \
+         openai-codex-responses, pi-messages",
     );
     fails_with(pi().args(["--nope", "hi"]), 2, "unexpected argument '--nope' found (see `pi --help`)");
     fails_with(
