@@ -9,8 +9,8 @@
 //! `https://auth.openai.com/oauth/token`; the answer's `access_token`, `refresh_token` and
 //! `expires_in` (seconds) replace the entry, which is written back (mode 0600 on Unix) before
 //! the new token is used. [`CodexTokenStore::resolver`] plugs the store into the registry as an
-//! [`Auth::Resolver`](crate::registry::Auth::Resolver). Logging in (`pi login`) is not part of
-//! this module.
+//! [`Auth::Resolver`](crate::registry::Auth::Resolver); signing in is
+//! [`codex_login`](crate::codex_login).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
