@@ -1,24 +1,25 @@
 //! Provider registry and streaming adapters for pi.
 //!
-//! Four HTTP adapters reproduce `@earendil-works/pi-ai` 1.6.0 event for event:
-//! `openai_completions`, `anthropic`, `openai_responses` and `google`. Each is a
-//! [`pi_types::StreamFn`]: it never fails synchronously, makes its connection inside the
-//! returned stream and ends it with exactly one `done` or `error` event. The [`registry`]
-//! resolves a provider, its authentication and the adapter for a model's API, like the
-//! reference's `createModels` / `createProvider`; a built-in [`catalog`] lists the models of
-//! the main providers. The [`faux`] provider is a scripted stand-in for tests.
+//! An adapter for each of the reference's ten streaming APIs reproduces
+//! `@earendil-works/pi-ai` 1.6.0 event for event: `openai_completions`, `anthropic`,
+//! `openai_responses`, `google`, `google_vertex`, `bedrock`, `azure_openai_responses`,
+//! `mistral`, `openai_codex_responses` and `pi_messages`. Each is a [`pi_types::StreamFn`]: it
+//! never fails synchronously, makes its connection inside the returned stream and ends it with
+//! exactly one `done` or `error` event. The [`registry`] resolves a provider, its credentials
+//! and the adapter for a model's API, like the reference's `createModels` / `createProvider`;
+//! the built-in [`catalog`] is the reference's: 43 providers, 1,698 chat models. The [`faux`]
+//! provider is a scripted stand-in for tests.
 //!
 //! # Features
 //!
-//! * `bedrock` (default): the `bedrock` adapter (`bedrock-converse-stream`, Amazon Bedrock's
-//!   Converse stream API) with the AWS crates it needs (SigV4 signing, event-stream framing,
-//!   the credential chain); implies `http`. Crates that depend on `pi-providers` without its
-//!   default features ask for it explicitly.
-//! * `http` (default): the four adapters, `Provider::builtin`, `Provider::with_http_apis` and
-//!   `Models::with_builtins`, with their HTTP client (reqwest on rustls). Without it
-//!   (`default-features = false`) the crate is the registry, the catalog, the SSE decoder, the
-//!   error classification and the faux provider, and brings no network stack: what tests and
-//!   applications with their own provider need.
+//! * `http` (default): every adapter but Bedrock's, `Provider::builtin`,
+//!   `Provider::with_http_apis` and `Models::with_builtins`, with their HTTP client (reqwest on
+//!   rustls). Without it (`default-features = false`) the crate is the registry, the catalog,
+//!   the SSE decoder, the error classification and the faux provider, and brings no network
+//!   stack: what tests and applications with their own provider need.
+//! * `bedrock`: the `bedrock` adapter (`bedrock-converse-stream`, Amazon Bedrock's Converse
+//!   stream API) with the official AWS crates it needs (SigV4 signing, event-stream framing,
+//!   the credential chain); implies `http`.
 //! * `vertex`: application default credentials (OAuth2 access tokens) for the
 //!   `google_vertex` adapter, through the `gcp_auth` crate. Vertex's API-key mode works with
 //!   `http` alone.
