@@ -53,9 +53,10 @@ pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
     let ready: Vec<&str> = providers.iter().copied().filter(|p| has_env_credentials(p)).collect();
     let _ = writeln!(
         out,
-        "{} models from {} providers; credentials set for: {}",
+        "{} models from {} provider{}; credentials set for: {}",
         rows.len(),
         providers.len(),
+        if providers.len() == 1 { "" } else { "s" },
         if ready.is_empty() { "none".to_owned() } else { ready.join(", ") }
     );
     Ok(out)
@@ -96,7 +97,7 @@ mod tests {
         assert_eq!(lines.len(), catalog::models("mistral").len() + 1);
         assert!(lines.iter().take(lines.len() - 1).all(|l| l.starts_with("mistral/")), "{text}");
         assert!(lines.iter().any(|l| l.contains("mistral-conversations")), "{text}");
-        assert!(lines[lines.len() - 1].starts_with(&format!("{} models from 1 providers", lines.len() - 1)));
+        assert!(lines[lines.len() - 1].starts_with(&format!("{} models from 1 provider;", lines.len() - 1)));
     }
 
     #[test]
