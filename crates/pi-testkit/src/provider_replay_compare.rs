@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-const CORE_BODY_KEYS: [&str; 15] = [
+const CORE_BODY_KEYS: [&str; 18] = [
     "model",
     "messages",
     "system",
@@ -26,8 +26,11 @@ const CORE_BODY_KEYS: [&str; 15] = [
     "max_completion_tokens",
     "max_output_tokens",
     "generationConfig.maxOutputTokens",
-    "context", // pi-messages
-    "options", // pi-messages
+    "inferenceConfig",              // bedrock-converse-stream
+    "toolConfig",                   // bedrock-converse-stream
+    "additionalModelRequestFields", // bedrock-converse-stream
+    "context",                      // pi-messages
+    "options",                      // pi-messages
 ];
 
 /// A request line projected onto the compared core subset.
@@ -70,6 +73,7 @@ pub fn core_request(line: &Value) -> Value {
             "authorization": flag("authorization"),
             "x-api-key": flag("x-api-key"),
             "x-goog-api-key": flag("x-goog-api-key"),
+            "api-key": flag("api-key"),
         },
         "body": core_body,
     })
