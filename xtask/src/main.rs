@@ -14,6 +14,7 @@
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
 //! ```
 
+mod bench_args;
 mod bench_runs;
 mod catalog;
 mod diff_fuzz;
@@ -80,62 +81,14 @@ fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
     }
 }
 
-/// Options of `cargo xtask bench`, and the cases to run.
-struct BenchArgs {
-    options: pi_testkit::bench::BenchOptions,
-    specs: Vec<(String, usize)>,
-    /// Runs per case (`--runs N`); above one, a table of medians follows the lines.
-    runs: usize,
-}
-
-fn parse_bench_args(args: &[String]) -> Result<BenchArgs, String> {
-    let mut options = pi_testkit::bench::BenchOptions::default();
-    let mut specs = Vec::new();
-    let mut runs = 1;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--runs" => {
-                let count = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
-                runs = count.ok_or("--runs needs a number of runs")?;
-            }
-            "--threads" => {
-                let threads = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
-                options.threads = Some(threads.ok_or("--threads needs a number of worker threads")?);
-            }
-            "--no-usage-estimate" => options.usage_estimate = false,
-            spec => {
-                let (workload, size) = match spec.split_once(':') {
-                    Some((workload, size)) => {
-                        let size = size.replace(['_', ','], "");
-                        (workload, size.parse().map_err(|_| format!("bad size in `{spec}`"))?)
-                    }
-                    None => (spec, pi_testkit::bench::default_size(spec).ok_or(format!("unknown workload `{spec}`"))?),
-                };
-                if pi_testkit::bench::default_size(workload).is_none() {
-                    return Err(format!("unknown workload `{workload}`"));
-                }
-                specs.push((workload.to_owned(), size));
-            }
-        }
-    }
-    if specs.is_empty() {
-        specs = pi_testkit::bench::WORKLOADS
-            .iter()
-            .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
-            .collect();
-    }
-    Ok(BenchArgs { options, specs, runs })
-}
-
 /// Run each case in its own process (peak RSS is per process), one JSON line each; with
 /// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`).
 fn bench(args: &[String]) -> ExitCode {
-    let parsed = match parse_bench_args(args) {
+    let parsed = match bench_args::parse(args) {
         Ok(parsed) => parsed,
         Err(error) => return fail(error),
     };
-    let exe = match std::env::current_exe() {
+    let exe = match bench_args::one_case_binary() {
         Ok(exe) => exe,
         Err(error) => return fail(error),
     };
@@ -157,7 +110,6 @@ fn bench(args: &[String]) -> ExitCode {
     for _round in 0..parsed.runs {
         for ((workload, size), case) in parsed.specs.iter().zip(cases.iter_mut()) {
             let output = std::process::Command::new(&exe)
-                .arg("bench-one")
                 .arg(format!("{workload}:{size}"))
                 .args(&flags)
                 .stderr(std::process::Stdio::inherit())
@@ -180,27 +132,13 @@ fn bench(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One case in this process.
+/// One case in this process (the `bench-one` command; `bench` runs the lean
+/// `xtask-bench-one` binary instead).
 fn bench_one(args: &[String]) -> ExitCode {
-    let parsed = match parse_bench_args(args) {
-        Ok(parsed) => parsed,
-        Err(error) => return fail(error),
-    };
-    let runtime = match parsed.options.threads {
-        None => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        Some(threads) => tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build(),
-    };
-    let runtime = match runtime {
-        Ok(runtime) => runtime,
-        Err(error) => return fail(error),
-    };
-    for (workload, size) in &parsed.specs {
-        match pi_testkit::bench::run(workload, *size, &runtime, parsed.options) {
-            Ok(line) => println!("{}", serde_json::to_string(&line).unwrap_or_default()),
-            Err(error) => return fail(error),
-        }
+    match bench_args::run_one(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
     }
-    ExitCode::SUCCESS
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<usize> {

@@ -1,0 +1,94 @@
+//! The arguments of `cargo xtask bench`, and one case run in the calling process.
+//!
+//! Shared by the `xtask` binary and `xtask-bench-one`, the binary each case runs in: peak RSS
+//! is per process, and that binary links only the workloads, not the provider SDKs the rest of
+//! xtask needs (the AWS and Google crates of the replay runner), whose code and relocations
+//! would add to every case's resident memory.
+
+use std::path::PathBuf;
+
+/// Options of `cargo xtask bench`, and the cases to run.
+#[allow(dead_code)] // `runs` is read by the xtask binary only
+pub struct BenchArgs {
+    pub options: pi_testkit::bench::BenchOptions,
+    pub specs: Vec<(String, usize)>,
+    /// Runs per case (`--runs N`); above one, a table of medians follows the lines.
+    pub runs: usize,
+}
+
+/// Parse `[--runs N] [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]`.
+pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
+    let mut options = pi_testkit::bench::BenchOptions::default();
+    let mut specs = Vec::new();
+    let mut runs = 1;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--runs" => {
+                let count = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
+                runs = count.ok_or("--runs needs a number of runs")?;
+            }
+            "--threads" => {
+                let threads = args.next().and_then(|n| n.parse::<usize>().ok()).filter(|n| *n > 0);
+                options.threads = Some(threads.ok_or("--threads needs a number of worker threads")?);
+            }
+            "--no-usage-estimate" => options.usage_estimate = false,
+            spec => {
+                let (workload, size) = match spec.split_once(':') {
+                    Some((workload, size)) => {
+                        let size = size.replace(['_', ','], "");
+                        (workload, size.parse().map_err(|_| format!("bad size in `{spec}`"))?)
+                    }
+                    None => (spec, pi_testkit::bench::default_size(spec).ok_or(format!("unknown workload `{spec}`"))?),
+                };
+                if pi_testkit::bench::default_size(workload).is_none() {
+                    return Err(format!("unknown workload `{workload}`"));
+                }
+                specs.push((workload.to_owned(), size));
+            }
+        }
+    }
+    if specs.is_empty() {
+        specs = pi_testkit::bench::WORKLOADS
+            .iter()
+            .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
+            .collect();
+    }
+    Ok(BenchArgs { options, specs, runs })
+}
+
+/// Run the cases of `args` in this process, one JSON line each on stdout.
+pub fn run_one(args: &[String]) -> Result<(), String> {
+    let parsed = parse(args)?;
+    let runtime = match parsed.options.threads {
+        None => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        Some(threads) => tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build(),
+    }
+    .map_err(|e| e.to_string())?;
+    for (workload, size) in &parsed.specs {
+        let line = pi_testkit::bench::run(workload, *size, &runtime, parsed.options)?;
+        println!("{}", serde_json::to_string(&line).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// The `xtask-bench-one` binary beside the running one, built first (same profile) if needed.
+#[allow(dead_code)] // used by the xtask binary only
+pub fn one_case_binary() -> Result<PathBuf, String> {
+    let current = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = current.parent().ok_or("the running binary has no folder")?;
+    let exe = dir.join(format!("xtask-bench-one{}", std::env::consts::EXE_SUFFIX));
+    let release = dir.file_name().is_some_and(|name| name == "release");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = std::process::Command::new(cargo);
+    build.args(["build", "-q", "-p", "xtask", "--bin", "xtask-bench-one"]);
+    if release {
+        build.arg("--release");
+    }
+    // Always asked: cargo rebuilds it only when a source changed.
+    let status = build.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() || !exe.is_file() {
+        return Err(format!("cannot build xtask-bench-one ({status})"));
+    }
+    Ok(exe)
+}

@@ -1,0 +1,17 @@
+//! One benchmark case in this process (what `cargo xtask bench` runs for each case): a binary
+//! that links the workloads only, so a case's peak RSS is the runtime's, not the provider SDKs'
+//! the rest of xtask carries.
+
+#[path = "../bench_args.rs"]
+mod bench_args;
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match bench_args::run_one(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask-bench-one: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
