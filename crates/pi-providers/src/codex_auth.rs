@@ -179,8 +179,11 @@ pub(crate) async fn token_grant(url: &str, form: &[(&str, &str)], operation: &st
     let client = crate::http::client()?;
     let fail = |reason: String| format!("OpenAI Codex token {operation} error: {reason}");
     let timed_out = || fail("The operation was aborted due to timeout".into());
-    let send =
-        client.post(url).header("Content-Type", "application/x-www-form-urlencoded").body(form_encode(form)).send();
+    let send = client
+        .post(url)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(crate::common::form_encode(form))
+        .send();
     let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
         Err(_) => return Err(timed_out()),
         Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
@@ -237,22 +240,6 @@ pub fn default_auth_path() -> PathBuf {
 
 fn now_ms() -> u64 {
     pi_types::now_ms()
-}
-
-/// `application/x-www-form-urlencoded`, as `URLSearchParams` writes it.
-fn form_encode(pairs: &[(&str, &str)]) -> String {
-    let encode = |text: &str| {
-        let mut out = String::new();
-        for byte in text.bytes() {
-            match byte {
-                b' ' => out.push('+'),
-                b if b.is_ascii_alphanumeric() || b"*-._".contains(&b) => out.push(char::from(b)),
-                b => out.push_str(&format!("%{b:02X}")),
-            }
-        }
-        out
-    };
-    pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
 }
 
 impl CodexTokenStore {
@@ -383,7 +370,7 @@ mod tests {
 
     #[test]
     fn form_encoding_matches_url_search_params() {
-        assert_eq!(form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
+        assert_eq!(crate::common::form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
     }
 
     #[test]

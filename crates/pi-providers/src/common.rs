@@ -124,6 +124,11 @@ pub(crate) fn copilot_headers(model: &Model, messages: &[pi_types::Message]) -> 
     headers
 }
 
+/// `application/x-www-form-urlencoded` as `URLSearchParams` writes it (OAuth token requests).
+pub(crate) fn form_encode(pairs: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
 /// Headers of the request options.
 pub(crate) fn option_headers(options: &StreamOptions) -> Vec<(String, Option<String>)> {
     options.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect()

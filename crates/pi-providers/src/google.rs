@@ -44,9 +44,14 @@ static PROCESS_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ToolCallIds for ProcessToolCallIds {
     fn next_id(&self, name: &str) -> String {
-        let n = PROCESS_COUNTER.fetch_add(1, Ordering::SeqCst) + 1;
-        format!("{name}_{}_{n}", pi_types::now_ms())
+        clock_id(name, &PROCESS_COUNTER)
     }
+}
+
+/// `<name>_<Date.now()>_<n>`, `n` the next value of `counter` (from 1).
+pub(crate) fn clock_id(name: &str, counter: &AtomicU64) -> String {
+    let n = counter.fetch_add(1, Ordering::SeqCst).saturating_add(1);
+    format!("{name}_{}_{n}", pi_types::now_ms())
 }
 
 /// The Gemini adapter.

@@ -33,7 +33,7 @@
 //! process environment). Function calls without an id get `<name>_<unix ms>_<n>` from a
 //! counter of their own, like the reference's.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use pi_types::{
@@ -70,8 +70,7 @@ static VERTEX_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ToolCallIds for VertexToolCallIds {
     fn next_id(&self, name: &str) -> String {
-        let n = VERTEX_COUNTER.fetch_add(1, Ordering::SeqCst).saturating_add(1);
-        format!("{name}_{}_{n}", pi_types::now_ms())
+        crate::google::clock_id(name, &VERTEX_COUNTER)
     }
 }
 
@@ -385,19 +384,6 @@ mod adc {
         Ok(created)
     }
 
-    fn form_encode(pairs: &[(&str, &str)]) -> String {
-        let encode = |s: &str| {
-            s.bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => (b as char).to_string(),
-                    b' ' => "+".to_owned(),
-                    other => format!("%{other:02X}"),
-                })
-                .collect::<String>()
-        };
-        pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
-    }
-
     impl AuthorizedUser {
         async fn token(&self) -> Result<String, String> {
             let mut cached = self.cached.lock().await;
@@ -407,7 +393,7 @@ mod adc {
                 }
             }
             let client = crate::http::client()?;
-            let body = form_encode(&[
+            let body = crate::common::form_encode(&[
                 ("grant_type", "refresh_token"),
                 ("client_id", &self.client_id),
                 ("client_secret", &self.client_secret),

@@ -550,16 +550,20 @@ fn truncate_units(text: &str, max: usize) -> String {
     if len <= max {
         return text.to_owned();
     }
+    format!("{}... [truncated {} chars]", utf16_prefix(text, max), len - max)
+}
+
+/// The longest prefix of `text` of at most `max` UTF-16 units (JavaScript's `slice(0, max)`,
+/// without splitting a character).
+pub(crate) fn utf16_prefix(text: &str, max: usize) -> &str {
     let mut units = 0;
-    let mut cut = text.len();
     for (index, c) in text.char_indices() {
-        if units + c.len_utf16() > max {
-            cut = index;
-            break;
-        }
         units += c.len_utf16();
+        if units > max {
+            return text.get(..index).unwrap_or(text);
+        }
     }
-    format!("{}... [truncated {} chars]", &text[..cut], len - max)
+    text
 }
 
 /// pi-ai's `formatProviderError(normalizeProviderError(error), prefix)`.

@@ -339,16 +339,7 @@ fn truncate_units(text: &str, max: usize) -> String {
     if text.len() <= max || http::utf16_len(text) <= max {
         return text.to_owned();
     }
-    let mut units = 0;
-    let mut cut = text.len();
-    for (index, c) in text.char_indices() {
-        if units + c.len_utf16() > max {
-            cut = index;
-            break;
-        }
-        units += c.len_utf16();
-    }
-    format!("{}\u{2026}", text.get(..cut).unwrap_or(text))
+    format!("{}\u{2026}", http::utf16_prefix(text, max))
 }
 
 // ---------------------------------------------------------------------------------------------

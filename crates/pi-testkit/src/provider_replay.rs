@@ -85,7 +85,12 @@ fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
         .unwrap_or_default();
     // `body_base64` carries binary bodies (Bedrock's event stream); `body` is UTF-8 text.
     let body = match response.get("body_base64").and_then(Value::as_str) {
-        Some(encoded) => decode_base64(encoded).ok_or_else(|| ReplayError::Case("invalid body_base64".into()))?,
+        Some(encoded) => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| ReplayError::Case(format!("invalid body_base64: {e}")))?
+        }
         None => response.get("body").and_then(Value::as_str).unwrap_or("").as_bytes().to_vec(),
     };
     let chunks = response
@@ -106,30 +111,6 @@ fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
         delay: Duration::from_millis(delay),
         disconnect: response.get("disconnect") == Some(&Value::Bool(true)),
     })
-}
-
-/// Standard base64 (RFC 4648, padding optional, whitespace ignored).
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut bits, mut count) = (0u32, 0u32);
-    for byte in text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=') {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        bits = (bits << 6) | u32::from(value);
-        count += 6;
-        if count >= 8 {
-            count -= 8;
-            out.push((bits >> count) as u8);
-            bits &= (1 << count) - 1;
-        }
-    }
-    Some(out)
 }
 
 fn substitute(value: &Value, base_url: &str) -> Value {
