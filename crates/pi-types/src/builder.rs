@@ -337,20 +337,12 @@ impl AssistantMessageBuilder {
     /// the first piece with the call itself): the piece is parsed into the partial arguments the
     /// start event shows; no delta is sent for it.
     pub fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> Sent<'_, usize> {
-        let index = self.message.content.len();
         let mut call = call;
         let mut text = ArgumentText::default();
         if !arguments.is_empty() {
             text.append(arguments, &mut call.arguments);
         }
-        Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
-        self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
-        let event = AssistantMessageEvent::ToolcallStart {
-            content_index: index,
-            announced: None,
-            partial: Arc::clone(&self.message),
-        };
-        Sent::after(self.send(event), index)
+        self.push_tool_call(call, text, None)
     }
 
     /// Starts a tool call whose `toolcall_start` event repeats its id and tool name (a proxy
@@ -363,13 +355,22 @@ impl AssistantMessageBuilder {
     ) -> Sent<'_, usize> {
         let (id, name) = (id.into(), name.into());
         let announced = Box::new(ToolCallAnnouncement { id: id.clone(), tool_name: name.clone() });
+        self.push_tool_call(ToolCall { id, name, ..Default::default() }, ArgumentText::default(), Some(announced))
+    }
+
+    /// Appends `call` as an open tool call with argument text `text` and sends its start.
+    fn push_tool_call(
+        &mut self,
+        call: ToolCall,
+        text: ArgumentText,
+        announced: Option<Box<ToolCallAnnouncement>>,
+    ) -> Sent<'_, usize> {
         let index = self.message.content.len();
-        let call = ToolCall { id, name, ..Default::default() };
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
-        self.blocks.push(BlockState::OpenToolCall(Box::default()));
+        self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
         let event = AssistantMessageEvent::ToolcallStart {
             content_index: index,
-            announced: Some(announced),
+            announced,
             partial: Arc::clone(&self.message),
         };
         Sent::after(self.send(event), index)
