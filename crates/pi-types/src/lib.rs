@@ -38,7 +38,7 @@ mod usage;
 pub mod validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
-pub use builder::{AssistantMessageBuilder, MetadataMut, Sent, ToolCallMut};
+pub use builder::{AssistantMessageBuilder, Handover, MetadataMut, ToolCallMut};
 pub use cancel::{CancelGuard, CancellationToken};
 pub use compact_str::CompactString;
 pub use content::{
