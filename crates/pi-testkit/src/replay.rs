@@ -80,8 +80,8 @@ pub fn replay_file_with(path: &Path, provider: &ProviderFactory) -> Result<Strin
 }
 
 fn read_scenario(path: &Path) -> Result<Scenario, ReplayError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ReplayError::Read { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ReplayError::Read { path: path.display().to_string(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
     Ok(Scenario::parse(&text, stem)?)
 }

@@ -328,7 +328,11 @@ impl AssistantMessageBuilder {
     }
 
     /// Starts a tool call with no arguments yet; returns its content index.
-    pub fn start_tool_call(&mut self, id: impl Into<CompactString>, name: impl Into<CompactString>) -> Handover<'_, usize> {
+    pub fn start_tool_call(
+        &mut self,
+        id: impl Into<CompactString>,
+        name: impl Into<CompactString>,
+    ) -> Handover<'_, usize> {
         let call = ToolCall { id: id.into(), name: name.into(), ..Default::default() };
         self.start_block(AssistantContent::ToolCall(call))
     }
@@ -410,7 +414,11 @@ impl AssistantMessageBuilder {
     // token, and build their `Handover` directly: through `finish` (an `Option` of the event
     // matched afterwards) a token costs about 24 more instructions.
     #[inline]
-    pub fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Handover<'_, Result<(), TypesError>> {
+    pub fn text_delta(
+        &mut self,
+        index: usize,
+        delta: impl Into<CompactString>,
+    ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, TEXT) {
             return Handover::now(Err(error));
@@ -437,7 +445,10 @@ impl AssistantMessageBuilder {
             block.thinking.push_str(&delta);
         }
         let partial = Arc::clone(&self.message);
-        Handover::after(self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }), Ok(()))
+        Handover::after(
+            self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }),
+            Ok(()),
+        )
     }
 
     /// Appends argument text to open tool call `index`, publishes the partial arguments when the
@@ -454,7 +465,10 @@ impl AssistantMessageBuilder {
             Err(error) => return Handover::now(Err(error)),
         }
         let partial = Arc::clone(&self.message);
-        Handover::after(self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }), Ok(()))
+        Handover::after(
+            self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }),
+            Ok(()),
+        )
     }
 
     /// Sends a `toolcall_delta` with an empty delta without feeding the argument parser: for a
@@ -514,7 +528,11 @@ impl AssistantMessageBuilder {
     /// Ends open tool call `index` with the provider's complete argument text, which replaces
     /// the text streamed so far (no delta is sent for it); otherwise as
     /// [`end_tool_call`](Self::end_tool_call).
-    pub fn end_tool_call_with_arguments(&mut self, index: usize, arguments: &str) -> Handover<'_, Result<(), TypesError>> {
+    pub fn end_tool_call_with_arguments(
+        &mut self,
+        index: usize,
+        arguments: &str,
+    ) -> Handover<'_, Result<(), TypesError>> {
         let replaced = self.open_tool_call(index).map(|(text, _)| {
             text.text.clear();
             text.text.push_str(arguments);
@@ -686,7 +704,10 @@ impl AssistantMessageBuilder {
     /// The future of a block method whose change is made: its event, if any, is handed over,
     /// then its result given.
     #[inline]
-    fn finish(&self, outcome: Result<Option<AssistantMessageEvent>, TypesError>) -> Handover<'_, Result<(), TypesError>> {
+    fn finish(
+        &self,
+        outcome: Result<Option<AssistantMessageEvent>, TypesError>,
+    ) -> Handover<'_, Result<(), TypesError>> {
         match outcome {
             Ok(event) => Handover::maybe_after(event.map(|event| self.send(event)), Ok(())),
             Err(error) => Handover::now(Err(error)),
