@@ -474,7 +474,7 @@ pub fn compare_utf16(left: &str, right: &str) -> std::cmp::Ordering {
 /// are falsy, every array and object is truthy.
 ///
 /// ```
-/// use pi_types::json::js::truthy;
+/// use pi_json::js::truthy;
 /// assert!(!truthy(&serde_json::json!("")) && truthy(&serde_json::json!([])));
 /// ```
 pub fn truthy(value: &serde_json::Value) -> bool {

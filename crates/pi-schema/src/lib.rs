@@ -5,6 +5,25 @@
 //!
 //! Schemas follow JSON Schema 2020-12 (draft-7 `items` arrays, `additionalItems`, `definitions` and `dependencies`
 //! are understood too). A `$ref` that names nothing rejects only the values at its place ("unresolved reference").
+//! `pi-types` re-exports this crate as `pi_types::validation`; each tool compiles its [`ArgumentValidator`] once.
+//!
+//! ```
+//! use pi_schema::{validate_tool_arguments, ArgumentValidator};
+//! use serde_json::{json, Map, Value};
+//!
+//! let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+//! let validator = ArgumentValidator::new(&schema)?;
+//!
+//! // Coerced towards the schema: the numeric string becomes a number.
+//! assert_eq!(validator.parse(&json!({"n": "4"})), Ok(json!({"n": 4})));
+//!
+//! // A failure is the reference's error text, with the arguments as received.
+//! let mut args = Map::new();
+//! args.insert("n".into(), Value::from("four"));
+//! let error = validate_tool_arguments("count", &validator, &args, None).unwrap_err();
+//! assert!(error.starts_with("Validation failed for tool \"count\":\n  - n: expected integer, got string"));
+//! # Ok::<(), pi_schema::SchemaError>(())
+//! ```
 
 mod check;
 mod coerce;
@@ -150,7 +169,7 @@ pub fn validate_tool_arguments(
             Err(format!(
                 "Validation failed for tool \"{tool_name}\":\n{}\n\nReceived arguments:\n{}",
                 lines.join("\n"),
-                crate::json::stringify_pretty(&args, 2)
+                pi_json::stringify_pretty(&args, 2)
             ))
         }
     }
