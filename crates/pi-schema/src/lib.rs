@@ -144,6 +144,22 @@ pub fn format_path(pointer: &str) -> String {
     }
 }
 
+/// The JSON Schema of a Rust type as a tool's `parameters`: inlined, without the `$schema`
+/// and `title` keys that only add tokens.
+pub fn schema_for<A: schemars::JsonSchema>() -> Value {
+    let settings = schemars::generate::SchemaSettings::draft07().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<A>();
+    let mut value = schema.to_value();
+    if let Value::Object(map) = &mut value {
+        map.shift_remove("title");
+        map.shift_remove("$schema");
+    }
+    value
+}
+
 /// Validates one tool call's arguments as pi-ai's `validateToolArguments`: `Ok` with the coerced arguments, else
 /// the text of the error it throws. `arguments_error` (why the arguments could not be parsed) fails the call
 /// before any validation; `arguments` are the raw arguments, shown in the message as received.
@@ -185,6 +201,27 @@ mod tests {
             Value::Object(map) => map,
             _ => Map::new(),
         }
+    }
+
+    #[test]
+    fn schema_for_inlines_and_drops_title_and_meta_schema() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Edit {
+            line: u32,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Args {
+            path: String,
+            edits: Vec<Edit>,
+        }
+        let schema = schema_for::<Args>();
+        assert_eq!(schema.get("title"), None);
+        assert_eq!(schema.get("$schema"), None);
+        assert_eq!(schema.get("definitions"), None);
+        assert_eq!(schema["required"], json!(["path", "edits"]));
+        assert_eq!(schema["properties"]["edits"]["items"]["properties"]["line"]["type"], "integer");
     }
 
     #[test]

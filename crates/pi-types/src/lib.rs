@@ -59,11 +59,12 @@ pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
     RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
+pub use pi_schema::schema_for;
 pub use push::{Consumed, EventConsumer, Flow};
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 pub use tool::{
-    schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
-    ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
+    AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool, ToolCallContext,
+    ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
 };
 pub use transcript::{Context, TranscriptContext};
 pub use usage::{Usage, UsageCost};
