@@ -120,7 +120,7 @@ pub fn string_utf16_len(text: &str) -> usize {
 }
 
 /// Whether `left` and `right` are equal JSON that also stringifies the same: object keys in the
-/// same order, numbers of the same representation. When it holds, [`stringify`] writes the same
+/// same order, numbers of the same representation. When it holds, [`stringify()`] writes the same
 /// text for both, found here without writing either (`1` and `1.0` stringify alike, but are not
 /// the same representation).
 pub fn same_representation(left: &Value, right: &Value) -> bool {
