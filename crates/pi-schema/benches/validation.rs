@@ -69,6 +69,9 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(edits as u64));
         for (label, strings, broken) in [("valid", false, false), ("coerced", true, false), ("invalid", false, true)] {
             let args = arguments(edits, strings, broken);
+            // The case measures the path its label names.
+            let outcome = validate_tool_arguments("edit", &validator, &args, None);
+            assert_eq!(outcome.is_ok(), !broken, "{label}: {outcome:?}");
             group.bench_with_input(BenchmarkId::new(label, edits), &args, |b, args| {
                 b.iter(|| black_box(validate_tool_arguments("edit", &validator, args, None).is_ok()))
             });
