@@ -1,7 +1,8 @@
 //! Validation of tool-call arguments against a tool's JSON Schema, with coercion, as pi-ai's
-//! `validateToolArguments` does it through pi-schema's coercing validator: the arguments are coerced towards the
-//! schema (numeric strings to numbers, `"true"` to `true`, a single value to a one-item array, an optional `null`
-//! dropped, ...), then checked; a failure is explained keyword by keyword, at dotted paths (`edits.0.oldText`).
+//! `validateToolArguments` does it through the coercing validator of `@earendil-works/pi-schema` (the reference's
+//! package this crate is named after): the arguments are coerced towards the schema (numeric strings to numbers,
+//! `"true"` to `true`, a single value to a one-item array, an optional `null` dropped, ...), then checked; a failure
+//! is explained keyword by keyword, at dotted paths (`edits.0.oldText`).
 //!
 //! Schemas follow JSON Schema 2020-12 (draft-7 `items` arrays, `additionalItems`, `definitions` and `dependencies`
 //! are understood too). A `$ref` that names nothing rejects only the values at its place ("unresolved reference").
