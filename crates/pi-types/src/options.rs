@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cancel::CancellationToken;
-use futures::future::BoxFuture;
+use futures_core::future::BoxFuture;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
-use futures::stream::{BoxStream, Stream, StreamExt};
+use futures_core::stream::{BoxStream, Stream};
 
 use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
@@ -118,7 +118,7 @@ impl AssistantMessageEventStream {
 
     fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
         Self {
-            source: Source::Events(events.boxed()),
+            source: Source::Events(Box::pin(events)),
             clock,
             saw_start: false,
             final_message: None,
@@ -134,7 +134,7 @@ impl AssistantMessageEventStream {
     /// timing and [`take_unfinished`](Self::take_unfinished) are the real stream's, as if it had
     /// been returned directly.
     pub fn deferred(start: impl Future<Output = AssistantMessageEventStream> + Send + 'static) -> Self {
-        let mut stream = Self::with_clock(futures::stream::empty(), StreamClock::now());
+        let mut stream = Self::with_clock(Ready(Vec::new().into_iter()), StreamClock::now());
         stream.source = Source::Deferred(Box::pin(start));
         stream
     }
@@ -169,7 +169,7 @@ impl AssistantMessageEventStream {
         let clock = StreamClock::now();
         let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
-        let mut stream = Self::with_clock(futures::stream::empty(), clock);
+        let mut stream = Self::with_clock(Ready(Vec::new().into_iter()), clock);
         stream.source = Source::Producer(ProducerStream { slot, future: Some(Box::pin(future)) });
         stream
     }
@@ -177,13 +177,13 @@ impl AssistantMessageEventStream {
     /// A stream of ready events (tests, replays).
     pub fn from_events(events: impl IntoIterator<Item = AssistantMessageEvent>) -> Self {
         let events: Vec<_> = events.into_iter().collect();
-        Self::new(futures::stream::iter(events))
+        Self::new(Ready(events.into_iter()))
     }
 
     /// A stream that ended before its first event because its provider panicked with `message`
     /// while starting the request (what a consumer that catches that panic hands on).
     pub fn from_panic(message: impl Into<String>) -> Self {
-        let mut stream = Self::new(futures::stream::empty());
+        let mut stream = Self::new(Ready(Vec::new().into_iter()));
         stream.panic = Some(message.into());
         stream
     }
@@ -243,7 +243,7 @@ impl AssistantMessageEventStream {
 
     /// Drain the stream; the final message, or `None` if it ended without a terminal event.
     pub async fn result(mut self) -> Option<AssistantMessage> {
-        while self.next().await.is_some() {}
+        while std::future::poll_fn(|cx| Pin::new(&mut self).poll_next(cx)).await.is_some() {}
         self.into_final_message()
     }
 
@@ -298,7 +298,7 @@ impl Stream for AssistantMessageEventStream {
                 // leaves its builder's message with the slot, for `take_unfinished`.
                 match &mut this.source {
                     Source::Producer(producer) => producer.future = None,
-                    source => *source = Source::Events(futures::stream::empty().boxed()),
+                    source => *source = Source::Events(Box::pin(Ready(Vec::new().into_iter()))),
                 }
                 Poll::Ready(None)
             }
@@ -324,6 +324,17 @@ impl Stream for AssistantMessageEventStream {
             }
         }
         polled
+    }
+}
+
+/// Events that are all there: a stream that is always ready.
+struct Ready(std::vec::IntoIter<AssistantMessageEvent>);
+
+impl Stream for Ready {
+    type Item = AssistantMessageEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<Option<AssistantMessageEvent>> {
+        Poll::Ready(self.0.next())
     }
 }
 
@@ -379,7 +390,7 @@ fn poll_events(
             }
             follow.waiting = false;
         }
-        let event = match events.poll_next_unpin(cx) {
+        let event = match events.as_mut().poll_next(cx) {
             Poll::Ready(Some(event)) => event,
             other => return other,
         };
@@ -638,7 +649,7 @@ mod tests {
     }
 
     fn duration_of(clock: StreamClock, events: Vec<AssistantMessageEvent>) -> Option<u64> {
-        let stream = AssistantMessageEventStream::with_clock(futures::stream::iter(events), clock);
+        let stream = AssistantMessageEventStream::with_clock(Ready(events.into_iter()), clock);
         futures_executor::block_on(stream.result()).and_then(|m| m.duration_ms)
     }
 
