@@ -6,7 +6,8 @@ use pi_types::transcript::current_system_prompt;
 
 use crate::pending::PendingToolCalls;
 use pi_types::{
-    AgentEvent, AgentMessage, AgentTool, AssistantMessage, MessageList, Model, StreamFollower, ThinkingLevel,
+    AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEvent, MessageList, Model, StreamFollower,
+    ThinkingLevel,
 };
 
 /// The message being streamed: what the last `message_start` / `message_update` carried.
@@ -159,6 +160,14 @@ impl AgentState {
                 });
             }
             AgentEvent::MessageUpdate { message, assistant_message_event } => {
+                // The common case, changed in place: the copy is shown and will be again.
+                if let (None, Some(StreamingMessage::Assistant(own))) = (&self.own_partial, &mut self.streaming_message)
+                {
+                    if !matches!(assistant_message_event, AssistantMessageEvent::ToolcallDelta { .. }) {
+                        self.follower.apply(own, assistant_message_event, metadata_changed);
+                        return false;
+                    }
+                }
                 let mut own = match self.own_partial.take().or_else(|| match self.streaming_message.take() {
                     Some(StreamingMessage::Assistant(own)) => Some(own),
                     _ => None,

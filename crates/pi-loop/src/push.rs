@@ -16,7 +16,6 @@
 //!   (`Consumed::Stop`), so the loop reports it without waiting for the provider's next event.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
@@ -31,10 +30,11 @@ pub(crate) struct PushDelivery {
     emitter: Emitter,
     /// Whether `failure` holds the run's failure (read per event; set once).
     failed: AtomicBool,
-    failure: Mutex<Option<LoopError>>,
+    failure: spin::mutex::SpinMutex<Option<LoopError>>,
     /// Whether `pending` holds a delivery in progress (read per event).
     waiting: AtomicBool,
-    pending: Mutex<Option<Pending>>,
+    /// Taken by the provider's send and the stream's poll in turn, on one task: a spin lock.
+    pending: spin::mutex::SpinMutex<Option<Pending>>,
 }
 
 /// A delivery in progress.
@@ -50,9 +50,9 @@ impl PushDelivery {
         Self {
             emitter,
             failed: AtomicBool::new(false),
-            failure: Mutex::new(None),
+            failure: spin::mutex::SpinMutex::new(None),
             waiting: AtomicBool::new(false),
-            pending: Mutex::new(None),
+            pending: spin::mutex::SpinMutex::new(None),
         }
     }
 
@@ -61,14 +61,14 @@ impl PushDelivery {
         if !self.failed.load(Ordering::Acquire) {
             return Ok(());
         }
-        match self.failure.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        match self.failure.lock().take() {
             Some(error) => Err(error),
             None => Ok(()),
         }
     }
 
     fn fail(&self, error: LoopError) {
-        let mut failure = self.failure.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failure = self.failure.lock();
         if failure.is_none() {
             *failure = Some(error);
         }
@@ -76,7 +76,7 @@ impl PushDelivery {
     }
 
     fn wait_for(&self, pending: Pending) -> Consumed {
-        *self.pending.lock().unwrap_or_else(PoisonError::into_inner) = Some(pending);
+        *self.pending.lock() = Some(pending);
         self.waiting.store(true, Ordering::Release);
         Consumed::Waiting
     }
@@ -118,7 +118,7 @@ impl EventConsumer for PushDelivery {
         if !self.waiting.load(Ordering::Acquire) {
             return Poll::Ready(Flow::Continue);
         }
-        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pending = self.pending.lock();
         let outcome = match pending.as_mut() {
             None => Ok(()),
             Some(Pending::Delivery(unfinished)) => match unfinished.poll_unpin(cx) {

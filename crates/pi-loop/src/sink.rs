@@ -127,6 +127,7 @@ pub(crate) struct Unfinished(State);
 impl Future for Unfinished {
     type Output = Result<(), LoopError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let polled = match &mut self.get_mut().0 {
             State::Done(outcome) => return Poll::Ready(sink_outcome(std::mem::replace(outcome, Ok(())))),
@@ -207,7 +208,7 @@ impl Emitter {
     /// Hand one event to the sink; a sink error or panic becomes [`LoopError::Sink`]. A plain
     /// function, so that an event the sink handles at once costs no future of its own. The
     /// caller holds the emit order (or knows nobody else delivers).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivered {
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.sink.deliver(event, info))) {
             Ok(Delivery(State::Done(outcome))) => Delivered::Now(sink_outcome(outcome)),

@@ -41,7 +41,7 @@ use crate::LoopError;
 pub(crate) struct Handoff(Arc<Shared>);
 
 #[derive(Default)]
-struct Shared {
+pub(crate) struct Shared {
     slot: spin::mutex::SpinMutex<Slot>,
     /// Whether `slot` holds an event; changed only under the lock.
     full: AtomicBool,
@@ -74,34 +74,51 @@ impl Handoff {
 
     /// A delivery: the event moves into the slot now; the future resolves once the consumer
     /// took it (and holds no event itself). `awaited_directly`: the loop itself awaits the
-    /// delivery (see the module docs), so it needs no waker.
+    /// delivery (see the module docs), so it needs no waker and no look at the slot.
     pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken {
-        // Deliveries are serialized by the loop, so the slot is empty here.
+        // Deliveries are serialized by the loop, and the run is polled again only after the
+        // consumer took the last event, so the slot is empty here.
         let mut slot = self.0.slot.lock();
+        debug_assert!(slot.event.is_none(), "a delivery into a full handoff");
         slot.event = Some(event);
         self.0.full.store(true, Ordering::Release);
         drop(slot);
-        Taken { handoff: Arc::clone(&self.0), awaited_directly }
+        match awaited_directly {
+            true => Taken::Directly { polled: false },
+            false => Taken::Waking(Arc::clone(&self.0)),
+        }
     }
 }
 
 /// See [`Handoff::give`].
-pub(crate) struct Taken {
-    handoff: Arc<Shared>,
-    awaited_directly: bool,
+pub(crate) enum Taken {
+    /// Awaited by the loop itself: pending when first polled, right after the event went in,
+    /// and ready when polled again, which only the consumer's next `poll_next` does, after it
+    /// took the event (it always takes before it polls the run). No reference to the slot: a
+    /// streamed update costs no reference count.
+    Directly { polled: bool },
+    /// Waits with a waker, which taking the event wakes.
+    Waking(Arc<Shared>),
 }
 
 impl Future for Taken {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.handoff.full.load(Ordering::Acquire) {
+        let handoff = match self.get_mut() {
+            Taken::Directly { polled } => {
+                return match std::mem::replace(polled, true) {
+                    true => Poll::Ready(()),
+                    false => Poll::Pending,
+                };
+            }
+            Taken::Waking(handoff) => handoff,
+        };
+        if !handoff.full.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
-        if self.awaited_directly {
-            return Poll::Pending;
-        }
-        let mut slot = self.handoff.slot.lock();
+        let mut slot = handoff.slot.lock();
         if slot.event.is_none() {
             return Poll::Ready(());
         }

@@ -53,6 +53,9 @@ impl StreamFollower {
     /// [`AssistantMessageEventStream::metadata_changed`](crate::AssistantMessageEventStream::metadata_changed));
     /// pass `true` when unsure. Returns whether the copy now equals the event's partial; `false`
     /// only after a `toolcall_delta` whose arguments the copy has not caught up with yet.
+    // Inlined into its callers (in other crates too): the common delta is a few instructions
+    // there, the rest is `apply_slow`.
+    #[inline]
     pub fn apply(
         &mut self,
         copy: &mut Arc<AssistantMessage>,
@@ -63,6 +66,17 @@ impl StreamFollower {
         if !metadata_changed && append_delta(copy, partial, event) {
             return true;
         }
+        self.apply_slow(copy, partial, event, metadata_changed)
+    }
+
+    #[inline(never)]
+    fn apply_slow(
+        &mut self,
+        copy: &mut Arc<AssistantMessage>,
+        partial: &AssistantMessage,
+        event: &AssistantMessageEvent,
+        metadata_changed: bool,
+    ) -> bool {
         apply_update(Arc::make_mut(copy), partial, event, metadata_changed, &mut self.arguments);
         !matches!(event, AssistantMessageEvent::ToolcallDelta { .. })
     }
