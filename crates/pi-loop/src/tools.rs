@@ -15,7 +15,8 @@ use pi_types::{
 };
 use serde_json::{Map, Value};
 
-use crate::config::{AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn};
+use crate::config::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
+use crate::hooks::{AfterToolCallFn, BeforeToolCallFn, Hooks};
 use crate::sink::Emitter;
 use crate::LoopError;
 
@@ -27,7 +28,7 @@ pub(crate) struct ToolHooks {
 }
 
 impl ToolHooks {
-    pub(crate) fn from_config(config: &crate::run_config::RunConfig) -> Self {
+    pub(crate) fn from_config(config: &crate::LoopConfig) -> Self {
         let hooks = config.hooks();
         Self { before: hooks.before_tool_call.clone(), after: hooks.after_tool_call.clone() }
     }
@@ -642,10 +643,8 @@ pub struct RunToolCallOptions {
     pub context: AgentContext,
     /// Tools to look the call up in (default: the context's).
     pub tools: Option<Vec<Arc<dyn AgentTool>>>,
-    /// `before_tool_call`.
-    pub before_tool_call: Option<BeforeToolCallFn>,
-    /// `after_tool_call`.
-    pub after_tool_call: Option<AfterToolCallFn>,
+    /// The `before_tool_call` and `after_tool_call` hooks (the others are not called).
+    pub hooks: Hooks,
     /// Cancellation, checked first.
     pub cancel: CancellationToken,
     /// Progress updates.
@@ -656,7 +655,8 @@ pub struct RunToolCallOptions {
 /// (preparation, validation, `before_tool_call`, execution, `after_tool_call`) without
 /// events or messages. Never fails: every problem is an error outcome.
 pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
-    let hooks = ToolHooks { before: options.before_tool_call.clone(), after: options.after_tool_call.clone() };
+    let fns = options.hooks.fns();
+    let hooks = ToolHooks { before: fns.before_tool_call.clone(), after: fns.after_tool_call.clone() };
     let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
     let preparation =
         prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
