@@ -159,7 +159,6 @@ pub struct AfterToolCallResult {
     pub terminate: Option<bool>,
 }
 
-
 /// Configuration of one run (the reference's `AgentLoopConfig`): built with [`LoopConfig::new`]
 /// and the builder methods, which take ordinary closures (see [`Hooks`] for how hooks see the
 /// run).

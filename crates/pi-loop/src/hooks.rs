@@ -35,7 +35,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use pi_types::CancellationToken;
-use pi_types::{AgentMessage, BoxError, Message, Model, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse};
+use pi_types::{
+    AgentMessage, BoxError, Message, Model, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
+};
 use serde_json::Value;
 
 use crate::config::{
@@ -49,9 +51,8 @@ pub type HookResult<T> = Result<T, BoxError>;
 /// `convert_to_llm` as the loop calls it (set with [`Hooks::convert_to_llm`]).
 pub type ConvertToLlmFn = Arc<dyn Fn(&[AgentMessage]) -> BoxFuture<'static, HookResult<Vec<Message>>> + Send + Sync>;
 /// `transform_context` as the loop calls it (set with [`Hooks::transform_context`]).
-pub type TransformContextFn = Arc<
-    dyn Fn(&[AgentMessage], &CancellationToken) -> BoxFuture<'static, HookResult<Vec<AgentMessage>>> + Send + Sync,
->;
+pub type TransformContextFn =
+    Arc<dyn Fn(&[AgentMessage], &CancellationToken) -> BoxFuture<'static, HookResult<Vec<AgentMessage>>> + Send + Sync>;
 /// `get_api_key` as the loop calls it: the key for a provider id (set with [`Hooks::get_api_key`]).
 pub type GetApiKeyFn = Arc<dyn Fn(String) -> BoxFuture<'static, HookResult<Option<String>>> + Send + Sync>;
 /// `finish_turn` as the loop calls it (set with [`Hooks::finish_turn`]).
@@ -70,7 +71,10 @@ pub type PrepareNextTurnFn = Arc<
 >;
 /// `before_tool_call` as the loop calls it (set with [`Hooks::before_tool_call`]).
 pub type BeforeToolCallFn = Arc<
-    dyn Fn(&BeforeToolCallContext<'_>, &CancellationToken) -> BoxFuture<'static, HookResult<Option<BeforeToolCallResult>>>
+    dyn Fn(
+            &BeforeToolCallContext<'_>,
+            &CancellationToken,
+        ) -> BoxFuture<'static, HookResult<Option<BeforeToolCallResult>>>
         + Send
         + Sync,
 >;
