@@ -1,34 +1,5 @@
-//! The hooks of a run: one set, given to a [`crate::LoopConfig`] or to an agent's options.
-//!
-//! Hooks are async, may be closures, and cost nothing when unset. A hook that returns
-//! `Err(e)` or panics is the reference's thrown error with message `e.to_string()` (or the
-//! panic's text): inside tool handling it becomes an error tool result; elsewhere the run ends
-//! with [`crate::LoopError::Hook`].
-//!
-//! Each hook is set with a builder method taking an ordinary closure. Hooks that look at the
-//! transcript get it borrowed (`&TurnContext<'_>`, `&[AgentMessage]`, ...), so nothing is
-//! copied per call: the closure reads what it needs, then returns a future that owns its data
-//! (`async move` over the values it took). Hooks that may wait get the run's cancellation
-//! token, by value.
-//!
-//! ```
-//! use pi_loop::{BeforeToolCallResult, Hooks, TurnDecision};
-//!
-//! let hooks = Hooks::new()
-//!     .before_tool_call(|ctx, _cancel| {
-//!         let name = ctx.tool_call.name.clone();
-//!         async move {
-//!             let block = name == "rm";
-//!             Ok(block.then(|| BeforeToolCallResult { block, reason: Some("no".into()), ..Default::default() }))
-//!         }
-//!     })
-//!     .finish_turn(|turn, cancel| {
-//!         let calls = turn.tool_results.len();
-//!         async move { Ok((calls == 0 || cancel.is_cancelled()).then_some(TurnDecision::End)) }
-//!     })
-//!     .get_api_key(|provider| async move { Ok(std::env::var(format!("{provider}_KEY")).ok()) });
-//! assert!(!hooks.is_empty() && hooks.fns().after_tool_call.is_none());
-//! ```
+//! The hooks of a run: one set ([`Hooks`]), given to a [`crate::LoopConfig`] or to an agent's
+//! options, and the functions it holds as the loop calls them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -89,7 +60,37 @@ pub type AfterToolCallFn = Arc<
 /// [`crate::LoopConfig::get_follow_up_messages`]).
 pub type MessageSourceFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<AgentMessage>> + Send + Sync>;
 
-/// The hooks of a run, set with the builder methods (see the [module docs](self)).
+/// The hooks of a run, set with the builder methods.
+///
+/// Hooks are async, may be closures, and cost nothing when unset. A hook that returns
+/// `Err(e)` or panics is the reference's thrown error with message `e.to_string()` (or the
+/// panic's text): inside tool handling it becomes an error tool result; elsewhere the run ends
+/// with [`crate::LoopError::Hook`].
+///
+/// Each hook is set with a builder method taking an ordinary closure. Hooks that look at the
+/// transcript get it borrowed (`&TurnContext<'_>`, `&[AgentMessage]`, ...), so nothing is
+/// copied per call: the closure reads what it needs, then returns a future that owns its data
+/// (`async move` over the values it took). Hooks that may wait get the run's cancellation
+/// token, by value.
+///
+/// ```
+/// use pi_loop::{BeforeToolCallResult, Hooks, TurnDecision};
+///
+/// let hooks = Hooks::new()
+///     .before_tool_call(|ctx, _cancel| {
+///         let name = ctx.tool_call.name.clone();
+///         async move {
+///             let block = name == "rm";
+///             Ok(block.then(|| BeforeToolCallResult { block, reason: Some("no".into()), ..Default::default() }))
+///         }
+///     })
+///     .finish_turn(|turn, cancel| {
+///         let calls = turn.tool_results.len();
+///         async move { Ok((calls == 0 || cancel.is_cancelled()).then_some(TurnDecision::End)) }
+///     })
+///     .get_api_key(|provider| async move { Ok(std::env::var(format!("{provider}_KEY")).ok()) });
+/// assert!(!hooks.is_empty() && hooks.fns().after_tool_call.is_none());
+/// ```
 ///
 /// Cloning shares the hooks. A set with no hook is one null pointer: every running agent holds
 /// one, and most set none (`LoopConfig` and the agent's settings keep theirs inline for that).
