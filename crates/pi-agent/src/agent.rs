@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{AgentContext, AgentEventSink, EmitFuture, LoopConfig, UpdateDelivery};
+use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{
@@ -209,17 +209,17 @@ impl Core {
     /// not called any more, one added meanwhile is called too. Synchronous listeners are
     /// called right here; the first asynchronous one turns the rest into a future.
     /// `metadata_changed`: for a `message_update`, whether the partial's metadata may have
-    /// changed (see `AgentEventSink::emit_update`).
-    fn process<'a>(
-        &'a self,
-        event: &'a AgentEvent,
+    /// changed (see `EventInfo::metadata_changed`).
+    async fn process(
+        &self,
+        event: &AgentEvent,
         metadata_changed: bool,
-        cancel: &'a CancellationToken,
-        view: &'a spin::mutex::SpinMutex<ListenerView>,
-    ) -> EmitFuture<'a> {
+        cancel: &CancellationToken,
+        view: &spin::mutex::SpinMutex<ListenerView>,
+    ) -> Result<(), BoxError> {
         match self.process_now(event, metadata_changed, view) {
-            None => EmitFuture::done(),
-            Some(rest) => EmitFuture::boxed(self.process_rest(event, cancel, view, rest)),
+            None => Ok(()),
+            Some(rest) => self.process_rest(event, cancel, view, rest).await,
         }
     }
 
@@ -406,32 +406,18 @@ struct ListenerView {
 }
 
 impl AgentEventSink for RunSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        self.core.process(event, true, &self.cancel, &self.listeners)
-    }
-
-    fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
-        self.core.process(event, metadata_changed, &self.cancel, &self.listeners)
-    }
-
-    fn delivers_updates(&self) -> bool {
-        true
-    }
-
-    /// [`Core::process`] for an update given by value: the same steps, and when a listener is
-    /// asynchronous, a future that owns the update and this sink.
-    fn deliver_update(&self, event: AgentEvent, metadata_changed: bool) -> UpdateDelivery {
-        let Some(rest) = self.core.process_now(&event, metadata_changed, &self.listeners) else {
-            return UpdateDelivery::Done(Ok(()));
+    /// [`Core::process`] for an event given by value: the same steps, and when a listener is
+    /// asynchronous, a future that owns the event and this sink.
+    fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
+        let Some(rest) = self.core.process_now(&event, info.metadata_changed(), &self.listeners) else {
+            return Delivery::done();
         };
         let Some(sink) = self.this.upgrade() else {
             // Unreachable while the run delivers through it; finish the state's step anyway.
             self.core.delivered(rest.holds_partial);
-            return UpdateDelivery::Done(Err("the run's sink is gone".into()));
+            return Delivery::ready(Err("the run's sink is gone".into()));
         };
-        UpdateDelivery::Pending(Box::pin(async move {
-            sink.core.process_rest(&event, &sink.cancel, &sink.listeners, rest).await
-        }))
+        Delivery::pending(async move { sink.core.process_rest(&event, &sink.cancel, &sink.listeners, rest).await })
     }
 }
 

@@ -53,7 +53,7 @@ pub use hooks::{
     MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, TransformContextFn,
 };
 pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run_agent_loop_resume};
-pub use sink::{AgentEventSink, EmitFuture, FnSink, NullSink, UpdateDelivery};
+pub use sink::{AgentEventSink, Delivery, EventInfo, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
 

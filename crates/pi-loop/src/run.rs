@@ -7,13 +7,12 @@ use futures::StreamExt;
 use pi_types::transcript::{current_tool_declarations, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::CancellationToken;
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent,
-    AssistantMessageEventStream, ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage,
-    ThinkingLevel, Tool, TranscriptContext,
+    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream,
+    ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
-use crate::sink::{AgentEventSink, Emission, Emitter, Target};
+use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
@@ -24,7 +23,7 @@ struct Inputs {
     context: AgentContext,
     config: LoopConfig,
     prompts: Vec<AgentMessage>,
-    target: Target,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 }
 
@@ -36,17 +35,19 @@ impl Inputs {
         prompts: Vec<AgentMessage>,
         context: AgentContext,
         config: LoopConfig,
-        target: Target,
+        sink: Arc<dyn AgentEventSink>,
         cancel: CancellationToken,
     ) -> Box<Self> {
-        Box::new(Self { context, config, prompts, target, cancel })
+        Box::new(Self { context, config, prompts, sink, cancel })
     }
 
     /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
     /// would keep the empty box allocated until the run ends).
-    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Target, CancellationToken) {
-        let Self { context, config, prompts, target, cancel } = *self;
-        (context, config, prompts, target, cancel)
+    fn into_parts(
+        self: Box<Self>,
+    ) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Arc<dyn AgentEventSink>, CancellationToken) {
+        let Self { context, config, prompts, sink, cancel } = *self;
+        (context, config, prompts, sink, cancel)
     }
 }
 
@@ -61,18 +62,7 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_agent_loop_to(prompts, context, config, Target::Sink(sink), cancel)
-}
-
-/// [`run_agent_loop`] delivering to any target (the `Stream` form's handoff).
-pub(crate) fn run_agent_loop_to(
-    prompts: Vec<AgentMessage>,
-    context: AgentContext,
-    config: LoopConfig,
-    target: Target,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, target, cancel), true)
+    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel), true)
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -83,17 +73,7 @@ pub fn run_agent_loop_continue(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_agent_loop_continue_to(context, config, Target::Sink(sink), cancel)
-}
-
-/// [`run_agent_loop_continue`] delivering to any target (the `Stream` form's handoff).
-pub(crate) fn run_agent_loop_continue_to(
-    context: AgentContext,
-    config: LoopConfig,
-    target: Target,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Inputs::boxed(Vec::new(), context, config, target, cancel))
+    run_continue(Inputs::boxed(Vec::new(), context, config, sink, cancel))
 }
 
 // This and `run_with_prompts` are not `async fn`s, whose parameters would take room twice in
@@ -105,8 +85,8 @@ fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send 
         check_continue(&inputs.context)?;
         // Everything the run keeps is in its box: this future holds only the box.
         let mut run = {
-            let (context, config, _, target, cancel) = inputs.into_parts();
-            Box::new(Run::new(context, config, cancel, Emitter::new(target), Vec::new()))
+            let (context, config, _, sink, cancel) = inputs.into_parts();
+            Box::new(Run::new(context, config, cancel, Emitter::new(sink), Vec::new()))
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
@@ -124,7 +104,7 @@ pub fn run_agent_loop_resume(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, Target::Sink(sink), cancel), false)
+    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel), false)
 }
 
 #[allow(clippy::manual_async_fn)]
@@ -137,10 +117,10 @@ fn run_with_prompts(
         // in the run's box (a local moved from still has its place in the future until its scope
         // ends), and everything the run keeps is in that box, so this future holds only the box.
         let mut run = {
-            let (mut context, config, prompts, target, cancel) = inputs.into_parts();
+            let (mut context, config, prompts, sink, cancel) = inputs.into_parts();
             let initial = declare_tool_changes(&context, prompts);
             context.messages.extend(initial.iter().cloned());
-            Box::new(Run::new(context, config, cancel, Emitter::new(target), initial))
+            Box::new(Run::new(context, config, cancel, Emitter::new(sink), initial))
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
@@ -549,57 +529,41 @@ impl Run {
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
-        // No message-sized value is a local of this future (it would stay there for the whole
-        // response, in every streaming run): the loop's copy is boxed, and messages are built
-        // in the plain functions `started` and `finished`.
+        // Only `start`, `done` and `error` come out of the stream: from the first `start` on, its
+        // block events are delivered from inside the provider (see `crate::push`).
         let mut was_started = false;
-        // Only for a stream that does not leave its unfinished message (see below).
-        let mut streamed: Option<Box<Streamed>> = None;
-        // Set once the response started, when its updates are pushed (see `crate::push`).
         let mut push: Option<Arc<crate::push::PushDelivery>> = None;
         loop {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
-            let (emitting, started_now) = {
+            let emitting = {
                 let next = stream.next().await;
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
                     push.take_failure()?;
                 }
-                let Some(event) = next else { break };
-                match event {
-                    AssistantMessageEvent::Start { partial } => {
+                match next {
+                    None | Some(AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. }) => break,
+                    Some(AssistantMessageEvent::Start { partial }) => {
                         was_started = true;
-                        let start = Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed));
-                        (self.emitter.emit(start), true)
+                        let message = AgentMessage::Assistant(Arc::new((*partial).clone()));
+                        self.emitter.emit(AgentEvent::MessageStart { message })
                     }
-                    AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
-                    event if was_started => {
-                        let Some(current) = event.partial().cloned() else { continue };
-                        if let Some(streamed) = &mut streamed {
-                            streamed.observe(&event, &current);
-                        }
-                        let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
-                        (self.emitter.emit(Emission::update(update, stream.metadata_changed())), false)
-                    }
-                    _ => continue,
+                    // Before `start` (and for a stream that refuses a consumer): not an update.
+                    Some(_) => continue,
                 }
             };
             emitting.await?;
-            // From the start on, the updates can be pushed: they need no copy of the loop's (the
-            // builder leaves its message with the stream).
-            if started_now && streamed.is_none() && push.is_none() {
-                if let Some(delivery) = self.emitter.push_delivery() {
-                    if stream.push_to(delivery.clone()) {
-                        push = Some(delivery);
-                    }
+            if push.is_none() {
+                let delivery = self.emitter.push_delivery();
+                if stream.push_to(delivery.clone()) {
+                    push = Some(delivery);
                 }
             }
         }
-        // Without a terminal event, end with what was streamed: the message a builder left with
-        // the stream, or else the loop's own copy. Taking the final message out of the stream
-        // avoids copying it when nobody shares it.
-        let message = self.finished(stream, was_started, streamed, thinking_level);
+        // Without a terminal event, end with what was streamed. Taking the final message out of
+        // the stream avoids copying it when nobody shares it.
+        let message = self.finished(stream, was_started, thinking_level);
         if !was_started {
             let start = AgentMessage::Assistant(Arc::new((*message).clone()));
             self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
@@ -615,15 +579,13 @@ impl Run {
         &self,
         mut stream: AssistantMessageEventStream,
         was_started: bool,
-        streamed: Option<Box<Streamed>>,
         thinking_level: ThinkingLevel,
     ) -> Arc<AssistantMessage> {
         let mut message = match stream.final_message() {
             Some(_) => stream.into_final_message().unwrap_or_default(),
             None => {
                 let unfinished = stream.take_unfinished().filter(|_| was_started);
-                let partial = unfinished.as_deref().or(streamed.as_ref().map(|s| &s.0));
-                self.unterminated_message(partial)
+                self.unterminated_message(unfinished.as_deref())
             }
         };
         message.thinking_level = Some(thinking_level);
@@ -670,75 +632,6 @@ impl Run {
             error_message: Some("Stream ended without a terminal event".into()),
             ..base
         }
-    }
-}
-
-/// The `message_start` of a response whose `start` carried `partial`; keeps the loop's own copy
-/// in `streamed` when `keep_copy`.
-fn started(partial: Arc<AssistantMessage>, keep_copy: bool, streamed: &mut Option<Box<Streamed>>) -> AgentEvent {
-    if keep_copy {
-        *streamed = Some(Box::new(Streamed((*partial).clone())));
-    }
-    AgentEvent::MessageStart { message: AgentMessage::Assistant(Arc::new((*partial).clone())) }
-}
-
-/// The loop's copy of a streaming response, for a stream that ends without a terminal event
-/// (the provider's partial is gone by then) and whose producer does not leave its message with
-/// the stream (one that sends its events without an `AssistantMessageBuilder`).
-///
-/// Kept at the cost of the events, never of the message: text and thinking deltas are
-/// appended, a block is copied when an event other than a delta names it (start, end, tool
-/// call), tool-call argument deltas are skipped (their block is copied at `toolcall_end`).
-struct Streamed(AssistantMessage);
-
-impl Streamed {
-    fn observe(&mut self, event: &AssistantMessageEvent, partial: &AssistantMessage) {
-        let own = &mut self.0;
-        own.content.truncate(partial.content.len());
-        // Blocks new in this event are copied here, so the event's own refresh skips them.
-        let known = own.content.len();
-        for block in partial.content.iter().skip(known) {
-            own.content.push(block.clone());
-        }
-        if event.content_index().is_some_and(|index| index >= known) {
-            // The event's block was just copied whole.
-            own.usage.clone_from(&partial.usage);
-            return;
-        }
-        let refresh = match event {
-            AssistantMessageEvent::TextDelta { content_index, delta, .. } => {
-                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
-                    (Some(AssistantContent::Text(mine)), Some(AssistantContent::Text(theirs))) => {
-                        mine.text.push_str(delta);
-                        (mine.text.len() != theirs.text.len()).then_some(*content_index)
-                    }
-                    _ => Some(*content_index),
-                }
-            }
-            AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => {
-                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
-                    (Some(AssistantContent::Thinking(mine)), Some(AssistantContent::Thinking(theirs))) => {
-                        mine.thinking.push_str(delta);
-                        (mine.thinking.len() != theirs.thinking.len()).then_some(*content_index)
-                    }
-                    _ => Some(*content_index),
-                }
-            }
-            AssistantMessageEvent::ToolcallDelta { .. } => None,
-            AssistantMessageEvent::TextStart { content_index, .. }
-            | AssistantMessageEvent::TextEnd { content_index, .. }
-            | AssistantMessageEvent::ThinkingStart { content_index, .. }
-            | AssistantMessageEvent::ThinkingEnd { content_index, .. }
-            | AssistantMessageEvent::ToolcallStart { content_index, .. }
-            | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
-            _ => None,
-        };
-        if let (Some(mine), Some(theirs)) =
-            (refresh.and_then(|index| own.content.get_mut(index)), refresh.and_then(|index| partial.content.get(index)))
-        {
-            mine.clone_from(theirs);
-        }
-        own.usage.clone_from(&partial.usage);
     }
 }
 

@@ -80,9 +80,9 @@ impl Recorder {
 }
 
 impl AgentEventSink for Recorder {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
-        self.events.lock().unwrap().push(event.clone());
-        pi_loop::EmitFuture::done()
+    fn deliver(&self, event: AgentEvent, _info: pi_loop::EventInfo) -> pi_loop::Delivery {
+        self.events.lock().unwrap().push(event);
+        pi_loop::Delivery::done()
     }
 }
 

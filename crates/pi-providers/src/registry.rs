@@ -406,22 +406,16 @@ impl Models {
             options.api_key = Some(key.clone());
             return adapter.stream(model, context, options);
         }
+        // The key is resolved before the request goes; the adapter's stream is then this
+        // stream, so its events are handed over as directly as with a key given up front.
         let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let key = match provider.resolve_key(&model, &options).await {
-                Ok(key) => key,
-                Err(error) => {
-                    let mut stream = failed_stream(&model, error.to_string());
-                    while let Some(event) = futures::StreamExt::next(&mut stream).await {
-                        tx.send(event).await;
-                    }
-                    return;
+        AssistantMessageEventStream::deferred(async move {
+            match provider.resolve_key(&model, &options).await {
+                Ok(key) => {
+                    options.api_key = key;
+                    adapter.stream(&model, context, options)
                 }
-            };
-            options.api_key = key;
-            let mut stream = adapter.stream(&model, context, options);
-            while let Some(event) = futures::StreamExt::next(&mut stream).await {
-                tx.send(event).await;
+                Err(error) => failed_stream(&model, error.to_string()),
             }
         })
     }

@@ -351,14 +351,14 @@ struct LoopSink {
 }
 
 impl AgentEventSink for LoopSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
+    fn deliver(&self, event: AgentEvent, _info: pi_loop::EventInfo) -> pi_loop::Delivery {
         self.trace.record(&json!({"kind": "event", "event": event}));
-        for action in self.counter.fire(&self.scenario, event) {
+        for action in self.counter.fire(&self.scenario, &event) {
             if action.action == "abort" {
                 self.cancel.cancel();
             }
         }
-        pi_loop::EmitFuture::done()
+        pi_loop::Delivery::done()
     }
 }
 

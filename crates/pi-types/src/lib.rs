@@ -29,6 +29,7 @@ pub mod message_list;
 mod model;
 mod options;
 pub mod push;
+mod reduce;
 mod serde_util;
 mod stream;
 mod tool;
@@ -57,6 +58,7 @@ pub use options::{
     RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use push::{Consumed, EventConsumer, Flow};
+pub use reduce::StreamFollower;
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 pub use tool::{
     schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
