@@ -443,9 +443,8 @@ impl Run {
         if message.stop_reason == StopReason::Length {
             return fail_truncated_tool_calls(message, &self.emitter).await;
         }
-        let hooks = crate::tools::ToolHooks::from_config(&self.config);
-        execute_tool_calls(&self.context, message, self.config.tool_execution, &hooks, &self.cancel, &self.emitter)
-            .await
+        let hooks = self.config.hooks();
+        execute_tool_calls(&self.context, message, self.config.tool_execution, hooks, &self.cancel, &self.emitter).await
     }
 
     /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
