@@ -461,8 +461,9 @@ impl Drop for FinishGuard {
 
 /// A run's task: the loop, then the failure report if it failed.
 ///
-/// Not an `async fn`: the loop's future is made here, so the context and configuration go
-/// straight into its heap box instead of staying in this task's state for the whole run.
+/// A plain function, not an `async fn` (see docs/architecture.md, "Futures every run holds"):
+/// the loop's future is made here, so the context and configuration go straight into its heap
+/// box instead of staying in this task's state for the whole run.
 fn drive(
     core: Arc<Core>,
     guard: FinishGuard,
@@ -491,11 +492,9 @@ fn drive(
     settle(guard, sink, run)
 }
 
-/// Not an `async fn`, whose parameters would be stored twice in its future (as given and as
-/// the body's locals): the task a run is spawned as holds only what the `async` block
-/// captures, small enough for the runtime's smallest task cell. The agent and the token are
-/// the sink's.
-#[allow(clippy::manual_async_fn)] // the `async fn` form is what this avoids
+/// The task a run is spawned as holds only what the `async` block captures, small enough for
+/// the runtime's smallest task cell. The agent and the token are the sink's.
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
 fn settle(
     guard: FinishGuard,
     sink: Arc<RunSink>,

@@ -16,9 +16,9 @@ use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
-/// The loop's large inputs, moved to the heap once per run: an `async fn` keeps its arguments
-/// in its future for the whole run (and a second copy once they move into locals), so taking
-/// them by value there would make every running agent's future kilobytes larger.
+/// The loop's large inputs, moved to the heap once per run (see docs/architecture.md, "Futures
+/// every run holds"): held by value, they would make every running agent's future kilobytes
+/// larger.
 struct Inputs {
     context: AgentContext,
     config: LoopConfig,
@@ -76,10 +76,7 @@ pub fn run_agent_loop_continue(
     run_continue(Inputs::boxed(Vec::new(), context, config, sink, cancel))
 }
 
-// This and `run_with_prompts` are not `async fn`s, whose parameters would take room twice in
-// the future every run is (as given and as the body's locals): the `async move` blocks hold
-// each of them once.
-#[allow(clippy::manual_async_fn)]
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
 fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         check_continue(&inputs.context)?;
@@ -107,7 +104,7 @@ pub fn run_agent_loop_resume(
     run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel), false)
 }
 
-#[allow(clippy::manual_async_fn)]
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
 fn run_with_prompts(
     inputs: Box<Inputs>,
     poll_initial_steering: bool,
@@ -584,7 +581,8 @@ impl Run {
             Some(_) => stream.into_final_message().unwrap_or_default(),
             None => {
                 let unfinished = stream.take_unfinished().filter(|_| was_started);
-                self.unterminated_message(unfinished.as_deref())
+                let reason = stream.panic_message().unwrap_or("Stream ended without a terminal event");
+                self.unterminated_message(unfinished.as_deref(), reason)
             }
         };
         message.thinking_level = Some(thinking_level);
@@ -613,12 +611,18 @@ impl Run {
             None => ClientIdentity::shared_agent_default(),
             Some(given) => Arc::new(ClientIdentity::agent_default().merged_with(Some(&given))),
         });
-        self.config.stream_fn.stream(&self.config.model, transcript, options)
+        let model = &self.config.model;
+        // A provider is user code: a panic while it starts the request ends this response, as
+        // one while it streams does (see `AssistantMessageEventStream::panic_message`).
+        let start = std::panic::AssertUnwindSafe(|| self.config.stream_fn.stream(model, transcript, options));
+        std::panic::catch_unwind(start).unwrap_or_else(|payload| {
+            AssistantMessageEventStream::from_panic(pi_types::error::panic_message(payload.as_ref()))
+        })
     }
 
-    /// A stream that ended without `done`/`error` must not hang the run: keep what was
-    /// streamed and end it as an error.
-    fn unterminated_message(&self, partial: Option<&AssistantMessage>) -> AssistantMessage {
+    /// A stream that ended without `done`/`error` (its provider may have panicked) must not
+    /// hang or crash the run: keep what was streamed and end it as an error.
+    fn unterminated_message(&self, partial: Option<&AssistantMessage>, reason: &str) -> AssistantMessage {
         let base = partial.cloned().unwrap_or_else(|| AssistantMessage {
             api: self.config.model.api.clone(),
             provider: self.config.model.provider.clone(),
@@ -626,11 +630,7 @@ impl Run {
             timestamp: pi_types::now_ms(),
             ..Default::default()
         });
-        AssistantMessage {
-            stop_reason: StopReason::Error,
-            error_message: Some("Stream ended without a terminal event".into()),
-            ..base
-        }
+        AssistantMessage { stop_reason: StopReason::Error, error_message: Some(reason.into()), ..base }
     }
 }
 

@@ -279,3 +279,41 @@ async fn a_failure_is_reported_without_waiting_for_the_provider() {
         assert_eq!(updates(&recorder.events()), 4);
     }
 }
+
+/// A provider is user code: whether it panics while starting the request or while streaming,
+/// the response ends as an error message with the panic's text (what was streamed kept), and
+/// the run goes on to `agent_end` instead of taking the caller's task down.
+#[tokio::test]
+async fn a_panicking_provider_ends_its_response_as_an_error() {
+    fn panics_at_once(_: &Model, _: TranscriptContext, _: StreamOptions) -> AssistantMessageEventStream {
+        panic!("provider failed to start")
+    }
+    fn panics_midway(model: &Model, _: TranscriptContext, _: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = AssistantMessageBuilder::for_model(tx, &model);
+            out.start().await;
+            let text = out.start_text().await;
+            out.text_delta(text, "partial ").await.unwrap();
+            panic!("provider failed midway");
+        })
+    }
+    let cases: [(Arc<dyn pi_types::StreamFn>, &str, &str); 2] = [
+        (Arc::new(panics_at_once), "provider failed to start", ""),
+        (Arc::new(panics_midway), "provider failed midway", "partial "),
+    ];
+    for (stream_fn, reason, text) in cases {
+        let recorder = Recorder::new(false, Twist::None, CancellationToken::new());
+        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), stream_fn);
+        let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
+        let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
+        let messages =
+            run_agent_loop(prompts, AgentContext::default(), config, sink, CancellationToken::new()).await.unwrap();
+        let AgentMessage::Assistant(last) = messages.last().unwrap() else { panic!("an assistant message") };
+        assert_eq!(last.stop_reason, StopReason::Error);
+        assert_eq!(last.error_message.as_deref(), Some(reason));
+        assert_eq!(last.text(), text);
+        let events = recorder.events();
+        assert_eq!(events.last().unwrap()["type"], "agent_end");
+    }
+}

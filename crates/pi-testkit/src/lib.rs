@@ -25,6 +25,7 @@
 
 mod agent_replay;
 pub mod bench;
+mod error;
 pub mod grammar;
 pub mod normalize;
 #[cfg(feature = "provider-replay")]
@@ -35,3 +36,5 @@ pub mod replay;
 pub mod scenario;
 pub mod scenario_tool;
 pub mod snapshot;
+
+pub use error::ReplayError;

@@ -20,21 +20,7 @@ use crate::normalize::canonical_line;
 use crate::scenario::{Level, Scenario, ScenarioError, ToolSpecJson};
 use crate::scenario_tool::ScenarioTool;
 
-/// Why a scenario could not be replayed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// The scenario is invalid.
-    #[error(transparent)]
-    Scenario(#[from] ScenarioError),
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The path.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-}
+pub use crate::error::ReplayError;
 
 /// The lines of a trace, in order of occurrence. `None` reserves a slot.
 #[derive(Clone, Default)]
@@ -95,8 +81,8 @@ pub fn replay_file_with(path: &Path, provider: &ProviderFactory) -> Result<Strin
 }
 
 fn read_scenario(path: &Path) -> Result<Scenario, ReplayError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ReplayError::Read { path: path.display().to_string(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
     Ok(Scenario::parse(&text, stem)?)
 }

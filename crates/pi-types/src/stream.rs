@@ -13,6 +13,7 @@
 //! producer's events are followed by a copy of its own ([`StreamFollower`](crate::StreamFollower)).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,8 @@ pub struct AssistantMessageEventStream {
     /// For a stream that is not a producer's: its consumer and its copy of what it streamed
     /// (a producer's slot keeps both).
     follow: Option<Box<Follow>>,
+    /// Why the stream ended early, when its producer panicked.
+    panic: Option<String>,
 }
 
 /// What a stream that is not a producer's keeps beside its events.
@@ -122,6 +125,7 @@ impl AssistantMessageEventStream {
             ended: false,
             metadata_changed: true,
             follow: None,
+            panic: None,
         }
     }
 
@@ -174,6 +178,20 @@ impl AssistantMessageEventStream {
     pub fn from_events(events: impl IntoIterator<Item = AssistantMessageEvent>) -> Self {
         let events: Vec<_> = events.into_iter().collect();
         Self::new(futures::stream::iter(events))
+    }
+
+    /// A stream that ended before its first event because its provider panicked with `message`
+    /// while starting the request (what a consumer that catches that panic hands on).
+    pub fn from_panic(message: impl Into<String>) -> Self {
+        let mut stream = Self::new(futures::stream::empty());
+        stream.panic = Some(message.into());
+        stream
+    }
+
+    /// The panic message of a producer (or wrapped stream, or deferred start) that panicked:
+    /// the stream then ends at once without a terminal event, and the panic goes no further.
+    pub fn panic_message(&self) -> Option<&str> {
+        self.panic.as_deref()
     }
 
     /// The final message, once the terminal event was yielded.
@@ -261,14 +279,28 @@ impl Stream for AssistantMessageEventStream {
         }
         let this = &mut *self;
         // Looked at in place and returned as polled: the event is not moved out and back in.
-        let mut polled = loop {
+        // A provider is user code: its panic ends its stream, not the consumer's task.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| loop {
             match &mut this.source {
                 Source::Producer(ProducerStream { slot, future }) => break poll_pushing_producer(slot, future, cx),
                 Source::Events(events) => break poll_events(events, this.follow.get_or_insert_with(Box::default), cx),
                 Source::Deferred(start) => match start.as_mut().poll(cx) {
-                    Poll::Pending => return Poll::Pending,
+                    Poll::Pending => break Poll::Pending,
                     Poll::Ready(inner) => this.adopt(inner),
                 },
+            }
+        }));
+        let mut polled = match polled {
+            Ok(polled) => polled,
+            Err(payload) => {
+                this.panic = Some(crate::error::panic_message(payload.as_ref()));
+                // The producer is not polled again (it may be in any state); dropping it now
+                // leaves its builder's message with the slot, for `take_unfinished`.
+                match &mut this.source {
+                    Source::Producer(producer) => producer.future = None,
+                    source => *source = Source::Events(futures::stream::empty().boxed()),
+                }
+                Poll::Ready(None)
             }
         };
         match &mut polled {
