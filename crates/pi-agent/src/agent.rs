@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{
-    AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn,
-};
+use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{
@@ -319,72 +317,39 @@ impl Core {
     }
 
     /// The loop configuration of a new run (the reference's `createLoopConfig`).
-    fn loop_config(
-        self: &Arc<Self>,
-        state: &AgentState,
-        transcript_cache: pi_loop::TranscriptCache,
-        cancel: &CancellationToken,
-    ) -> LoopConfig {
-        let (options, hooks) = {
-            let settings = lock(&self.options);
-            (settings.clone(), settings.hooks())
-        };
+    fn loop_config(self: &Arc<Self>, state: &AgentState, transcript_cache: pi_loop::TranscriptCache) -> LoopConfig {
+        let options = lock(&self.options).clone();
         let mut config = LoopConfig::new(Arc::clone(&state.model), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
         request.reasoning = (state.thinking_level != ThinkingLevel::Off).then_some(state.thinking_level);
         request.session_id = options.session_id;
-        request.on_payload = hooks.on_payload;
-        request.on_response = hooks.on_response;
-        request.on_provider_stream_event = hooks.on_provider_stream_event;
         request.transport = Some(options.transport);
         request.thinking_budgets = options.thinking_budgets;
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
         config.tool_execution = options.tool_execution;
         config.transcript_cache = Some(transcript_cache);
-        config.before_tool_call = hooks.before_tool_call;
-        config.after_tool_call = hooks.after_tool_call;
-        config.finish_turn = hooks.finish_turn;
-        config.prepare_request = hooks.prepare_request;
-        config.convert_to_llm = hooks.convert_to_llm;
-        config.transform_context = hooks.transform_context;
-        config.get_api_key = hooks.get_api_key;
-        if hooks.prepare_next_turn.is_some() || hooks.prepare_next_turn_with_context.is_some() {
-            // Like the reference, the hooks themselves are looked up when a turn is prepared.
+        let prepares_turns = options.hooks.fns().prepare_next_turn.is_some();
+        let mut config = config.with_hooks(options.hooks);
+        if prepares_turns {
+            // Like the reference, the hook itself is looked up when a turn is prepared.
             let core = Arc::downgrade(self);
-            let cancel = cancel.clone();
-            let hook: LoopPrepareNextTurnFn = Arc::new(move |turn| {
-                let (with_context, plain) = match core.upgrade() {
-                    Some(core) => {
-                        let hooks = lock(&core.options).hooks();
-                        (hooks.prepare_next_turn_with_context, hooks.prepare_next_turn)
-                    }
-                    None => (None, None),
-                };
-                let cancel = cancel.clone();
-                Box::pin(async move {
-                    if let Some(hook) = with_context {
-                        return hook(turn, &cancel).await;
-                    }
-                    match plain {
-                        Some(hook) => hook(cancel.clone()).await,
-                        None => Ok(None),
-                    }
-                })
+            config = config.prepare_next_turn(move |turn, cancel| {
+                let hook = core.upgrade().and_then(|core| lock(&core.options).hooks.fns().prepare_next_turn.clone());
+                match hook {
+                    Some(hook) => hook(turn, &cancel),
+                    None => Box::pin(std::future::ready(Ok(None))),
+                }
             });
-            config.prepare_next_turn = Some(hook);
         }
         let core = Arc::downgrade(self);
-        config.get_steering_messages = Some(Arc::new(move || {
-            let messages = core.upgrade().map(|core| core.drain_steering()).unwrap_or_default();
-            Box::pin(std::future::ready(messages))
-        }));
+        let config = config.get_steering_messages(move || {
+            std::future::ready(core.upgrade().map(|core| core.drain_steering()).unwrap_or_default())
+        });
         let core = Arc::downgrade(self);
-        config.get_follow_up_messages = Some(Arc::new(move || {
-            let messages = core.upgrade().map(|core| core.drain_follow_ups()).unwrap_or_default();
-            Box::pin(std::future::ready(messages))
-        }));
-        config
+        config.get_follow_up_messages(move || {
+            std::future::ready(core.upgrade().map(|core| core.drain_follow_ups()).unwrap_or_default())
+        })
     }
 
     /// The reference's `handleRunFailure`: report a failed run with a failure message.
@@ -790,13 +755,12 @@ impl Agent {
         lock(&self.core().options).to_options()
     }
 
-    /// Change options (hooks, modes, request settings); runs read them when they start
-    /// (`prepare_next_turn` and the queue modes: when used).
-    pub fn update_options(&self, update: impl FnOnce(&mut AgentOptions)) {
+    /// Change options (hooks, modes, request settings): `update` gets a copy of them (with no
+    /// initial state) and returns the new ones, e.g. `agent.update_options(|o| o.finish_turn(..))`.
+    /// Runs read them when they start (`prepare_next_turn` and the queue modes: when used).
+    pub fn update_options(&self, update: impl FnOnce(AgentOptions) -> AgentOptions) {
         let mut settings = lock(&self.core().options);
-        let mut options = settings.to_options();
-        update(&mut options);
-        *settings = Settings::new(options);
+        *settings = Settings::new(update(settings.to_options()));
     }
 
     /// How steering messages are drained.
@@ -936,7 +900,7 @@ impl Agent {
         let cancel = CancellationToken::new();
         // The run shares the transcript: a prompt costs its new messages, not the history.
         let context = AgentContext::new(snapshot.messages.clone(), snapshot.tools.to_vec());
-        let config = core.loop_config(&snapshot, transcript_cache, &cancel);
+        let config = core.loop_config(&snapshot, transcript_cache);
         drop(snapshot);
         {
             let mut state = core.state.lock();

@@ -12,7 +12,6 @@ use pi_types::{
 };
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
-use crate::run_config::RunConfig;
 use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
@@ -143,7 +142,7 @@ struct Run {
     llm_converted: usize,
     /// Where `llm_cache` came from and goes back to when the run ends (see `TranscriptCache`).
     shared_cache: Option<crate::TranscriptCache>,
-    config: RunConfig,
+    config: LoopConfig,
     cancel: CancellationToken,
     emitter: Emitter,
     /// The messages this run added, returned when it ends.
@@ -178,7 +177,6 @@ impl Run {
         emitter: Emitter,
         new_messages: Vec<AgentMessage>,
     ) -> Self {
-        let config = RunConfig::from(config);
         let hooks = config.hooks();
         // The caller put `new_messages` at the end of `context` already.
         let new_messages = match hooks.finish_turn.is_some() || hooks.prepare_next_turn.is_some() {
@@ -246,7 +244,7 @@ impl Run {
     async fn prepare_next_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnUpdate>, LoopError> {
         let Some(hook) = self.config.hooks().prepare_next_turn.clone() else { return Ok(None) };
         let ctx = self.turn_context(turn);
-        catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)
+        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)
     }
 
     /// The `prepare_request` hook's answer for the next request.
@@ -442,9 +440,8 @@ impl Run {
         if message.stop_reason == StopReason::Length {
             return fail_truncated_tool_calls(message, &self.emitter).await;
         }
-        let hooks = crate::tools::ToolHooks::from_config(&self.config);
-        execute_tool_calls(&self.context, message, self.config.tool_execution, &hooks, &self.cancel, &self.emitter)
-            .await
+        let hooks = self.config.hooks();
+        execute_tool_calls(&self.context, message, self.config.tool_execution, hooks, &self.cancel, &self.emitter).await
     }
 
     /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
@@ -599,6 +596,16 @@ impl Run {
             options.api_key = Some(key);
         }
         options.cancel = Some(self.cancel.clone());
+        let hooks = self.config.hooks();
+        if let Some(hook) = &hooks.on_payload {
+            options.on_payload = Some(Arc::clone(hook));
+        }
+        if let Some(hook) = &hooks.on_response {
+            options.on_response = Some(Arc::clone(hook));
+        }
+        if let Some(hook) = &hooks.on_provider_stream_event {
+            options.on_provider_stream_event = Some(Arc::clone(hook));
+        }
         // Agent loops attribute requests to pi unless the configuration says otherwise.
         options.identity = Some(match options.identity.take() {
             None => ClientIdentity::shared_agent_default(),
