@@ -385,14 +385,13 @@ mod adc {
     }
 
     impl AuthorizedUser {
-        async fn token(&self) -> Result<String, String> {
+        async fn token(&self, client: &reqwest::Client) -> Result<String, String> {
             let mut cached = self.cached.lock().await;
             if let Some((token, expires)) = cached.as_ref() {
                 if Instant::now() < *expires {
                     return Ok(token.clone());
                 }
             }
-            let client = crate::http::client()?;
             let body = crate::common::form_encode(&[
                 ("grant_type", "refresh_token"),
                 ("client_id", &self.client_id),
@@ -409,9 +408,10 @@ mod adc {
                     format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
                 })?;
             let status = response.status();
-            let bytes = response.bytes().await.map_err(|error| {
-                format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
-            })?;
+            let bytes =
+                crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES).await.map_err(|error| {
+                    format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
+                })?;
             let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !status.is_success() {
                 // The error body of a token endpoint names the problem, never a token.
@@ -445,7 +445,7 @@ mod adc {
                     .await
                     .map(|token| token.as_str().to_owned())
                     .map_err(|error| format!("Vertex AI credentials: {error}")),
-                Source::User(user) => user.token().await,
+                Source::User(user) => user.token(crate::client::for_request(options)?).await,
             }
         };
         // The request's time-to-headers limit bounds the token fetch too (0 = none).
