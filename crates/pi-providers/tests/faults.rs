@@ -344,7 +344,8 @@ fn error_text(api: &str, message: &AssistantMessage) -> String {
 }
 
 async fn healthy_recordings_complete(via: Via) {
-    for (api, message) in each(via, |api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api))], || options(via)).await {
+    for (api, message) in each(via, |api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api))], || options(via)).await
+    {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
     }
