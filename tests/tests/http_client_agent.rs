@@ -57,7 +57,7 @@ async fn converse(models: &Arc<Models>, url: &str) -> Vec<String> {
                 assert_eq!(reply.stop_reason, StopReason::Stop, "{:?}", reply.error_message);
                 format!("assistant: {}", reply.text())
             }
-            _ => format!("{}", message.role()),
+            _ => message.role().to_owned(),
         })
         .collect()
 }
