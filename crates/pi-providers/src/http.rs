@@ -200,13 +200,9 @@ async fn attempt(
     options: &StreamOptions,
     dialect: &dyn Dialect,
 ) -> Result<Option<reqwest::Response>, ApiError> {
-    let client = crate::client::for_request(options).map_err(|message| ApiError {
-        kind: ApiErrorKind::Connection,
-        status: None,
-        headers: None,
-        message,
-        body: None,
-    })?;
+    // A client that cannot be had (a handle of another type, a failed build) is a
+    // configuration error: not retried.
+    let client = crate::client::for_request(options).map_err(ApiError::other)?;
     let mut builder = client.post(&request.url);
     for (name, value) in &request.headers {
         builder = builder.header(name.as_str(), value.as_str());

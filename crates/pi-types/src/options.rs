@@ -190,42 +190,32 @@ pub type OnProviderStreamEvent = Arc<dyn Fn(&Value, &Model) -> BoxFuture<'static
 /// assert!(handle.downcast_ref::<MyTransport>().is_some());
 /// assert!(handle.downcast_ref::<String>().is_none());
 /// assert!(format!("{handle:?}").contains("MyTransport"));
-/// // Two words in every request's options, set or not.
-/// assert_eq!(std::mem::size_of::<Option<HttpClientHandle>>(), 2 * std::mem::size_of::<usize>());
+/// // One pointer in every request's options, set or not.
+/// assert_eq!(std::mem::size_of::<Option<HttpClientHandle>>(), std::mem::size_of::<usize>());
 /// ```
 #[derive(Clone)]
-pub struct HttpClientHandle(Arc<dyn AnyClient>);
+pub struct HttpClientHandle(Arc<ErasedClient>);
 
-/// `Any` with the type's name, in one pointer (the handle is copied into every request).
-trait AnyClient: Any + Send + Sync {
-    fn as_any(&self) -> &dyn Any;
-    fn type_name(&self) -> &'static str;
-}
-
-impl<C: Any + Send + Sync> AnyClient for C {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn type_name(&self) -> &'static str {
-        std::any::type_name::<C>()
-    }
+/// The client behind one thin pointer: the handle is in every request's options.
+struct ErasedClient {
+    client: Box<dyn Any + Send + Sync>,
+    type_name: &'static str,
 }
 
 impl HttpClientHandle {
     /// A handle to `client`.
     pub fn new<C: Any + Send + Sync>(client: C) -> Self {
-        Self(Arc::new(client))
+        Self(Arc::new(ErasedClient { client: Box::new(client), type_name: std::any::type_name::<C>() }))
     }
 
     /// The client, if it is a `C`.
     pub fn downcast_ref<C: Any>(&self) -> Option<&C> {
-        // `*self.0`: the `Arc` is itself an `AnyClient` (of the blanket impl).
-        (*self.0).as_any().downcast_ref()
+        (*self.0.client).downcast_ref()
     }
 
     /// The Rust type name of the client (for error texts).
     pub fn type_name(&self) -> &'static str {
-        (*self.0).type_name()
+        self.0.type_name
     }
 
     /// Whether both handles share one client.
