@@ -57,8 +57,8 @@ pub use message::{
 pub use message_list::MessageList;
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
-    CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
-    RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
+    CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent, OnResponse,
+    ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use pi_schema::schema_for;
 pub use push::{Consumed, EventConsumer, Flow};
