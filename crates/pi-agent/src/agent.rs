@@ -163,7 +163,7 @@ struct ActiveRun {
 }
 
 /// Everything the agent and its runs share.
-pub(crate) struct Core {
+pub(crate) struct AgentShared {
     /// A spin lock: taken for every event a run delivers, and held only for short, non-blocking
     /// work (a reducer step, a snapshot's pointer copies; no listener and no await runs under
     /// it), so it is released with a plain store where a mutex needs a second atomic
@@ -185,7 +185,7 @@ pub(crate) struct Core {
     transcript_cache: Mutex<pi_loop::TranscriptCache>,
 }
 
-impl Core {
+impl AgentShared {
     fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -317,7 +317,14 @@ impl Core {
     }
 
     /// The loop configuration of a new run (the reference's `createLoopConfig`).
-    fn loop_config(self: &Arc<Self>, state: &AgentState, transcript_cache: pi_loop::TranscriptCache) -> LoopConfig {
+    /// `skip_initial_steering_poll`: the run's prompts were drained from the steering queue,
+    /// so the loop's first poll of it finds nothing (the reference's option of that name).
+    fn loop_config(
+        self: &Arc<Self>,
+        state: &AgentState,
+        transcript_cache: pi_loop::TranscriptCache,
+        skip_initial_steering_poll: bool,
+    ) -> LoopConfig {
         let options = lock(&self.options).clone();
         let mut config = LoopConfig::new(Arc::clone(&state.model), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
@@ -343,8 +350,13 @@ impl Core {
             });
         }
         let core = Arc::downgrade(self);
+        let skip = std::sync::atomic::AtomicBool::new(skip_initial_steering_poll);
         let config = config.get_steering_messages(move || {
-            std::future::ready(core.upgrade().map(|core| core.drain_steering()).unwrap_or_default())
+            let messages = match skip.swap(false, Ordering::Relaxed) {
+                true => Vec::new(),
+                false => core.upgrade().map(|core| core.drain_steering()).unwrap_or_default(),
+            };
+            std::future::ready(messages)
         });
         let core = Arc::downgrade(self);
         config.get_follow_up_messages(move || {
@@ -381,7 +393,7 @@ impl Core {
 
 /// The loop's sink for one run: the reducer and the listeners.
 struct RunSink {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     cancel: CancellationToken,
     /// The run's copy of the listener list: delivering an event takes the list only when it
     /// changed. Events of a run are delivered one at a time, so this lock is never contended:
@@ -391,7 +403,7 @@ struct RunSink {
     this: Weak<RunSink>,
 }
 
-/// An event's listeners from the first asynchronous one on (see [`Core::process_now`]).
+/// An event's listeners from the first asynchronous one on (see [`AgentShared::process_now`]).
 struct PendingListeners {
     /// What the reducer returned for the event.
     holds_partial: bool,
@@ -406,7 +418,7 @@ struct ListenerView {
 }
 
 impl AgentEventSink for RunSink {
-    /// [`Core::process`] for an event given by value: the same steps, and when a listener is
+    /// [`AgentShared::process`] for an event given by value: the same steps, and when a listener is
     /// asynchronous, a future that owns the event and this sink.
     fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
         let Some(rest) = self.core.process_now(&event, info.metadata_changed(), &self.listeners) else {
@@ -425,7 +437,8 @@ impl AgentEventSink for RunSink {
 enum RunWork {
     /// `run_agent_loop` with these prompts.
     Prompt(Vec<AgentMessage>),
-    /// `run_agent_loop_resume`: prompts drained from the steering queue, initial poll skipped.
+    /// `run_agent_loop` with prompts drained from the steering queue: the loop's first poll of
+    /// the queue is skipped.
     Resume(Vec<AgentMessage>),
     /// `run_agent_loop_continue`.
     Continue,
@@ -433,7 +446,7 @@ enum RunWork {
 
 /// Ends a run however its task ends (normally, by panic, or aborted with the agent).
 struct FinishGuard {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     run_id: u64,
     idle: Arc<IdleSignal>,
 }
@@ -465,7 +478,7 @@ impl Drop for FinishGuard {
 /// the loop's future is made here, so the context and configuration go straight into its heap
 /// box instead of staying in this task's state for the whole run.
 fn drive(
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     guard: FinishGuard,
     work: RunWork,
     context: AgentContext,
@@ -481,11 +494,8 @@ fn drive(
     });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
     let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
-        RunWork::Prompt(prompts) => {
+        RunWork::Prompt(prompts) | RunWork::Resume(prompts) => {
             Box::pin(pi_loop::run_agent_loop(prompts, context, config, loop_sink, cancel.clone()))
-        }
-        RunWork::Resume(prompts) => {
-            Box::pin(pi_loop::run_agent_loop_resume(prompts, context, config, loop_sink, cancel.clone()))
         }
         RunWork::Continue => Box::pin(pi_loop::run_agent_loop_continue(context, config, loop_sink, cancel.clone())),
     };
@@ -552,7 +562,7 @@ impl WeakAgent {
 }
 
 struct AgentHandle {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
 }
 
 impl Drop for AgentHandle {
@@ -589,7 +599,7 @@ impl Agent {
         }
         let model = initial.model.unwrap_or_else(|| Arc::new(default_model()));
         let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
-        let core = Core {
+        let core = AgentShared {
             state: spin::mutex::SpinMutex::new(state),
             options: Mutex::new(Settings::new(options)),
             steering: Mutex::default(),
@@ -603,7 +613,7 @@ impl Agent {
         Self { handle: Arc::new(AgentHandle { core: Arc::new(core) }) }
     }
 
-    fn core(&self) -> &Arc<Core> {
+    fn core(&self) -> &Arc<AgentShared> {
         &self.handle.core
     }
 
@@ -878,7 +888,7 @@ impl Agent {
     fn start(
         &self,
         busy: AgentError,
-        plan: impl FnOnce(&Core, &AgentState) -> Result<RunWork, AgentError>,
+        plan: impl FnOnce(&AgentShared, &AgentState) -> Result<RunWork, AgentError>,
     ) -> RunHandle {
         let core = self.core();
         let mut slot = lock(&core.run);
@@ -900,7 +910,7 @@ impl Agent {
         let cancel = CancellationToken::new();
         // The run shares the transcript: a prompt costs its new messages, not the history.
         let context = AgentContext::new(snapshot.messages.clone(), snapshot.tools.to_vec());
-        let config = core.loop_config(&snapshot, transcript_cache);
+        let config = core.loop_config(&snapshot, transcript_cache, matches!(work, RunWork::Resume(_)));
         drop(snapshot);
         {
             let mut state = core.state.lock();
@@ -976,7 +986,7 @@ impl Agent {
 /// dropped; dropping the `Subscription` itself changes nothing, so `let _ = agent.subscribe_fn(..)`
 /// and `agent.subscribe_fn(..);` keep listening. It holds no reference to the agent.
 pub struct Subscription {
-    core: Weak<Core>,
+    core: Weak<AgentShared>,
     id: u64,
 }
 

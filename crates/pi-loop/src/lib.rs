@@ -52,7 +52,7 @@ pub use hooks::{
     AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookFns, HookResult, Hooks,
     MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, TransformContextFn,
 };
-pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run_agent_loop_resume};
+pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue};
 pub use sink::{AgentEventSink, Delivery, EventInfo, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};

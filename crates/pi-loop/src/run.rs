@@ -62,7 +62,7 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel), true)
+    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel))
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -87,28 +87,13 @@ fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send 
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
-        run.run(true).await?;
+        run.run().await?;
         Ok(run.into_new_messages())
     }
 }
 
-/// Like [`run_agent_loop`], but the first steering poll is skipped (the caller already
-/// drained the queue into `prompts`): what the Agent's `continue` does.
-pub fn run_agent_loop_resume(
-    prompts: Vec<AgentMessage>,
-    context: AgentContext,
-    config: LoopConfig,
-    sink: Arc<dyn AgentEventSink>,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel), false)
-}
-
 #[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
-fn run_with_prompts(
-    inputs: Box<Inputs>,
-    poll_initial_steering: bool,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
+fn run_with_prompts(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         // Built before the first await, in a block: the context and configuration then live only
         // in the run's box (a local moved from still has its place in the future until its scope
@@ -123,7 +108,7 @@ fn run_with_prompts(
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
         // The prompts are the run's first new messages.
         Box::pin(run.emit_new_messages(0)).await?;
-        run.run(poll_initial_steering).await?;
+        run.run().await?;
         Ok(run.into_new_messages())
     }
 }
@@ -313,10 +298,10 @@ impl Run {
     // Every running agent holds this future: what lives across its awaits is kept small (a
     // turn's own values are scoped to the block that uses them, the completed turn is built
     // in place in `last_turn`, and the larger phases run in boxed futures of their own).
-    async fn run(&mut self, poll_initial_steering: bool) -> Result<(), LoopError> {
+    async fn run(&mut self) -> Result<(), LoopError> {
         let mut last_turn: Option<CompletedTurn> = None;
         let mut explicit_continuation = false;
-        let mut pending = if poll_initial_steering { self.poll_steering().await } else { Vec::new() };
+        let mut pending = self.poll_steering().await;
         loop {
             let mut has_more_tool_calls = true;
             while has_more_tool_calls || !pending.is_empty() {
