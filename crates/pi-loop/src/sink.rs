@@ -124,6 +124,15 @@ impl std::fmt::Debug for Delivery {
 /// A delivery the sink did not finish at once; its error or panic becomes [`LoopError::Sink`].
 pub(crate) struct Unfinished(State);
 
+impl Unfinished {
+    /// Whether the delivery is done once the run was polled again (see `Taken::Directly`),
+    /// so that a caller need not keep and poll it.
+    #[inline]
+    pub(crate) fn completes_after_one_yield(&self) -> bool {
+        matches!(self.0, State::Handed(Taken::Directly { polled: false }))
+    }
+}
+
 impl Future for Unfinished {
     type Output = Result<(), LoopError>;
 
