@@ -14,8 +14,8 @@ use pi_providers::faux::{
     FauxResponse, FauxResponseFn,
 };
 use pi_types::{
-    AssistantMessage, AssistantMessageEventStream, JsonObject, Message, Model, StopReason, StreamFn,
-    StreamOptions, ToolResultMessage, TranscriptContext,
+    AssistantMessage, AssistantMessageEventStream, JsonObject, Message, Model, StopReason, StreamFn, StreamOptions,
+    ToolResultMessage, TranscriptContext,
 };
 use regex::Regex;
 use serde_json::{json, Value};
@@ -368,7 +368,9 @@ mod tests {
             .content
             .iter()
             .filter_map(|c| match c {
-                AssistantContent::ToolCall(call) => Some((call.name.to_string(), Value::Object(call.arguments.clone()))),
+                AssistantContent::ToolCall(call) => {
+                    Some((call.name.to_string(), Value::Object(call.arguments.clone())))
+                }
                 _ => None,
             })
             .collect()
