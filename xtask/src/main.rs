@@ -12,6 +12,7 @@
 //! cargo xtask gen-validation-fixtures          regenerate the validation fixtures with node
 //! cargo xtask proxy-interop                    our proxy server against the reference streamProxy client
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
+//! cargo xtask public-api [--check]             record (check) each library crate's public API in docs/api
 //! ```
 
 mod bench_args;
@@ -21,6 +22,7 @@ mod diff_fuzz;
 mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
+mod public_api;
 mod streaming_fixtures;
 
 use std::io::Write;
@@ -45,7 +47,9 @@ commands:
   gen-streaming-json-fixtures     regenerate crates/pi-json/tests/fixtures/streaming-json.json (needs node)
   gen-validation-fixtures         regenerate crates/pi-schema/tests/fixtures/validation.json (needs node)
   proxy-interop                   drive our proxy server with the reference streamProxy client (needs node, npm)
-  proxy-load [--streams N] [--chars N]  N concurrent proxy streams over loopback (default 500)";
+  proxy-load [--streams N] [--chars N]  N concurrent proxy streams over loopback (default 500)
+  public-api [--check]            write each publishable library crate's public API to docs/api/<crate>.txt;
+                                  --check: fail if one differs from its file (rustdoc JSON via RUSTC_BOOTSTRAP)";
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -189,6 +193,9 @@ fn run_node_script(script: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = public_api::act_as_rustdoc() {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match (args.first().map(String::as_str), args.get(1)) {
         (Some("replay"), Some(path)) => print_trace(pi_testkit::replay::replay_file(Path::new(path))),
@@ -212,6 +219,10 @@ fn main() -> ExitCode {
         (Some("gen-validation-fixtures"), None) => run_node_script("validation-fixtures.mjs"),
         (Some("proxy-interop"), None) => print_line(proxy_interop::run(&target_dir())),
         (Some("proxy-load"), _) => print_line(proxy_load::run(&args[1..])),
+        (Some("public-api"), None) => print_line(public_api::update(&repo_root()).map_err(|e| e.to_string())),
+        (Some("public-api"), Some(flag)) if flag == "--check" => {
+            print_line(public_api::check(&repo_root()).map_err(|e| e.to_string()))
+        }
         _ => fail(USAGE),
     }
 }

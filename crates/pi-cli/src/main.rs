@@ -1,11 +1,82 @@
-//! `pi`: the pi agent on the command line (see the `pi_cli` crate docs).
+//! `pi`: the pi agent on the command line, a tool-using agent in the terminal.
+//!
+//! * `pi PROMPT` streams one answer from an [`pi_agent::Agent`] that has three demo tools
+//!   (weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
+//!   tool call with its arguments and result, and a summary line (stop reason, turns, token
+//!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
+//! * `pi models [--provider ID]` lists the built-in catalog ([`models`]); `pi login
+//!   openai-codex` signs in to a ChatGPT plan ([`login`]).
+//! * `pi chat` is an interactive session with steering, follow-ups and aborts ([`chat`]).
+//! * `pi proxy serve` runs the pi-proxy server ([`proxy`]); `--proxy URL --token T` makes
+//!   the other commands stream through one.
+//! * Without a configured provider both run the offline demo ([`demo`]): a faux provider
+//!   whose script really calls the tools the prompt asks for.
+//!
+//! Model selection is in [`setup`], output in [`render`]. Every failure is a [`CliError`]:
+//! one line on stderr and a non-zero exit code.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use pi_cli::args::{parse, Parsed};
+mod args;
+mod chat;
+mod demo;
+mod error;
+mod login;
+mod models;
+mod proxy;
+mod render;
+mod run;
+mod setup;
 
-fn fail(error: &pi_cli::CliError) -> ExitCode {
+use error::CliError;
+
+use args::{parse, Cli, Command, Parsed, ProxyCommand};
+
+/// Run a parsed command line.
+async fn execute(cli: Cli) -> Result<(), CliError> {
+    let mode = cli.output.mode();
+    match cli.command {
+        Some(Command::Chat) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi chat` takes no prompt; type it in the session".into()));
+            }
+            let backend = setup::resolve(&cli.model)?;
+            chat::chat(backend, &cli.model, mode).await
+        }
+        Some(Command::Models) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi models` takes no prompt".into()));
+            }
+            let listing = models::listing(cli.model.provider.as_deref(), mode == args::OutputMode::Json)?;
+            std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
+                .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+        }
+        Some(Command::Login { provider }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi login` takes one PROVIDER".into()));
+            }
+            login::login(&provider, &mut std::io::stdout()).await
+        }
+        Some(Command::Proxy { command: ProxyCommand::Serve(serve) }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi proxy serve` takes no prompt".into()));
+            }
+            proxy::serve(&serve).await
+        }
+        None => {
+            let Some(prompt) = cli.prompt_text() else {
+                return Err(CliError::Usage(
+                    "a PROMPT is required (see `pi --help`; `pi chat` starts a session)".into(),
+                ));
+            };
+            let backend = setup::resolve(&cli.model)?;
+            run::one_shot(&backend, &cli.model, mode, prompt, Box::new(std::io::stdout())).await
+        }
+    }
+}
+
+fn fail(error: &CliError) -> ExitCode {
     eprintln!("pi: {}", error.one_line());
     ExitCode::from(error.exit_code())
 }
@@ -24,9 +95,9 @@ fn main() -> ExitCode {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
-        Err(error) => return fail(&pi_cli::CliError::Io(format!("cannot start the async runtime: {error}"))),
+        Err(error) => return fail(&CliError::Io(format!("cannot start the async runtime: {error}"))),
     };
-    let result = runtime.block_on(pi_cli::execute(*cli));
+    let result = runtime.block_on(execute(*cli));
     // Reader threads may still block on stdin: do not wait for them.
     runtime.shutdown_background();
     match result {

@@ -79,11 +79,6 @@ impl Renderer {
         self
     }
 
-    /// The stop reason of the last assistant message seen.
-    pub fn last_stop(&self) -> Option<StopReason> {
-        self.last_stop
-    }
-
     fn styled(&self, style: Style, text: &str) -> String {
         if self.color {
             format!("{}{text}{}", style.render(), style.render_reset())

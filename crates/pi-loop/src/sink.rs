@@ -26,7 +26,8 @@ use crate::emit_order::EmitOrder;
 use crate::stream::{Handoff, Taken};
 use crate::LoopError;
 
-/// Receives every event of a run, one at a time; see the [module docs](self).
+/// Receives every event of a run, one at a time, by value (see docs/architecture.md, "one
+/// delivery path"): the run waits for each delivery, and an error fails the run.
 ///
 /// A sink that handles the event at once returns [`Delivery::done`] (no allocation per
 /// event); one that awaits returns [`Delivery::pending`] with a future that owns what it needs.

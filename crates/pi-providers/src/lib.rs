@@ -89,25 +89,30 @@ mod http;
 mod jsonx;
 #[cfg(feature = "http")]
 mod transform;
+// Their functions are re-exported below.
+mod classify;
+mod cost;
+// Endpoint wrappers the registry puts around a built-in provider's adapters.
+#[cfg(feature = "http")]
+mod azure_completions;
+#[cfg(feature = "http")]
+mod cloudflare;
+#[cfg(feature = "http")]
+mod opencode;
 
 #[cfg(feature = "http")]
 pub mod anthropic;
-#[cfg(feature = "http")]
-pub mod azure_completions;
 #[cfg(feature = "http")]
 pub mod azure_openai_responses;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 pub mod catalog;
-pub mod classify;
 #[cfg(feature = "http")]
 pub mod client;
-pub mod cloudflare;
 #[cfg(feature = "http")]
 pub mod codex_auth;
 #[cfg(feature = "http")]
 pub mod codex_login;
-pub mod cost;
 #[cfg(feature = "http")]
 pub mod google;
 #[cfg(feature = "http")]
@@ -121,7 +126,6 @@ pub mod openai_codex_responses;
 pub mod openai_completions;
 #[cfg(feature = "http")]
 pub mod openai_responses;
-pub mod opencode;
 #[cfg(feature = "http")]
 pub mod pi_messages;
 pub mod registry;

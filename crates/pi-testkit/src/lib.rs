@@ -34,7 +34,7 @@ pub mod provider_replay_compare;
 pub mod redactions;
 pub mod replay;
 pub mod scenario;
-pub mod scenario_tool;
+mod scenario_tool;
 pub mod snapshot;
 
 pub use error::ReplayError;

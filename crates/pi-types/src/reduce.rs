@@ -24,9 +24,10 @@ use crate::content::AssistantContent;
 use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
 
-/// Keeps a copy of a streaming assistant message current, event by event; see the
-/// [module docs](self). It holds what following needs beyond the copy itself (how far the
-/// arguments of a streamed tool call were copied); the caller keeps the copy where it likes.
+/// Keeps a copy of a streaming assistant message current, event by event, in time proportional
+/// to each change (docs/architecture.md, "The growing message"). It holds what following needs
+/// beyond the copy itself (how far the arguments of a streamed tool call were copied); the
+/// caller keeps the copy where it likes.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -6,10 +6,8 @@
 
 mod calc;
 mod cities;
-pub mod script;
+mod script;
 mod tools;
 
-pub use calc::{evaluate, format_number, CalcError};
-pub use cities::{City, LocalTime};
-pub use script::{plan, DemoProvider, PlannedCall};
-pub use tools::{demo_tools, demo_weather, known_cities, CALCULATE, TIME, WEATHER};
+pub use script::DemoProvider;
+pub use tools::demo_tools;

@@ -14,8 +14,8 @@ use pi_providers::faux::{
     FauxResponse, FauxResponseFn,
 };
 use pi_types::{
-    AssistantContent, AssistantMessage, AssistantMessageEventStream, JsonObject, Message, Model, StopReason, StreamFn,
-    StreamOptions, ToolResultMessage, TranscriptContext,
+    AssistantMessage, AssistantMessageEventStream, JsonObject, Message, Model, StopReason, StreamFn, StreamOptions,
+    ToolResultMessage, TranscriptContext,
 };
 use regex::Regex;
 use serde_json::{json, Value};
@@ -137,13 +137,8 @@ pub fn places(prompt: &str) -> Vec<String> {
     names
 }
 
-/// The tool calls the demo makes for a prompt.
-pub fn plan(prompt: &str) -> Vec<PlannedCall> {
-    plan_in_context(prompt, "")
-}
-
-/// Like [`plan`], for a prompt in a conversation: a follow-up that only names places
-/// ("and Paris?") asks what the earlier messages asked (weather, time).
+/// The tool calls the demo makes for a prompt in a conversation: a follow-up that only names
+/// places ("and Paris?") asks what the earlier messages asked (weather, time).
 pub fn plan_in_context(prompt: &str, earlier: &str) -> Vec<PlannedCall> {
     let places = places(prompt);
     let asks_nothing = !matches(&WEATHER_WORDS, prompt) && !matches(&TIME_WORDS, prompt);
@@ -353,24 +348,32 @@ impl StreamFn for DemoProvider {
     }
 }
 
-/// Tool calls of an assistant message (for tests and docs).
-pub fn tool_calls(message: &AssistantMessage) -> Vec<(String, Value)> {
-    message
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            AssistantContent::ToolCall(call) => Some((call.name.to_string(), Value::Object(call.arguments.clone()))),
-            _ => None,
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pi_types::AssistantContent;
+
+    /// The tool calls the demo makes for a prompt on its own.
+    fn plan(prompt: &str) -> Vec<PlannedCall> {
+        plan_in_context(prompt, "")
+    }
 
     fn tools(prompt: &str) -> Vec<(String, Value)> {
         plan(prompt).into_iter().map(|c| (c.tool.to_owned(), c.args)).collect()
+    }
+
+    /// Tool calls of an assistant message.
+    fn tool_calls(message: &AssistantMessage) -> Vec<(String, Value)> {
+        message
+            .content
+            .iter()
+            .filter_map(|c| match c {
+                AssistantContent::ToolCall(call) => {
+                    Some((call.name.to_string(), Value::Object(call.arguments.clone())))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     #[test]

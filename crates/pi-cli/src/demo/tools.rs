@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::calc;
-use super::cities::{self, City};
+use super::cities;
 use crate::error::CliError;
 
 /// Name of the weather tool.
@@ -126,11 +126,6 @@ fn time_tool() -> Result<FnTool, CliError> {
 /// The demo tools: weather, calculator and clock.
 pub fn demo_tools() -> Result<Vec<Arc<dyn AgentTool>>, CliError> {
     Ok(vec![Arc::new(weather_tool()?), Arc::new(calculate_tool()?), Arc::new(time_tool()?)])
-}
-
-/// The city list the demo tools and the demo script know (for `/tools` and docs).
-pub fn known_cities() -> &'static [City] {
-    cities::CITIES
 }
 
 #[cfg(test)]
