@@ -11,7 +11,7 @@ use pi_types::{
 };
 use serde_json::Value;
 
-use crate::config::{
+use crate::context::{
     AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult, RequestContext,
     RequestUpdate, TurnContext, TurnDecision, TurnUpdate,
 };

@@ -33,8 +33,10 @@
 //! ```
 
 mod config;
+mod context;
 mod emit_order;
 mod error;
+mod handoff;
 mod hooks;
 mod push;
 mod run;
@@ -43,8 +45,9 @@ mod stream;
 mod tools;
 mod transcript_cache;
 
-pub use config::{
-    AfterToolCallContext, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallResult, LoopConfig,
+pub use config::LoopConfig;
+pub use context::{
+    AfterToolCallContext, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallResult,
     RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate,
 };
 pub use error::LoopError;

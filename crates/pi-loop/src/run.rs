@@ -11,7 +11,8 @@ use pi_types::{
     ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 
-use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
+use crate::config::LoopConfig;
+use crate::context::{AgentContext, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
 use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
@@ -536,7 +537,7 @@ impl Run {
             };
             emitting.await?;
             if push.is_none() {
-                let delivery = self.emitter.push_delivery();
+                let delivery = Arc::new(crate::push::PushDelivery::new(self.emitter.clone()));
                 if stream.push_to(delivery.clone()) {
                     push = Some(delivery);
                 }

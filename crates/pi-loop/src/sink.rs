@@ -23,7 +23,7 @@ use futures::FutureExt;
 use pi_types::{AgentEvent, BoxError};
 
 use crate::emit_order::EmitOrder;
-use crate::stream::{Handoff, Taken};
+use crate::handoff::{Handoff, Taken};
 use crate::LoopError;
 
 /// Receives every event of a run, one at a time, by value (see docs/architecture.md, "one
@@ -245,12 +245,6 @@ impl Emitter {
     /// take its room in them for the whole run.
     pub(crate) fn emit_boxed(&self, event: AgentEvent) -> BoxFuture<'_, Result<(), LoopError>> {
         Box::pin(self.emit(event))
-    }
-
-    /// A consumer that delivers a streamed response's updates as the provider sends them (see
-    /// [`crate::push`]).
-    pub(crate) fn push_delivery(&self) -> Arc<crate::push::PushDelivery> {
-        Arc::new(crate::push::PushDelivery::new(self.clone()))
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own

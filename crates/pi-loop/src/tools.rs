@@ -15,7 +15,7 @@ use pi_types::{
 };
 use serde_json::{Map, Value};
 
-use crate::config::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
+use crate::context::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
 use crate::hooks::{HookFns, Hooks};
 use crate::sink::Emitter;
 use crate::LoopError;

@@ -10,8 +10,11 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 use crate::normalize::canonical_line;
-use crate::replay::{parse_message, parse_messages, scenario_hooks, ActionCounter, ReplayError, Setup, Trace};
+use crate::replay_setup::{
+    parse_message, parse_messages, scenario_hooks, ActionCounter, ProviderFactory, Setup, Trace,
+};
 use crate::scenario::{ActionJson, Scenario, ScenarioError};
+use crate::ReplayError;
 
 fn queue_mode(mode: Option<&str>) -> Result<QueueMode, ScenarioError> {
     mode.map_or(Ok(QueueMode::OneAtATime), |m| m.parse().map_err(ScenarioError))
@@ -100,7 +103,7 @@ fn fire(agent: &Agent, trace: &Trace, settles: &PendingSettles, action: &ActionJ
 
 pub(crate) async fn replay_agent(
     scenario: &Scenario,
-    provider: Option<&crate::replay::ProviderFactory>,
+    provider: Option<&ProviderFactory>,
 ) -> Result<String, ReplayError> {
     let setup = Arc::new(Setup::new(scenario, provider)?);
     let ops = scenario.ops.clone().ok_or_else(|| ScenarioError("agent level: ops required".into()))?;
@@ -192,42 +195,4 @@ pub(crate) async fn replay_agent(
         return Err(error.into());
     }
     Ok(trace.text())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use serde_json::Value;
-
-    fn parse_lines(text: &str) -> Vec<Value> {
-        text.lines().map(|line| serde_json::from_str(line).unwrap_or(Value::Null)).collect()
-    }
-
-    /// The extra agent scenarios kept next to pi-agent, against their reference goldens.
-    #[test]
-    fn extra_agent_scenarios_match_the_reference() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pi-agent/tests/conformance");
-        let mut entries: Vec<_> = std::fs::read_dir(root.join("scenarios"))
-            .map(|dir| dir.filter_map(Result::ok).map(|e| e.path()).collect())
-            .unwrap_or_default();
-        entries.sort();
-        assert!(!entries.is_empty(), "no scenarios found");
-        let mut failures = Vec::new();
-        for path in entries {
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned) else { continue };
-            let golden = std::fs::read_to_string(root.join("golden").join(format!("{name}.jsonl"))).unwrap_or_default();
-            match crate::replay::replay_file(&path) {
-                Ok(trace) => {
-                    let (expected, actual) = (parse_lines(&golden), parse_lines(&trace));
-                    if expected != actual {
-                        let at = expected.iter().zip(&actual).position(|(e, a)| e != a).unwrap_or(expected.len());
-                        failures.push(format!("{name}: first difference at line {}", at + 1));
-                    }
-                }
-                Err(error) => failures.push(format!("{name}: {error}")),
-            }
-        }
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
 }

@@ -33,6 +33,7 @@ pub mod provider_replay;
 pub mod provider_replay_compare;
 pub mod redactions;
 pub mod replay;
+mod replay_setup;
 pub mod scenario;
 mod scenario_tool;
 pub mod snapshot;
