@@ -59,7 +59,7 @@ impl StreamFn for AzureCompletions {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let base_url = match self.settings.resolve_base_url(model, &options) {
             Ok(base_url) => base_url,
-            Err(message) => return crate::registry::failed_stream(model, message),
+            Err(message) => return crate::failure::failed_stream(model, message),
         };
         let deployment = self.settings.resolve_deployment_name(model, &options);
         let options = if deployment == model.id.as_str() { options } else { with_deployment(options, deployment) };

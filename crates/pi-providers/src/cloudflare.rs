@@ -54,7 +54,7 @@ impl StreamFn for CloudflareEndpoint {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         match resolve_model(model, &options) {
             Ok(resolved) => self.inner.stream(&resolved, context, options),
-            Err(name) => crate::registry::failed_stream(
+            Err(name) => crate::failure::failed_stream(
                 model,
                 format!("Provider {} is not configured: set {name}", model.provider),
             ),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use pi_types::{BoxError, Model};
 use serde_json::{Map, Value};
 
-use crate::registry::KeyResolver;
+use crate::failure::KeyResolver;
 
 /// The OAuth client id of the Codex CLI (public; pi-ai logs in as it).
 pub const CLIENT_ID: &str = "app_EMoamEEZ73f0CkXaXp7hrann";

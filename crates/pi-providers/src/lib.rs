@@ -92,6 +92,7 @@ mod transform;
 // Their functions are re-exported below.
 mod classify;
 mod cost;
+mod failure;
 // Endpoint wrappers the registry puts around a built-in provider's adapters.
 #[cfg(feature = "http")]
 mod azure_completions;

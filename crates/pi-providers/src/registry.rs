@@ -24,16 +24,15 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
-use futures::future::BoxFuture;
 use indexmap::IndexMap;
 use pi_types::transcript::normalize_context;
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError, Context, HttpClientHandle, Model,
-    StopReason, StreamFn, StreamOptions, TranscriptContext,
+    AssistantMessage, AssistantMessageEventStream, Context, HttpClientHandle, Model, StreamFn, StreamOptions,
+    TranscriptContext,
 };
 
-/// Resolves a key for a model at request time (e.g. from a credential store).
-pub type KeyResolver = Arc<dyn Fn(&Model) -> BoxFuture<'static, Result<Option<String>, BoxError>> + Send + Sync>;
+use crate::failure::failed_stream;
+pub use crate::failure::KeyResolver;
 
 /// Where a provider's API key comes from. A key given in the request options always wins.
 #[derive(Clone, Default)]
@@ -313,22 +312,6 @@ pub struct Models {
     http_client: RwLock<Option<HttpClientHandle>>,
 }
 
-pub(crate) fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream {
-    let error = AssistantMessage {
-        api: model.api.clone(),
-        provider: model.provider.clone(),
-        model: model.id.clone(),
-        stop_reason: StopReason::Error,
-        error_message: Some(message.into()),
-        timestamp: pi_types::now_ms(),
-        ..Default::default()
-    };
-    AssistantMessageEventStream::from_events([AssistantMessageEvent::Error {
-        reason: StopReason::Error,
-        error: Arc::new(error),
-    }])
-}
-
 impl Models {
     /// An empty registry.
     pub fn new() -> Self {
@@ -479,6 +462,7 @@ impl StreamFn for Models {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pi_types::StopReason;
 
     #[test]
     fn key_is_redacted() {
