@@ -80,6 +80,8 @@ mod http;
 mod jsonx;
 #[cfg(feature = "http")]
 mod transform;
+#[cfg(feature = "http")]
+mod typed;
 
 #[cfg(feature = "http")]
 pub mod anthropic;
