@@ -141,7 +141,8 @@ fn check(api: &str, adapter: impl Fn() -> Arc<dyn StreamFn>) {
     assert_eq!((small_deltas, large_deltas), (1_000, 9_000), "{api}");
     let added = large.saturating_sub(small);
     println!("{api}: 1,000 deltas {small} allocations, 9,000 deltas {large}: {:.3} per delta", added as f64 / 8_000.0);
-    assert!(added < 8_000, "{api}: 8,000 more deltas cost {added} more allocations");
+    // At most one per delta is the rule; none is what the path costs (reads are per chunk).
+    assert!(added < 800, "{api}: 8,000 more deltas cost {added} more allocations");
 }
 
 /// One test for the four adapters: the counting allocator is process-wide, so they run in turn.
