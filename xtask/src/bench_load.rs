@@ -81,12 +81,7 @@ pub struct RunLoad {
 }
 
 /// The load of a run from the readings before and after it.
-pub fn run_load(
-    before: CpuTicks,
-    after: CpuTicks,
-    own_cpu_s: f64,
-    server_ticks: Option<u64>,
-) -> RunLoad {
+pub fn run_load(before: CpuTicks, after: CpuTicks, own_cpu_s: f64, server_ticks: Option<u64>) -> RunLoad {
     let busy = after.busy.saturating_sub(before.busy) as f64;
     let server = server_ticks.unwrap_or(0) as f64;
     let others = (busy - own_cpu_s * HZ - server).max(0.0);

@@ -56,7 +56,11 @@ async fn serve_models(models: Models, limits: Limits) -> Result<Server, String> 
 }
 
 /// Start a server whose one provider is `faux`'s, streamed by `adapter` (e.g. a wrapper of it).
-pub async fn start_with(faux: &FauxProvider, adapter: Arc<dyn pi_types::StreamFn>, limits: Limits) -> Result<Server, String> {
+pub async fn start_with(
+    faux: &FauxProvider,
+    adapter: Arc<dyn pi_types::StreamFn>,
+    limits: Limits,
+) -> Result<Server, String> {
     let models = Models::new();
     models.set_provider(registered(faux).with_api(faux.api(), adapter));
     serve_models(models, limits).await

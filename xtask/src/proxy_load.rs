@@ -223,12 +223,14 @@ async fn load(settings: Settings) -> Result<String, String> {
     let seconds = started.elapsed().as_secs_f64();
     let (proxy_p50, proxy_p99) = p50_p99(stamps.latencies(&arrivals));
     let peak = peak_rss_kib();
-    let mib = |kib: Option<u64>| kib.map_or_else(|| "unknown".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0));
+    let mib =
+        |kib: Option<u64>| kib.map_or_else(|| "unknown".to_owned(), |kib| format!("{:.1} MiB", kib as f64 / 1024.0));
     let per_stream = peak.zip(rss_before).map_or_else(
         || "unknown".to_owned(),
         |(peak, before)| format!("{:.1} KiB", peak.saturating_sub(before) as f64 / settings.streams as f64),
     );
-    let pacing = settings.tokens_per_second.map_or_else(|| "unpaced".to_owned(), |r| format!("{r} tokens/s per stream"));
+    let pacing =
+        settings.tokens_per_second.map_or_else(|| "unpaced".to_owned(), |r| format!("{r} tokens/s per stream"));
     Ok(format!(
         "proxy-load: {} concurrent streams ({pacing}), {events} events in order in {seconds:.2} s: {:.0} events/s, \
          {:.0} streams/s, {:.3} MB/s of text; latency per event p50 {proxy_p50:.0} µs, p99 {proxy_p99:.0} µs \

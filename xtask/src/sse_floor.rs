@@ -28,7 +28,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut number = |flag: &str| {
-            args.next().and_then(|n| n.replace(['_', ','], "").parse::<usize>().ok()).filter(|n| *n > 0).ok_or(format!("{flag} needs a number"))
+            args.next()
+                .and_then(|n| n.replace(['_', ','], "").parse::<usize>().ok())
+                .filter(|n| *n > 0)
+                .ok_or(format!("{flag} needs a number"))
         };
         match arg.as_str() {
             "--runs" => options.runs = number("--runs")?,

@@ -21,8 +21,8 @@ use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
 use crate::sse::{LineMode, SseDecoder};
-use crate::typed;
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "anthropic-messages";

@@ -26,8 +26,8 @@ use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
 use crate::sse::GeminiFramer;
-use crate::typed;
 use crate::transform::{sanitize_id, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "google-generative-ai";

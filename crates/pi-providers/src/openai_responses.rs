@@ -23,8 +23,8 @@ use crate::jsonx;
 use crate::openai_completions::{openai_status_error, openai_stream_error};
 use crate::simple;
 use crate::sse::{LineMode, SseDecoder};
-use crate::typed;
 use crate::transform::{sanitize_id, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "openai-responses";
@@ -723,7 +723,9 @@ pub(crate) async fn send_and_stream(
                 false => None,
             };
             let handled = match fast {
-                Some(delta) => state.delta(delta, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?,
+                Some(delta) => {
+                    state.delta(delta, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
+                }
                 None => false,
             };
             if !handled {

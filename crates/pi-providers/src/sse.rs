@@ -651,13 +651,24 @@ mod tests {
         }
     }
 
-
     /// Random event streams, split at random, decode as the copying decoder decodes them.
     #[test]
     fn borrowed_events_match_the_copying_decoder() {
         let alphabet: [&[u8]; 14] = [
-            b"data: x", b"data:", b"data", b"event: e", b"event:", b": c", b"id: 1", b"\n", b"\r", b"\r\n",
-            b"\xff", b"\xc3\xa9", b"\xe2\x82", b"data: {\"a\":1}",
+            b"data: x",
+            b"data:",
+            b"data",
+            b"event: e",
+            b"event:",
+            b": c",
+            b"id: 1",
+            b"\n",
+            b"\r",
+            b"\r\n",
+            b"\xff",
+            b"\xc3\xa9",
+            b"\xe2\x82",
+            b"data: {\"a\":1}",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move |n: usize| {

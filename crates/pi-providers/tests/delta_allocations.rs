@@ -72,17 +72,26 @@ fn body(api: &str, chars: usize) -> String {
                 out.push_str(&format!("event: {kind}\ndata: {fields}\n\n"));
             };
             ev("response.created", json!({"response": {"id": "resp_1", "status": "in_progress", "output": []}}));
-            ev("response.output_item.added", json!({"output_index": 0, "item": {"id": "msg_1", "type": "message",
-                "status": "in_progress", "content": [], "role": "assistant"}}));
+            ev(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"id": "msg_1", "type": "message",
+                "status": "in_progress", "content": [], "role": "assistant"}}),
+            );
             for text in pieces(chars) {
-                ev("response.output_text.delta", json!({"item_id": "msg_1", "output_index": 0, "content_index": 0,
-                    "delta": text, "logprobs": []}));
+                ev(
+                    "response.output_text.delta",
+                    json!({"item_id": "msg_1", "output_index": 0, "content_index": 0,
+                    "delta": text, "logprobs": []}),
+                );
             }
             let item = json!({"id": "msg_1", "type": "message", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "annotations": [], "text": "x"}]});
             ev("response.output_item.done", json!({"output_index": 0, "item": item}));
-            ev("response.completed", json!({"response": {"id": "resp_1", "status": "completed", "output": [item],
-                "usage": {"input_tokens": 100, "output_tokens": 9, "total_tokens": 109}}}));
+            ev(
+                "response.completed",
+                json!({"response": {"id": "resp_1", "status": "completed", "output": [item],
+                "usage": {"input_tokens": 100, "output_tokens": 9, "total_tokens": 109}}}),
+            );
         }
         _ => {
             let all = pieces(chars);
@@ -118,7 +127,8 @@ fn allocations_for(api: &str, adapter: Arc<dyn StreamFn>, chars: usize) -> (usiz
         let seen = Arc::clone(&deltas);
         let _listener = agent.subscribe_fn(move |event| {
             if let AgentEvent::MessageUpdate {
-                assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. }, ..
+                assistant_message_event: AssistantMessageEvent::TextDelta { delta, .. },
+                ..
             } = event
             {
                 std::hint::black_box(delta.len());

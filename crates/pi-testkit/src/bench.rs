@@ -353,7 +353,12 @@ pub fn run(
     } else {
         let agent_count = if workload == "agents" { size } else { 1 };
         let prompt_count = if workload == "prompts" { size } else { 1 };
-        run_agents(runtime, &Fleet { stream_fn: &stream_fn, model: &model, tool: &tool, counters: &counters }, agent_count, prompt_count)?
+        run_agents(
+            runtime,
+            &Fleet { stream_fn: &stream_fn, model: &model, tool: &tool, counters: &counters },
+            agent_count,
+            prompt_count,
+        )?
     };
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
 

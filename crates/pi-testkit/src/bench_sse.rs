@@ -225,7 +225,8 @@ fn check_content(family: Family, size: usize, messages: &[AgentMessage]) -> Resu
         .iter()
         .skip(2)
         .map(|m| {
-            let sizes: Vec<(&str, Option<usize>)> = blocks_of(m).iter().map(|(t, x)| (*t, x.as_ref().map(String::len))).collect();
+            let sizes: Vec<(&str, Option<usize>)> =
+                blocks_of(m).iter().map(|(t, x)| (*t, x.as_ref().map(String::len))).collect();
             format!("{} {sizes:?}", m.role())
         })
         .collect();
@@ -274,7 +275,10 @@ pub fn run(
         Arc::new(|_model| Box::pin(std::future::ready(Ok(Some(API_KEY.to_owned())))));
     let models = Models::new();
     models.set_provider(
-        Provider::new(spec.provider).with_auth(Auth::Resolver(resolver)).with_model(model.clone()).with_api(spec.api, adapter),
+        Provider::new(spec.provider)
+            .with_auth(Auth::Resolver(resolver))
+            .with_model(model.clone())
+            .with_api(spec.api, adapter),
     );
     let stream_fn: Arc<dyn StreamFn> = Arc::new(models);
     let model = Arc::new(model);
