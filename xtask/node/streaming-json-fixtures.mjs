@@ -1,6 +1,6 @@
 // Records the reference behaviour of pi-ai's streaming JSON utilities for the Rust port's tests.
 //
-// Output: crates/pi-types/tests/fixtures/streaming-json.json (relative to the repository root), or
+// Output: crates/pi-json/tests/fixtures/streaming-json.json (relative to the repository root), or
 // the path given as the first argument.
 //
 // For every document and every piece size 1..8 the document is cut into pieces (at multiples of
@@ -33,7 +33,7 @@ import {
 } from "@earendil-works/pi-ai";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const output = resolve(process.argv[2] ?? resolve(here, "../../crates/pi-types/tests/fixtures/streaming-json.json"));
+const output = resolve(process.argv[2] ?? resolve(here, "../../crates/pi-json/tests/fixtures/streaming-json.json"));
 
 function chunks(text, units) {
   if (text === "") return [""];

@@ -1,5 +1,5 @@
 // Runs every case of validation-cases.json through the reference (pi-ai's validateToolArguments, pi-schema's parse)
-// and writes the expected results for pi-types' validation tests.
+// and writes the expected results for pi-schema's validation tests.
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -9,7 +9,7 @@ import { formats } from "@earendil-works/pi-schema/formats";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cases = JSON.parse(readFileSync(join(here, "validation-cases.json"), "utf8"));
-const out = join(here, "../../crates/pi-types/tests/fixtures/validation.json");
+const out = join(here, "../../crates/pi-schema/tests/fixtures/validation.json");
 const TOOL = "tool";
 
 const results = cases.map((c) => {

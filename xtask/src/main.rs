@@ -50,8 +50,8 @@ commands:
                                   BENCH_SSE_URL or start `node sse-server.mjs` (vendored in pi-testkit)
   diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
-  gen-streaming-json-fixtures     regenerate crates/pi-types/tests/fixtures/streaming-json.json (needs node)
-  gen-validation-fixtures         regenerate crates/pi-types/tests/fixtures/validation.json (needs node)
+  gen-streaming-json-fixtures     regenerate crates/pi-json/tests/fixtures/streaming-json.json (needs node)
+  gen-validation-fixtures         regenerate crates/pi-schema/tests/fixtures/validation.json (needs node)
   proxy-interop                   drive our proxy server with the reference streamProxy client (needs node, npm)
   sse-floor [--runs N] [--chars N] [API ...]
                                   bytes/s of each API's SSE body: memchr scan and loopback read floors

@@ -1,5 +1,5 @@
 //! `cargo xtask gen-streaming-json-fixtures`: regenerates
-//! `crates/pi-types/tests/fixtures/streaming-json.json` by running the reference runtime
+//! `crates/pi-json/tests/fixtures/streaming-json.json` by running the reference runtime
 //! (`@earendil-works/pi-ai`, pinned in `xtask/node/package.json`) under Node.
 
 use std::path::Path;
@@ -13,7 +13,7 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
         return Err(format!("{} has no streaming-json-fixtures.mjs", node_dir.display()));
     }
     ensure_node_modules(&node_dir)?;
-    let output = repo_root.join("crates").join("pi-types").join("tests").join("fixtures").join("streaming-json.json");
+    let output = repo_root.join("crates").join("pi-json").join("tests").join("fixtures").join("streaming-json.json");
     run_command(
         Command::new("node").arg("streaming-json-fixtures.mjs").arg(&output).current_dir(&node_dir),
         "node streaming-json-fixtures.mjs",

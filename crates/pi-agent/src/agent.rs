@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{
-    AgentContext, AgentEventSink, EmitFuture, LoopConfig, PrepareNextTurnFn as LoopPrepareNextTurnFn, UpdateDelivery,
-};
+use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{
@@ -165,7 +163,7 @@ struct ActiveRun {
 }
 
 /// Everything the agent and its runs share.
-pub(crate) struct Core {
+pub(crate) struct AgentShared {
     /// A spin lock: taken for every event a run delivers, and held only for short, non-blocking
     /// work (a reducer step, a snapshot's pointer copies; no listener and no await runs under
     /// it), so it is released with a plain store where a mutex needs a second atomic
@@ -187,7 +185,7 @@ pub(crate) struct Core {
     transcript_cache: Mutex<pi_loop::TranscriptCache>,
 }
 
-impl Core {
+impl AgentShared {
     fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -211,17 +209,17 @@ impl Core {
     /// not called any more, one added meanwhile is called too. Synchronous listeners are
     /// called right here; the first asynchronous one turns the rest into a future.
     /// `metadata_changed`: for a `message_update`, whether the partial's metadata may have
-    /// changed (see `AgentEventSink::emit_update`).
-    fn process<'a>(
-        &'a self,
-        event: &'a AgentEvent,
+    /// changed (see `EventInfo::metadata_changed`).
+    async fn process(
+        &self,
+        event: &AgentEvent,
         metadata_changed: bool,
-        cancel: &'a CancellationToken,
-        view: &'a spin::mutex::SpinMutex<ListenerView>,
-    ) -> EmitFuture<'a> {
+        cancel: &CancellationToken,
+        view: &spin::mutex::SpinMutex<ListenerView>,
+    ) -> Result<(), BoxError> {
         match self.process_now(event, metadata_changed, view) {
-            None => EmitFuture::done(),
-            Some(rest) => EmitFuture::boxed(self.process_rest(event, cancel, view, rest)),
+            None => Ok(()),
+            Some(rest) => self.process_rest(event, cancel, view, rest).await,
         }
     }
 
@@ -319,72 +317,51 @@ impl Core {
     }
 
     /// The loop configuration of a new run (the reference's `createLoopConfig`).
+    /// `skip_initial_steering_poll`: the run's prompts were drained from the steering queue,
+    /// so the loop's first poll of it finds nothing (the reference's option of that name).
     fn loop_config(
         self: &Arc<Self>,
         state: &AgentState,
         transcript_cache: pi_loop::TranscriptCache,
-        cancel: &CancellationToken,
+        skip_initial_steering_poll: bool,
     ) -> LoopConfig {
-        let (options, hooks) = {
-            let settings = lock(&self.options);
-            (settings.clone(), settings.hooks())
-        };
+        let options = lock(&self.options).clone();
         let mut config = LoopConfig::new(Arc::clone(&state.model), Arc::clone(&options.stream_fn));
         let request = &mut config.options;
         request.reasoning = (state.thinking_level != ThinkingLevel::Off).then_some(state.thinking_level);
         request.session_id = options.session_id;
-        request.on_payload = hooks.on_payload;
-        request.on_response = hooks.on_response;
-        request.on_provider_stream_event = hooks.on_provider_stream_event;
         request.transport = Some(options.transport);
         request.thinking_budgets = options.thinking_budgets;
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
         config.tool_execution = options.tool_execution;
         config.transcript_cache = Some(transcript_cache);
-        config.before_tool_call = hooks.before_tool_call;
-        config.after_tool_call = hooks.after_tool_call;
-        config.finish_turn = hooks.finish_turn;
-        config.prepare_request = hooks.prepare_request;
-        config.convert_to_llm = hooks.convert_to_llm;
-        config.transform_context = hooks.transform_context;
-        config.get_api_key = hooks.get_api_key;
-        if hooks.prepare_next_turn.is_some() || hooks.prepare_next_turn_with_context.is_some() {
-            // Like the reference, the hooks themselves are looked up when a turn is prepared.
+        let prepares_turns = options.hooks.fns().prepare_next_turn.is_some();
+        let mut config = config.with_hooks(options.hooks);
+        if prepares_turns {
+            // Like the reference, the hook itself is looked up when a turn is prepared.
             let core = Arc::downgrade(self);
-            let cancel = cancel.clone();
-            let hook: LoopPrepareNextTurnFn = Arc::new(move |turn| {
-                let (with_context, plain) = match core.upgrade() {
-                    Some(core) => {
-                        let hooks = lock(&core.options).hooks();
-                        (hooks.prepare_next_turn_with_context, hooks.prepare_next_turn)
-                    }
-                    None => (None, None),
-                };
-                let cancel = cancel.clone();
-                Box::pin(async move {
-                    if let Some(hook) = with_context {
-                        return hook(turn, &cancel).await;
-                    }
-                    match plain {
-                        Some(hook) => hook(cancel.clone()).await,
-                        None => Ok(None),
-                    }
-                })
+            config = config.prepare_next_turn(move |turn, cancel| {
+                let hook = core.upgrade().and_then(|core| lock(&core.options).hooks.fns().prepare_next_turn.clone());
+                match hook {
+                    Some(hook) => hook(turn, &cancel),
+                    None => Box::pin(std::future::ready(Ok(None))),
+                }
             });
-            config.prepare_next_turn = Some(hook);
         }
         let core = Arc::downgrade(self);
-        config.get_steering_messages = Some(Arc::new(move || {
-            let messages = core.upgrade().map(|core| core.drain_steering()).unwrap_or_default();
-            Box::pin(std::future::ready(messages))
-        }));
+        let skip = std::sync::atomic::AtomicBool::new(skip_initial_steering_poll);
+        let config = config.get_steering_messages(move || {
+            let messages = match skip.swap(false, Ordering::Relaxed) {
+                true => Vec::new(),
+                false => core.upgrade().map(|core| core.drain_steering()).unwrap_or_default(),
+            };
+            std::future::ready(messages)
+        });
         let core = Arc::downgrade(self);
-        config.get_follow_up_messages = Some(Arc::new(move || {
-            let messages = core.upgrade().map(|core| core.drain_follow_ups()).unwrap_or_default();
-            Box::pin(std::future::ready(messages))
-        }));
-        config
+        config.get_follow_up_messages(move || {
+            std::future::ready(core.upgrade().map(|core| core.drain_follow_ups()).unwrap_or_default())
+        })
     }
 
     /// The reference's `handleRunFailure`: report a failed run with a failure message.
@@ -416,7 +393,7 @@ impl Core {
 
 /// The loop's sink for one run: the reducer and the listeners.
 struct RunSink {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     cancel: CancellationToken,
     /// The run's copy of the listener list: delivering an event takes the list only when it
     /// changed. Events of a run are delivered one at a time, so this lock is never contended:
@@ -426,7 +403,7 @@ struct RunSink {
     this: Weak<RunSink>,
 }
 
-/// An event's listeners from the first asynchronous one on (see [`Core::process_now`]).
+/// An event's listeners from the first asynchronous one on (see [`AgentShared::process_now`]).
 struct PendingListeners {
     /// What the reducer returned for the event.
     holds_partial: bool,
@@ -441,32 +418,18 @@ struct ListenerView {
 }
 
 impl AgentEventSink for RunSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        self.core.process(event, true, &self.cancel, &self.listeners)
-    }
-
-    fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
-        self.core.process(event, metadata_changed, &self.cancel, &self.listeners)
-    }
-
-    fn delivers_updates(&self) -> bool {
-        true
-    }
-
-    /// [`Core::process`] for an update given by value: the same steps, and when a listener is
-    /// asynchronous, a future that owns the update and this sink.
-    fn deliver_update(&self, event: AgentEvent, metadata_changed: bool) -> UpdateDelivery {
-        let Some(rest) = self.core.process_now(&event, metadata_changed, &self.listeners) else {
-            return UpdateDelivery::Done(Ok(()));
+    /// [`AgentShared::process`] for an event given by value: the same steps, and when a listener is
+    /// asynchronous, a future that owns the event and this sink.
+    fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
+        let Some(rest) = self.core.process_now(&event, info.metadata_changed(), &self.listeners) else {
+            return Delivery::done();
         };
         let Some(sink) = self.this.upgrade() else {
             // Unreachable while the run delivers through it; finish the state's step anyway.
             self.core.delivered(rest.holds_partial);
-            return UpdateDelivery::Done(Err("the run's sink is gone".into()));
+            return Delivery::ready(Err("the run's sink is gone".into()));
         };
-        UpdateDelivery::Pending(Box::pin(async move {
-            sink.core.process_rest(&event, &sink.cancel, &sink.listeners, rest).await
-        }))
+        Delivery::pending(async move { sink.core.process_rest(&event, &sink.cancel, &sink.listeners, rest).await })
     }
 }
 
@@ -474,7 +437,8 @@ impl AgentEventSink for RunSink {
 enum RunWork {
     /// `run_agent_loop` with these prompts.
     Prompt(Vec<AgentMessage>),
-    /// `run_agent_loop_resume`: prompts drained from the steering queue, initial poll skipped.
+    /// `run_agent_loop` with prompts drained from the steering queue: the loop's first poll of
+    /// the queue is skipped.
     Resume(Vec<AgentMessage>),
     /// `run_agent_loop_continue`.
     Continue,
@@ -482,7 +446,7 @@ enum RunWork {
 
 /// Ends a run however its task ends (normally, by panic, or aborted with the agent).
 struct FinishGuard {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     run_id: u64,
     idle: Arc<IdleSignal>,
 }
@@ -510,10 +474,11 @@ impl Drop for FinishGuard {
 
 /// A run's task: the loop, then the failure report if it failed.
 ///
-/// Not an `async fn`: the loop's future is made here, so the context and configuration go
-/// straight into its heap box instead of staying in this task's state for the whole run.
+/// A plain function, not an `async fn` (see docs/architecture.md, "Futures every run holds"):
+/// the loop's future is made here, so the context and configuration go straight into its heap
+/// box instead of staying in this task's state for the whole run.
 fn drive(
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
     guard: FinishGuard,
     work: RunWork,
     context: AgentContext,
@@ -529,22 +494,17 @@ fn drive(
     });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
     let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
-        RunWork::Prompt(prompts) => {
+        RunWork::Prompt(prompts) | RunWork::Resume(prompts) => {
             Box::pin(pi_loop::run_agent_loop(prompts, context, config, loop_sink, cancel.clone()))
-        }
-        RunWork::Resume(prompts) => {
-            Box::pin(pi_loop::run_agent_loop_resume(prompts, context, config, loop_sink, cancel.clone()))
         }
         RunWork::Continue => Box::pin(pi_loop::run_agent_loop_continue(context, config, loop_sink, cancel.clone())),
     };
     settle(guard, sink, run)
 }
 
-/// Not an `async fn`, whose parameters would be stored twice in its future (as given and as
-/// the body's locals): the task a run is spawned as holds only what the `async` block
-/// captures, small enough for the runtime's smallest task cell. The agent and the token are
-/// the sink's.
-#[allow(clippy::manual_async_fn)] // the `async fn` form is what this avoids
+/// The task a run is spawned as holds only what the `async` block captures, small enough for
+/// the runtime's smallest task cell. The agent and the token are the sink's.
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
 fn settle(
     guard: FinishGuard,
     sink: Arc<RunSink>,
@@ -602,7 +562,7 @@ impl WeakAgent {
 }
 
 struct AgentHandle {
-    core: Arc<Core>,
+    core: Arc<AgentShared>,
 }
 
 impl Drop for AgentHandle {
@@ -639,7 +599,7 @@ impl Agent {
         }
         let model = initial.model.unwrap_or_else(|| Arc::new(default_model()));
         let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
-        let core = Core {
+        let core = AgentShared {
             state: spin::mutex::SpinMutex::new(state),
             options: Mutex::new(Settings::new(options)),
             steering: Mutex::default(),
@@ -653,7 +613,7 @@ impl Agent {
         Self { handle: Arc::new(AgentHandle { core: Arc::new(core) }) }
     }
 
-    fn core(&self) -> &Arc<Core> {
+    fn core(&self) -> &Arc<AgentShared> {
         &self.handle.core
     }
 
@@ -805,13 +765,12 @@ impl Agent {
         lock(&self.core().options).to_options()
     }
 
-    /// Change options (hooks, modes, request settings); runs read them when they start
-    /// (`prepare_next_turn` and the queue modes: when used).
-    pub fn update_options(&self, update: impl FnOnce(&mut AgentOptions)) {
+    /// Change options (hooks, modes, request settings): `update` gets a copy of them (with no
+    /// initial state) and returns the new ones, e.g. `agent.update_options(|o| o.finish_turn(..))`.
+    /// Runs read them when they start (`prepare_next_turn` and the queue modes: when used).
+    pub fn update_options(&self, update: impl FnOnce(AgentOptions) -> AgentOptions) {
         let mut settings = lock(&self.core().options);
-        let mut options = settings.to_options();
-        update(&mut options);
-        *settings = Settings::new(options);
+        *settings = Settings::new(update(settings.to_options()));
     }
 
     /// How steering messages are drained.
@@ -929,7 +888,7 @@ impl Agent {
     fn start(
         &self,
         busy: AgentError,
-        plan: impl FnOnce(&Core, &AgentState) -> Result<RunWork, AgentError>,
+        plan: impl FnOnce(&AgentShared, &AgentState) -> Result<RunWork, AgentError>,
     ) -> RunHandle {
         let core = self.core();
         let mut slot = lock(&core.run);
@@ -951,7 +910,7 @@ impl Agent {
         let cancel = CancellationToken::new();
         // The run shares the transcript: a prompt costs its new messages, not the history.
         let context = AgentContext::new(snapshot.messages.clone(), snapshot.tools.to_vec());
-        let config = core.loop_config(&snapshot, transcript_cache, &cancel);
+        let config = core.loop_config(&snapshot, transcript_cache, matches!(work, RunWork::Resume(_)));
         drop(snapshot);
         {
             let mut state = core.state.lock();
@@ -1027,7 +986,7 @@ impl Agent {
 /// dropped; dropping the `Subscription` itself changes nothing, so `let _ = agent.subscribe_fn(..)`
 /// and `agent.subscribe_fn(..);` keep listening. It holds no reference to the agent.
 pub struct Subscription {
-    core: Weak<Core>,
+    core: Weak<AgentShared>,
     id: u64,
 }
 

@@ -20,9 +20,11 @@
 //! * **Queues** — [`Agent::steer`] and [`Agent::follow_up`], drained per [`QueueMode`].
 //! * **Stream function** — the reference falls back to a process-wide default stream
 //!   function; Rust has no such global, so [`AgentOptions::new`] takes one explicitly.
-//! * **Re-exports** — [`pi_types`] (every type in the signatures), [`CancellationToken`] and
-//!   [`schemars`] with [`JsonSchema`], so an application needs no other pi dependency for
-//!   typed tools. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too
+//! * **Hooks** — set on [`AgentOptions`] with builder methods taking ordinary closures
+//!   (`.before_tool_call(|ctx, cancel| ...)`); they are the loop's [`pi_loop::Hooks`].
+//! * **Re-exports** — [`pi_types`] (every type in the signatures), [`pi_loop`] (the hooks'
+//!   contexts and answers), [`CancellationToken`] and [`schemars`] with [`JsonSchema`], so an
+//!   application needs no other pi dependency for typed tools and hooks. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too
 //!   (add `#[schemars(crate = "pi_agent::schemars")]` when `schemars` is no direct dependency).
 //!
 //! ```
@@ -164,12 +166,11 @@ mod state;
 
 pub use agent::{Agent, Listener, PromptInput, RunHandle, Subscription, WeakAgent};
 pub use error::AgentError;
-pub use options::{
-    default_model, AgentInitialState, AgentOptions, PrepareNextTurnFn, PrepareNextTurnWithContextFn, QueueMode,
-};
+pub use options::{default_model, AgentInitialState, AgentOptions, QueueMode};
 pub use pending::PendingToolCalls;
 pub use state::{AgentState, StreamingMessage};
 
+pub use pi_loop;
 pub use pi_types;
 pub use pi_types::CancellationToken;
 pub use schemars;

@@ -1,20 +1,21 @@
 //! Construction options of an [`crate::Agent`]: initial state, stream function, hooks and
 //! request settings.
 
+use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use pi_loop::{
-    AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookResult, PrepareRequestFn,
-    TransformContextFn, TurnContext, TurnUpdate,
+    AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult, HookResult, Hooks,
+    RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate,
 };
 use pi_types::CancellationToken;
 use pi_types::{
-    AgentMessage, AgentTool, ClientIdentity, InputModality, Model, OnPayload, OnProviderStreamEvent, OnResponse,
-    StreamFn, ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
+    AgentMessage, AgentTool, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
+    ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// How a steering or follow-up queue hands out its messages at each poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,18 +50,6 @@ impl FromStr for QueueMode {
         }
     }
 }
-
-/// `prepare_next_turn` without the completed turn: gets only the run's cancellation token.
-pub type PrepareNextTurnFn =
-    Arc<dyn Fn(CancellationToken) -> BoxFuture<'static, HookResult<Option<TurnUpdate>>> + Send + Sync>;
-
-/// `prepare_next_turn` with the completed turn (the reference's `prepareNextTurnWithContext`).
-/// Takes precedence over [`PrepareNextTurnFn`] when both are set.
-pub type PrepareNextTurnWithContextFn = Arc<
-    dyn for<'a> Fn(&'a TurnContext<'a>, &'a CancellationToken) -> BoxFuture<'a, HookResult<Option<TurnUpdate>>>
-        + Send
-        + Sync,
->;
 
 /// The state an agent starts from.
 ///
@@ -110,37 +99,56 @@ pub fn default_model() -> Model {
 ///
 /// Rust has no process-wide default stream function: [`AgentOptions::new`] takes one
 /// explicitly (a provider registry, a single provider, or a scripted provider in tests).
-/// The hooks have the types of [`pi_loop::LoopConfig`]; see there for their contracts.
+/// The hooks are set with the builder methods, which take ordinary closures (see
+/// [`pi_loop::Hooks`] for how hooks see the run), or all at once with
+/// [`AgentOptions::with_hooks`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use pi_agent::{Agent, AgentOptions};
+/// use pi_agent::pi_types::StopReason;
+/// use pi_agent::pi_loop::BeforeToolCallResult;
+/// use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let faux = FauxProvider::default();
+/// faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hi!")], StopReason::Stop))]);
+/// let options = AgentOptions::new(Arc::new(faux.clone()))
+///     .with_model(faux.model())
+///     .before_tool_call(|ctx, _cancel| {
+///         let name = ctx.tool_call.name.clone();
+///         async move {
+///             let block = name == "delete_everything";
+///             Ok(block.then(|| BeforeToolCallResult { block, ..Default::default() }))
+///         }
+///     })
+///     .prepare_next_turn(|turn, _cancel| {
+///         let results = turn.tool_results.len();
+///         async move {
+///             println!("the last turn had {results} tool results");
+///             Ok(None)
+///         }
+///     })
+///     .on_payload(|payload, _model| {
+///         let size = payload.to_string().len();
+///         async move {
+///             println!("sending {size} bytes");
+///             None // keep the payload as it is
+///         }
+///     });
+/// let agent = Agent::new(options);
+/// agent.prompt("Hello").await.unwrap();
+/// assert_eq!(agent.messages().len(), 2);
+/// # });
+/// ```
 #[derive(Clone)]
 pub struct AgentOptions {
     /// Initial state.
     pub initial_state: AgentInitialState,
     /// The provider entry point of every request.
     pub stream_fn: Arc<dyn StreamFn>,
-    /// Transcript → provider messages; default keeps `system`, `user`, `assistant`, `toolResult`.
-    pub convert_to_llm: Option<ConvertToLlmFn>,
-    /// Transcript transform before `convert_to_llm`.
-    pub transform_context: Option<TransformContextFn>,
-    /// Fresh API key per request.
-    pub get_api_key: Option<GetApiKeyFn>,
-    /// Payload hook, forwarded to the stream function.
-    pub on_payload: Option<OnPayload>,
-    /// HTTP response hook, forwarded to the stream function.
-    pub on_response: Option<OnResponse>,
-    /// Raw provider event hook, forwarded to the stream function.
-    pub on_provider_stream_event: Option<OnProviderStreamEvent>,
-    /// Before each tool executes.
-    pub before_tool_call: Option<BeforeToolCallFn>,
-    /// After each tool executed.
-    pub after_tool_call: Option<AfterToolCallFn>,
-    /// Decide after each turn, before `turn_end`.
-    pub finish_turn: Option<FinishTurnFn>,
-    /// Adjust each request right before it is sent.
-    pub prepare_request: Option<PrepareRequestFn>,
-    /// Adjust the next turn (token-only form).
-    pub prepare_next_turn: Option<PrepareNextTurnFn>,
-    /// Adjust the next turn, seeing the completed turn (wins over `prepare_next_turn`).
-    pub prepare_next_turn_with_context: Option<PrepareNextTurnWithContextFn>,
+    /// The hooks, handed to every run as they are.
+    pub(crate) hooks: Hooks,
     /// How the steering queue is drained (default one at a time).
     pub steering_mode: QueueMode,
     /// How the follow-up queue is drained (default one at a time).
@@ -163,6 +171,7 @@ impl std::fmt::Debug for AgentOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentOptions")
             .field("initial_state", &self.initial_state)
+            .field("hooks", &self.hooks)
             .field("steering_mode", &self.steering_mode)
             .field("follow_up_mode", &self.follow_up_mode)
             .field("session_id", &self.session_id)
@@ -178,18 +187,7 @@ impl AgentOptions {
         Self {
             initial_state: AgentInitialState::default(),
             stream_fn,
-            convert_to_llm: None,
-            transform_context: None,
-            get_api_key: None,
-            on_payload: None,
-            on_response: None,
-            on_provider_stream_event: None,
-            before_tool_call: None,
-            after_tool_call: None,
-            finish_turn: None,
-            prepare_request: None,
-            prepare_next_turn: None,
-            prepare_next_turn_with_context: None,
+            hooks: Hooks::new(),
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
             session_id: None,
@@ -199,6 +197,123 @@ impl AgentOptions {
             identity: None,
             tool_execution: ToolExecutionMode::Parallel,
         }
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Replace the hooks with `hooks`.
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    fn map_hooks(mut self, set: impl FnOnce(Hooks) -> Hooks) -> Self {
+        self.hooks = set(std::mem::take(&mut self.hooks));
+        self
+    }
+
+    /// Set `convert_to_llm` ([`Hooks::convert_to_llm`]).
+    pub fn convert_to_llm<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&[AgentMessage]) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Vec<Message>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.convert_to_llm(hook))
+    }
+
+    /// Set `transform_context` ([`Hooks::transform_context`]).
+    pub fn transform_context<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&[AgentMessage], CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Vec<AgentMessage>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.transform_context(hook))
+    }
+
+    /// Set `get_api_key` ([`Hooks::get_api_key`]).
+    pub fn get_api_key<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<String>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.get_api_key(hook))
+    }
+
+    /// Set `finish_turn` ([`Hooks::finish_turn`]).
+    pub fn finish_turn<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<TurnDecision>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.finish_turn(hook))
+    }
+
+    /// Set `prepare_request` ([`Hooks::prepare_request`]).
+    pub fn prepare_request<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&RequestContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<RequestUpdate>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.prepare_request(hook))
+    }
+
+    /// Set `prepare_next_turn` ([`Hooks::prepare_next_turn`]; the reference's
+    /// `prepareNextTurnWithContext`, and its `prepareNextTurn` when the turn is not read). A
+    /// run looks the hook up in the agent's options each time it prepares a turn.
+    pub fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<TurnUpdate>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.prepare_next_turn(hook))
+    }
+
+    /// Set `before_tool_call` ([`Hooks::before_tool_call`]).
+    pub fn before_tool_call<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&BeforeToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<BeforeToolCallResult>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.before_tool_call(hook))
+    }
+
+    /// Set `after_tool_call` ([`Hooks::after_tool_call`]).
+    pub fn after_tool_call<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&AfterToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<AfterToolCallResult>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.after_tool_call(hook))
+    }
+
+    /// Set `on_payload` ([`Hooks::on_payload`]).
+    pub fn on_payload<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<Value>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_payload(hook))
+    }
+
+    /// Set `on_response` ([`Hooks::on_response`]).
+    pub fn on_response<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&ProviderResponse, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_response(hook))
+    }
+
+    /// Set `on_provider_stream_event` ([`Hooks::on_provider_stream_event`]).
+    pub fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_provider_stream_event(hook))
     }
 
     /// Set the system prompt.

@@ -316,9 +316,7 @@ async fn a_panicking_listener_is_a_failing_listener() {
 async fn a_failing_hook_ends_the_run_as_the_reference() {
     let faux = faux(vec![text("hello")]);
     let agent = agent_with(&faux, vec![]);
-    agent.update_options(|options| {
-        options.transform_context = Some(Arc::new(|_messages, _cancel| Box::pin(async { Err("no context".into()) })));
-    });
+    agent.update_options(|options| options.transform_context(|_messages, _cancel| async { Err("no context".into()) }));
     let (events, _recorder) = record(&agent);
     guarded(agent.prompt("go")).await.unwrap();
     let last = last_assistant(&agent);
@@ -496,36 +494,34 @@ async fn listeners_added_or_removed_during_delivery_follow_set_iteration() {
 }
 
 #[tokio::test]
-async fn prepare_next_turn_forms() {
+async fn prepare_next_turn_is_looked_up_when_a_turn_is_prepared() {
     let faux = faux(vec![call("c1", "gate"), text("done"), call("c2", "gate"), text("done again")]);
     let release = Arc::new(Notify::new());
     let agent = agent_with(&faux, vec![gate_tool("gate", Arc::default(), Arc::clone(&release), false)]);
     release.notify_one();
-    let plain_calls = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&plain_calls);
+    let first_calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&first_calls);
     agent.update_options(|options| {
-        options.prepare_next_turn = Some(Arc::new(move |cancel| {
+        options.prepare_next_turn(move |_turn, cancel| {
             counter.fetch_add(1, Ordering::SeqCst);
             assert!(!cancel.is_cancelled());
-            Box::pin(async { Ok(None) })
-        }));
+            async { Ok(None) }
+        })
     });
     guarded(agent.prompt("go")).await.unwrap();
-    assert_eq!(plain_calls.load(Ordering::SeqCst), 1);
-    // The form with the completed turn takes precedence.
+    assert_eq!(first_calls.load(Ordering::SeqCst), 1);
+    // A replaced hook is the one the next run calls; it sees the completed turn.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
     agent.update_options(|options| {
-        options.prepare_next_turn_with_context = Some(Arc::new(move |turn, _cancel| {
+        options.prepare_next_turn(move |turn, _cancel| {
             sink.lock().unwrap().push(turn.tool_results.len());
-            Box::pin(async {
-                Ok(Some(pi_loop::TurnUpdate { messages: Some(vec![user("injected")]), ..Default::default() }))
-            })
-        }));
+            async { Ok(Some(pi_loop::TurnUpdate { messages: Some(vec![user("injected")]), ..Default::default() })) }
+        })
     });
     release.notify_one();
     guarded(agent.prompt("again")).await.unwrap();
-    assert_eq!(plain_calls.load(Ordering::SeqCst), 1);
+    assert_eq!(first_calls.load(Ordering::SeqCst), 1);
     assert_eq!(*seen.lock().unwrap(), [1]);
     let messages = agent.messages();
     assert_eq!(messages[messages.len() - 2].role(), "user");

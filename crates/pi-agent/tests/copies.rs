@@ -152,13 +152,13 @@ async fn prompts_share_the_history_instead_of_copying_it() {
     let record = Arc::clone(&copied);
     let weak = agent.downgrade();
     agent.update_options(|options| {
-        options.prepare_request = Some(Arc::new(move |request, _cancel| {
+        options.prepare_request(move |request, _cancel| {
             let transcript = weak.upgrade().unwrap().messages();
             let context = &request.context.messages;
             let shared = context.iter().zip(transcript.iter()).filter(|(a, b)| a.ptr_eq(b)).count();
             record.lock().unwrap().push(context.len() - shared);
-            Box::pin(async { Ok(None) })
-        }));
+            async { Ok(None) }
+        })
     });
     let ends = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&ends);

@@ -33,9 +33,9 @@ impl CountingSink {
 }
 
 impl AgentEventSink for CountingSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
-        self.count(event);
-        pi_loop::EmitFuture::done()
+    fn deliver(&self, event: AgentEvent, _info: pi_loop::EventInfo) -> pi_loop::Delivery {
+        self.count(&event);
+        pi_loop::Delivery::done()
     }
 }
 

@@ -1,22 +1,18 @@
-//! Configuration of a run: model, request options, stream function and every hook.
-//!
-//! Hooks are async, may be closures, and cost nothing when unset (`None`). A hook that
-//! returns `Err(e)` or panics is the reference's thrown error with message `e.to_string()`
-//! (or the panic's text): inside tool handling it becomes an error tool result; elsewhere
-//! the run ends with [`crate::LoopError::Hook`].
-//!
-//! Hooks that look at the transcript borrow it (`for<'a> Fn(&'a X<'a>) -> BoxFuture<'a, _>`):
-//! nothing is copied per turn. Write them as `|turn, cancel| Box::pin(async move { ... })`.
+//! Configuration of a run: model, request options, stream function, message sources and
+//! hooks, and what the hooks see and answer.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use pi_types::CancellationToken;
 use pi_types::{
-    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, BoxError, Message, MessageList, Model, StreamFn,
-    StreamOptions, ThinkingLevel, ToolCall, ToolExecutionMode, ToolResultMessage, Usage, UserContent,
+    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, MessageList, Model, StreamFn, StreamOptions,
+    ThinkingLevel, ToolCall, ToolExecutionMode, ToolResultMessage, Usage, UserContent,
 };
+use pi_types::{Message, ProviderResponse};
 use serde_json::Value;
+
+use crate::hooks::{message_source, HookFns, HookResult, Hooks, MessageSourceFn};
 
 /// The transcript and the executable tools of a run.
 #[derive(Clone, Default)]
@@ -163,91 +159,57 @@ pub struct AfterToolCallResult {
     pub terminate: Option<bool>,
 }
 
-/// Result of a hook: `Err` is a thrown error.
-pub type HookResult<T> = Result<T, BoxError>;
-
-/// `convert_to_llm`.
-pub type ConvertToLlmFn =
-    Arc<dyn for<'a> Fn(&'a [AgentMessage]) -> BoxFuture<'a, HookResult<Vec<Message>>> + Send + Sync>;
-/// `transform_context`.
-pub type TransformContextFn = Arc<
-    dyn for<'a> Fn(&'a [AgentMessage], &'a CancellationToken) -> BoxFuture<'a, HookResult<Vec<AgentMessage>>>
-        + Send
-        + Sync,
->;
-/// `get_api_key`: the key for a provider id.
-pub type GetApiKeyFn = Arc<dyn Fn(String) -> BoxFuture<'static, HookResult<Option<String>>> + Send + Sync>;
-/// `finish_turn`.
-pub type FinishTurnFn = Arc<
-    dyn for<'a> Fn(&'a TurnContext<'a>, &'a CancellationToken) -> BoxFuture<'a, HookResult<Option<TurnDecision>>>
-        + Send
-        + Sync,
->;
-/// `prepare_request`.
-pub type PrepareRequestFn = Arc<
-    dyn for<'a> Fn(&'a RequestContext<'a>, &'a CancellationToken) -> BoxFuture<'a, HookResult<Option<RequestUpdate>>>
-        + Send
-        + Sync,
->;
-/// `prepare_next_turn`.
-pub type PrepareNextTurnFn =
-    Arc<dyn for<'a> Fn(&'a TurnContext<'a>) -> BoxFuture<'a, HookResult<Option<TurnUpdate>>> + Send + Sync>;
-/// `get_steering_messages` / `get_follow_up_messages` (must not fail).
-pub type MessageSourceFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<AgentMessage>> + Send + Sync>;
-/// `before_tool_call`.
-pub type BeforeToolCallFn = Arc<
-    dyn for<'a> Fn(
-            &'a BeforeToolCallContext<'a>,
-            &'a CancellationToken,
-        ) -> BoxFuture<'a, HookResult<Option<BeforeToolCallResult>>>
-        + Send
-        + Sync,
->;
-/// `after_tool_call`.
-pub type AfterToolCallFn = Arc<
-    dyn for<'a> Fn(
-            &'a AfterToolCallContext<'a>,
-            &'a CancellationToken,
-        ) -> BoxFuture<'a, HookResult<Option<AfterToolCallResult>>>
-        + Send
-        + Sync,
->;
-
-/// Configuration of one run (the reference's `AgentLoopConfig`).
+/// Configuration of one run (the reference's `AgentLoopConfig`): built with [`LoopConfig::new`]
+/// and the builder methods, which take ordinary closures (see [`Hooks`] for how hooks see the
+/// run).
+///
+/// ```
+/// use std::sync::Arc;
+/// use pi_loop::{run_agent_loop, AgentContext, LoopConfig, NullSink, TurnUpdate};
+/// use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
+/// use pi_types::{AgentMessage, StopReason, UserMessage};
+///
+/// let faux = FauxProvider::default();
+/// faux.set_responses([FauxResponse::Message(faux_assistant_message(vec![faux_text("Hi!")], StopReason::Stop))]);
+/// let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()))
+///     // Keep the last 20 messages of long conversations.
+///     .transform_context(|messages, _cancel| {
+///         let kept = messages[messages.len().saturating_sub(20)..].to_vec();
+///         async move { Ok(kept) }
+///     })
+///     .get_api_key(|_provider| async { Ok(Some("key-from-a-vault".to_owned())) })
+///     .get_follow_up_messages(|| async { Vec::new() });
+/// let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let messages = runtime.block_on(run_agent_loop(
+///     vec![UserMessage::text("Hello").into()],
+///     AgentContext::default(),
+///     config,
+///     Arc::new(NullSink),
+///     Default::default(),
+/// )).unwrap();
+/// assert_eq!(messages.len(), 2);
+/// ```
 #[derive(Clone)]
 pub struct LoopConfig {
     /// The model of the requests (shared: an agent's runs and their requests hold one copy).
     pub model: Arc<Model>,
     /// Request options: temperature, max tokens, reasoning, session id, API key, headers, ...
-    /// (`cancel` is set by the loop).
+    /// (`cancel` is set by the loop; the request hooks of [`Hooks`] replace the options' own).
     pub options: StreamOptions,
     /// The provider entry point.
     pub stream_fn: Arc<dyn StreamFn>,
-    /// Transcript → provider messages; default keeps the standard roles.
-    pub convert_to_llm: Option<ConvertToLlmFn>,
-    /// Transcript transform before `convert_to_llm` (pruning, injection).
-    pub transform_context: Option<TransformContextFn>,
-    /// Fresh API key per request; an empty or absent key falls back to `options.api_key`.
-    pub get_api_key: Option<GetApiKeyFn>,
-    /// Decide after each turn, before `turn_end`.
-    pub finish_turn: Option<FinishTurnFn>,
-    /// Adjust each request right before it is sent.
-    pub prepare_request: Option<PrepareRequestFn>,
-    /// Adjust the next turn after `turn_end`.
-    pub prepare_next_turn: Option<PrepareNextTurnFn>,
-    /// Messages typed while the agent works.
-    pub get_steering_messages: Option<MessageSourceFn>,
-    /// Messages to handle when the agent would stop.
-    pub get_follow_up_messages: Option<MessageSourceFn>,
-    /// Before each tool executes (after validation).
-    pub before_tool_call: Option<BeforeToolCallFn>,
-    /// After each tool executed.
-    pub after_tool_call: Option<AfterToolCallFn>,
     /// Parallel (default) or sequential tool execution.
     pub tool_execution: ToolExecutionMode,
     /// Provider messages converted by earlier runs of the same growing transcript: a run then
     /// converts only its new messages (see [`crate::TranscriptCache`] for the contract).
     pub transcript_cache: Option<crate::TranscriptCache>,
+    /// Every running agent holds its run's configuration, and most set no hook: one pointer.
+    hooks: Hooks,
+    /// Messages typed while the agent works (an agent always sets both sources, so they are
+    /// kept apart from the hooks).
+    pub(crate) get_steering_messages: Option<MessageSourceFn>,
+    /// Messages to handle when the agent would stop.
+    pub(crate) get_follow_up_messages: Option<MessageSourceFn>,
 }
 
 impl std::fmt::Debug for LoopConfig {
@@ -256,42 +218,210 @@ impl std::fmt::Debug for LoopConfig {
             .field("model", &self.model.id)
             .field("options", &self.options)
             .field("tool_execution", &self.tool_execution)
+            .field("hooks", &self.hooks)
+            .field("get_steering_messages", &self.get_steering_messages.is_some())
+            .field("get_follow_up_messages", &self.get_follow_up_messages.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl LoopConfig {
-    /// A configuration with no hooks.
+    /// A configuration with default options, no message source and no hooks.
     pub fn new(model: impl Into<Arc<Model>>, stream_fn: Arc<dyn StreamFn>) -> Self {
         Self {
             model: model.into(),
             options: StreamOptions::default(),
             stream_fn,
-            convert_to_llm: None,
-            transform_context: None,
-            get_api_key: None,
-            finish_turn: None,
-            prepare_request: None,
-            prepare_next_turn: None,
-            get_steering_messages: None,
-            get_follow_up_messages: None,
-            before_tool_call: None,
-            after_tool_call: None,
             tool_execution: ToolExecutionMode::Parallel,
             transcript_cache: None,
+            hooks: Hooks::new(),
+            get_steering_messages: None,
+            get_follow_up_messages: None,
         }
     }
 
-    /// The older `shouldStopAfterTurn` hook: `true` ends the run after this turn. A thin
-    /// convenience over `finish_turn` (it replaces any `finish_turn`).
-    pub fn with_should_stop_after_turn<F>(mut self, should_stop: F) -> Self
+    /// The hooks as the run calls them.
+    pub(crate) fn hooks(&self) -> &HookFns {
+        self.hooks.fns()
+    }
+
+    /// Whether requests use the default conversion, with no transform: the run then converts
+    /// only the messages new since the last request.
+    pub(crate) fn converts_by_default(&self) -> bool {
+        let hooks = self.hooks();
+        hooks.transform_context.is_none() && hooks.convert_to_llm.is_none()
+    }
+
+    /// Replace the hooks with `hooks` (an agent hands its own over this way).
+    pub fn with_hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    fn map_hooks(mut self, set: impl FnOnce(Hooks) -> Hooks) -> Self {
+        self.hooks = set(std::mem::take(&mut self.hooks));
+        self
+    }
+
+    /// `getSteeringMessages`: messages typed while the agent works, polled at each turn
+    /// boundary (must not fail).
+    pub fn get_steering_messages<F, Fut>(mut self, source: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<AgentMessage>> + Send + 'static,
+    {
+        self.get_steering_messages = Some(message_source(source));
+        self
+    }
+
+    /// `getFollowUpMessages`: messages to handle when the agent would stop (must not fail).
+    pub fn get_follow_up_messages<F, Fut>(mut self, source: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<AgentMessage>> + Send + 'static,
+    {
+        self.get_follow_up_messages = Some(message_source(source));
+        self
+    }
+
+    /// Set `convert_to_llm` ([`Hooks::convert_to_llm`]).
+    pub fn convert_to_llm<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&[AgentMessage]) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Vec<Message>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.convert_to_llm(hook))
+    }
+
+    /// Set `transform_context` ([`Hooks::transform_context`]).
+    pub fn transform_context<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&[AgentMessage], CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Vec<AgentMessage>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.transform_context(hook))
+    }
+
+    /// Set `get_api_key` ([`Hooks::get_api_key`]).
+    pub fn get_api_key<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<String>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.get_api_key(hook))
+    }
+
+    /// Set `finish_turn` ([`Hooks::finish_turn`]).
+    pub fn finish_turn<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<TurnDecision>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.finish_turn(hook))
+    }
+
+    /// Set the older `shouldStopAfterTurn` ([`Hooks::should_stop_after_turn`]).
+    pub fn should_stop_after_turn<F>(self, should_stop: F) -> Self
     where
         F: Fn(&TurnContext<'_>) -> bool + Send + Sync + 'static,
     {
-        self.finish_turn = Some(Arc::new(move |turn, _cancel| {
-            let stop = should_stop(turn);
-            Box::pin(async move { Ok(stop.then_some(TurnDecision::End)) })
-        }));
-        self
+        self.map_hooks(|hooks| hooks.should_stop_after_turn(should_stop))
+    }
+
+    /// Set `prepare_request` ([`Hooks::prepare_request`]).
+    pub fn prepare_request<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&RequestContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<RequestUpdate>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.prepare_request(hook))
+    }
+
+    /// Set `prepare_next_turn` ([`Hooks::prepare_next_turn`]).
+    pub fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<TurnUpdate>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.prepare_next_turn(hook))
+    }
+
+    /// Set `before_tool_call` ([`Hooks::before_tool_call`]).
+    pub fn before_tool_call<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&BeforeToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<BeforeToolCallResult>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.before_tool_call(hook))
+    }
+
+    /// Set `after_tool_call` ([`Hooks::after_tool_call`]).
+    pub fn after_tool_call<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&AfterToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HookResult<Option<AfterToolCallResult>>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.after_tool_call(hook))
+    }
+
+    /// Set `on_payload` ([`Hooks::on_payload`]).
+    pub fn on_payload<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<Value>> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_payload(hook))
+    }
+
+    /// Set `on_response` ([`Hooks::on_response`]).
+    pub fn on_response<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&ProviderResponse, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_response(hook))
+    }
+
+    /// Set `on_provider_stream_event` ([`Hooks::on_provider_stream_event`]).
+    pub fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
+    where
+        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.map_hooks(|hooks| hooks.on_provider_stream_event(hook))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never(
+        _model: &Model,
+        _context: pi_types::TranscriptContext,
+        _options: StreamOptions,
+    ) -> pi_types::AssistantMessageEventStream {
+        pi_types::AssistantMessageEventStream::from_events([])
+    }
+
+    #[test]
+    fn keeps_no_room_for_unset_hooks() {
+        let config = LoopConfig::new(Model::new("m", "api", "p"), Arc::new(never));
+        assert!(config.hooks.is_empty() && config.converts_by_default());
+        // Every running agent holds its run's configuration. With each hook a field of its
+        // own it was 440 bytes; 320 with the rarely set ones boxed, before the options'
+        // provider settings (`StreamOptions::env` and `http_client`, one pointer each).
+        let size = std::mem::size_of::<LoopConfig>();
+        assert!(size <= 336, "LoopConfig is {size} bytes");
+    }
+
+    #[test]
+    fn keeps_the_hooks_that_are_set() {
+        let config = LoopConfig::new(Model::new("m", "api", "p"), Arc::new(never))
+            .should_stop_after_turn(|_| true)
+            .get_steering_messages(|| async { Vec::new() });
+        assert!(config.hooks().finish_turn.is_some() && config.hooks().get_api_key.is_none());
+        assert!(config.converts_by_default() && config.get_steering_messages.is_some());
+        assert!(!config.clone().convert_to_llm(|_| async { Ok(Vec::new()) }).converts_by_default());
     }
 }

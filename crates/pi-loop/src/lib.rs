@@ -35,23 +35,25 @@
 mod config;
 mod emit_order;
 mod error;
+mod hooks;
 mod push;
 mod run;
-mod run_config;
 mod sink;
 mod stream;
 mod tools;
 mod transcript_cache;
 
 pub use config::{
-    AfterToolCallContext, AfterToolCallFn, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallFn,
-    BeforeToolCallResult, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookResult, LoopConfig, MessageSourceFn,
-    PrepareNextTurnFn, PrepareRequestFn, RequestContext, RequestUpdate, TransformContextFn, TurnContext, TurnDecision,
-    TurnUpdate,
+    AfterToolCallContext, AfterToolCallResult, AgentContext, BeforeToolCallContext, BeforeToolCallResult, LoopConfig,
+    RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate,
 };
 pub use error::LoopError;
-pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue, run_agent_loop_resume};
-pub use sink::{AgentEventSink, EmitFuture, FnSink, NullSink, UpdateDelivery};
+pub use hooks::{
+    AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookFns, HookResult, Hooks,
+    MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, TransformContextFn,
+};
+pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue};
+pub use sink::{AgentEventSink, Delivery, EventInfo, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
 

@@ -7,25 +7,23 @@ use futures::StreamExt;
 use pi_types::transcript::{current_tool_declarations, normalize_context, tool_state_changes, ToolStateChanges};
 use pi_types::CancellationToken;
 use pi_types::{
-    catch_call, AgentEvent, AgentMessage, AssistantContent, AssistantMessage, AssistantMessageEvent,
-    AssistantMessageEventStream, ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage,
-    ThinkingLevel, Tool, TranscriptContext,
+    catch_call, AgentEvent, AgentMessage, AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream,
+    ClientIdentity, Context, Message, StopReason, SystemContent, SystemMessage, ThinkingLevel, Tool, TranscriptContext,
 };
 
 use crate::config::{AgentContext, LoopConfig, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
-use crate::run_config::RunConfig;
-use crate::sink::{AgentEventSink, Emission, Emitter, Target};
+use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::LoopError;
 
-/// The loop's large inputs, moved to the heap once per run: an `async fn` keeps its arguments
-/// in its future for the whole run (and a second copy once they move into locals), so taking
-/// them by value there would make every running agent's future kilobytes larger.
+/// The loop's large inputs, moved to the heap once per run (see docs/architecture.md, "Futures
+/// every run holds"): held by value, they would make every running agent's future kilobytes
+/// larger.
 struct Inputs {
     context: AgentContext,
     config: LoopConfig,
     prompts: Vec<AgentMessage>,
-    target: Target,
+    sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 }
 
@@ -37,17 +35,19 @@ impl Inputs {
         prompts: Vec<AgentMessage>,
         context: AgentContext,
         config: LoopConfig,
-        target: Target,
+        sink: Arc<dyn AgentEventSink>,
         cancel: CancellationToken,
     ) -> Box<Self> {
-        Box::new(Self { context, config, prompts, target, cancel })
+        Box::new(Self { context, config, prompts, sink, cancel })
     }
 
     /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
     /// would keep the empty box allocated until the run ends).
-    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Target, CancellationToken) {
-        let Self { context, config, prompts, target, cancel } = *self;
-        (context, config, prompts, target, cancel)
+    fn into_parts(
+        self: Box<Self>,
+    ) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Arc<dyn AgentEventSink>, CancellationToken) {
+        let Self { context, config, prompts, sink, cancel } = *self;
+        (context, config, prompts, sink, cancel)
     }
 }
 
@@ -62,18 +62,7 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_agent_loop_to(prompts, context, config, Target::Sink(sink), cancel)
-}
-
-/// [`run_agent_loop`] delivering to any target (the `Stream` form's handoff).
-pub(crate) fn run_agent_loop_to(
-    prompts: Vec<AgentMessage>,
-    context: AgentContext,
-    config: LoopConfig,
-    target: Target,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, target, cancel), true)
+    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel))
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -84,70 +73,42 @@ pub fn run_agent_loop_continue(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_agent_loop_continue_to(context, config, Target::Sink(sink), cancel)
+    run_continue(Inputs::boxed(Vec::new(), context, config, sink, cancel))
 }
 
-/// [`run_agent_loop_continue`] delivering to any target (the `Stream` form's handoff).
-pub(crate) fn run_agent_loop_continue_to(
-    context: AgentContext,
-    config: LoopConfig,
-    target: Target,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Inputs::boxed(Vec::new(), context, config, target, cancel))
-}
-
-// This and `run_with_prompts` are not `async fn`s, whose parameters would take room twice in
-// the future every run is (as given and as the body's locals): the `async move` blocks hold
-// each of them once.
-#[allow(clippy::manual_async_fn)]
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
 fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         check_continue(&inputs.context)?;
         // Everything the run keeps is in its box: this future holds only the box.
         let mut run = {
-            let (context, config, _, target, cancel) = inputs.into_parts();
-            Box::new(Run::new(context, config, cancel, Emitter::new(target), Vec::new()))
+            let (context, config, _, sink, cancel) = inputs.into_parts();
+            Box::new(Run::new(context, config, cancel, Emitter::new(sink), Vec::new()))
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
-        run.run(true).await?;
+        run.run().await?;
         Ok(run.into_new_messages())
     }
 }
 
-/// Like [`run_agent_loop`], but the first steering poll is skipped (the caller already
-/// drained the queue into `prompts`): what the Agent's `continue` does.
-pub fn run_agent_loop_resume(
-    prompts: Vec<AgentMessage>,
-    context: AgentContext,
-    config: LoopConfig,
-    sink: Arc<dyn AgentEventSink>,
-    cancel: CancellationToken,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, Target::Sink(sink), cancel), false)
-}
-
-#[allow(clippy::manual_async_fn)]
-fn run_with_prompts(
-    inputs: Box<Inputs>,
-    poll_initial_steering: bool,
-) -> impl Future<Output = RunOutcome> + Send + 'static {
+#[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
+fn run_with_prompts(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send + 'static {
     async move {
         // Built before the first await, in a block: the context and configuration then live only
         // in the run's box (a local moved from still has its place in the future until its scope
         // ends), and everything the run keeps is in that box, so this future holds only the box.
         let mut run = {
-            let (mut context, config, prompts, target, cancel) = inputs.into_parts();
+            let (mut context, config, prompts, sink, cancel) = inputs.into_parts();
             let initial = declare_tool_changes(&context, prompts);
             context.messages.extend(initial.iter().cloned());
-            Box::new(Run::new(context, config, cancel, Emitter::new(target), initial))
+            Box::new(Run::new(context, config, cancel, Emitter::new(sink), initial))
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
         // The prompts are the run's first new messages.
         Box::pin(run.emit_new_messages(0)).await?;
-        run.run(poll_initial_steering).await?;
+        run.run().await?;
         Ok(run.into_new_messages())
     }
 }
@@ -166,7 +127,7 @@ struct Run {
     llm_converted: usize,
     /// Where `llm_cache` came from and goes back to when the run ends (see `TranscriptCache`).
     shared_cache: Option<crate::TranscriptCache>,
-    config: RunConfig,
+    config: LoopConfig,
     cancel: CancellationToken,
     emitter: Emitter,
     /// The messages this run added, returned when it ends.
@@ -201,7 +162,6 @@ impl Run {
         emitter: Emitter,
         new_messages: Vec<AgentMessage>,
     ) -> Self {
-        let config = RunConfig::from(config);
         let hooks = config.hooks();
         // The caller put `new_messages` at the end of `context` already.
         let new_messages = match hooks.finish_turn.is_some() || hooks.prepare_next_turn.is_some() {
@@ -269,7 +229,7 @@ impl Run {
     async fn prepare_next_turn(&self, turn: &CompletedTurn) -> Result<Option<TurnUpdate>, LoopError> {
         let Some(hook) = self.config.hooks().prepare_next_turn.clone() else { return Ok(None) };
         let ctx = self.turn_context(turn);
-        catch_call(|| hook(&ctx)).await.map_err(LoopError::Hook)
+        catch_call(|| hook(&ctx, &self.cancel)).await.map_err(LoopError::Hook)
     }
 
     /// The `prepare_request` hook's answer for the next request.
@@ -338,10 +298,10 @@ impl Run {
     // Every running agent holds this future: what lives across its awaits is kept small (a
     // turn's own values are scoped to the block that uses them, the completed turn is built
     // in place in `last_turn`, and the larger phases run in boxed futures of their own).
-    async fn run(&mut self, poll_initial_steering: bool) -> Result<(), LoopError> {
+    async fn run(&mut self) -> Result<(), LoopError> {
         let mut last_turn: Option<CompletedTurn> = None;
         let mut explicit_continuation = false;
-        let mut pending = if poll_initial_steering { self.poll_steering().await } else { Vec::new() };
+        let mut pending = self.poll_steering().await;
         loop {
             let mut has_more_tool_calls = true;
             while has_more_tool_calls || !pending.is_empty() {
@@ -465,9 +425,8 @@ impl Run {
         if message.stop_reason == StopReason::Length {
             return fail_truncated_tool_calls(message, &self.emitter).await;
         }
-        let hooks = crate::tools::ToolHooks::from_config(&self.config);
-        execute_tool_calls(&self.context, message, self.config.tool_execution, &hooks, &self.cancel, &self.emitter)
-            .await
+        let hooks = self.config.hooks();
+        execute_tool_calls(&self.context, message, self.config.tool_execution, hooks, &self.cancel, &self.emitter).await
     }
 
     /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
@@ -551,57 +510,41 @@ impl Run {
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
-        // No message-sized value is a local of this future (it would stay there for the whole
-        // response, in every streaming run): the loop's copy is boxed, and messages are built
-        // in the plain functions `started` and `finished`.
+        // Only `start`, `done` and `error` come out of the stream: from the first `start` on, its
+        // block events are delivered from inside the provider (see `crate::push`).
         let mut was_started = false;
-        // Only for a stream that does not leave its unfinished message (see below).
-        let mut streamed: Option<Box<Streamed>> = None;
-        // Set once the response started, when its updates are pushed (see `crate::push`).
         let mut push: Option<Arc<crate::push::PushDelivery>> = None;
         loop {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
-            let (emitting, started_now) = {
+            let emitting = {
                 let next = stream.next().await;
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
                     push.take_failure()?;
                 }
-                let Some(event) = next else { break };
-                match event {
-                    AssistantMessageEvent::Start { partial } => {
+                match next {
+                    None | Some(AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. }) => break,
+                    Some(AssistantMessageEvent::Start { partial }) => {
                         was_started = true;
-                        let start = Emission::from(started(partial, !stream.leaves_unfinished(), &mut streamed));
-                        (self.emitter.emit(start), true)
+                        let message = AgentMessage::Assistant(Arc::new((*partial).clone()));
+                        self.emitter.emit(AgentEvent::MessageStart { message })
                     }
-                    AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => break,
-                    event if was_started => {
-                        let Some(current) = event.partial().cloned() else { continue };
-                        if let Some(streamed) = &mut streamed {
-                            streamed.observe(&event, &current);
-                        }
-                        let update = AgentEvent::MessageUpdate { message: current, assistant_message_event: event };
-                        (self.emitter.emit(Emission::update(update, stream.metadata_changed())), false)
-                    }
-                    _ => continue,
+                    // Before `start` (and for a stream that refuses a consumer): not an update.
+                    Some(_) => continue,
                 }
             };
             emitting.await?;
-            // From the start on, the updates can be pushed: they need no copy of the loop's (the
-            // builder leaves its message with the stream).
-            if started_now && streamed.is_none() && push.is_none() {
-                if let Some(delivery) = self.emitter.push_delivery() {
-                    if stream.push_to(delivery.clone()) {
-                        push = Some(delivery);
-                    }
+            if push.is_none() {
+                let delivery = self.emitter.push_delivery();
+                if stream.push_to(delivery.clone()) {
+                    push = Some(delivery);
                 }
             }
         }
-        // Without a terminal event, end with what was streamed: the message a builder left with
-        // the stream, or else the loop's own copy. Taking the final message out of the stream
-        // avoids copying it when nobody shares it.
-        let message = self.finished(stream, was_started, streamed, thinking_level);
+        // Without a terminal event, end with what was streamed. Taking the final message out of
+        // the stream avoids copying it when nobody shares it.
+        let message = self.finished(stream, was_started, thinking_level);
         if !was_started {
             let start = AgentMessage::Assistant(Arc::new((*message).clone()));
             self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
@@ -617,15 +560,14 @@ impl Run {
         &self,
         mut stream: AssistantMessageEventStream,
         was_started: bool,
-        streamed: Option<Box<Streamed>>,
         thinking_level: ThinkingLevel,
     ) -> Arc<AssistantMessage> {
         let mut message = match stream.final_message() {
             Some(_) => stream.into_final_message().unwrap_or_default(),
             None => {
                 let unfinished = stream.take_unfinished().filter(|_| was_started);
-                let partial = unfinished.as_deref().or(streamed.as_ref().map(|s| &s.0));
-                self.unterminated_message(partial)
+                let reason = stream.panic_message().unwrap_or("Stream ended without a terminal event");
+                self.unterminated_message(unfinished.as_deref(), reason)
             }
         };
         message.thinking_level = Some(thinking_level);
@@ -639,17 +581,33 @@ impl Run {
             options.api_key = Some(key);
         }
         options.cancel = Some(self.cancel.clone());
+        let hooks = self.config.hooks();
+        if let Some(hook) = &hooks.on_payload {
+            options.on_payload = Some(Arc::clone(hook));
+        }
+        if let Some(hook) = &hooks.on_response {
+            options.on_response = Some(Arc::clone(hook));
+        }
+        if let Some(hook) = &hooks.on_provider_stream_event {
+            options.on_provider_stream_event = Some(Arc::clone(hook));
+        }
         // Agent loops attribute requests to pi unless the configuration says otherwise.
         options.identity = Some(match options.identity.take() {
             None => ClientIdentity::shared_agent_default(),
             Some(given) => Arc::new(ClientIdentity::agent_default().merged_with(Some(&given))),
         });
-        self.config.stream_fn.stream(&self.config.model, transcript, options)
+        let model = &self.config.model;
+        // A provider is user code: a panic while it starts the request ends this response, as
+        // one while it streams does (see `AssistantMessageEventStream::panic_message`).
+        let start = std::panic::AssertUnwindSafe(|| self.config.stream_fn.stream(model, transcript, options));
+        std::panic::catch_unwind(start).unwrap_or_else(|payload| {
+            AssistantMessageEventStream::from_panic(pi_types::error::panic_message(payload.as_ref()))
+        })
     }
 
-    /// A stream that ended without `done`/`error` must not hang the run: keep what was
-    /// streamed and end it as an error.
-    fn unterminated_message(&self, partial: Option<&AssistantMessage>) -> AssistantMessage {
+    /// A stream that ended without `done`/`error` (its provider may have panicked) must not
+    /// hang or crash the run: keep what was streamed and end it as an error.
+    fn unterminated_message(&self, partial: Option<&AssistantMessage>, reason: &str) -> AssistantMessage {
         let base = partial.cloned().unwrap_or_else(|| AssistantMessage {
             api: self.config.model.api.clone(),
             provider: self.config.model.provider.clone(),
@@ -657,80 +615,7 @@ impl Run {
             timestamp: pi_types::now_ms(),
             ..Default::default()
         });
-        AssistantMessage {
-            stop_reason: StopReason::Error,
-            error_message: Some("Stream ended without a terminal event".into()),
-            ..base
-        }
-    }
-}
-
-/// The `message_start` of a response whose `start` carried `partial`; keeps the loop's own copy
-/// in `streamed` when `keep_copy`.
-fn started(partial: Arc<AssistantMessage>, keep_copy: bool, streamed: &mut Option<Box<Streamed>>) -> AgentEvent {
-    if keep_copy {
-        *streamed = Some(Box::new(Streamed((*partial).clone())));
-    }
-    AgentEvent::MessageStart { message: AgentMessage::Assistant(Arc::new((*partial).clone())) }
-}
-
-/// The loop's copy of a streaming response, for a stream that ends without a terminal event
-/// (the provider's partial is gone by then) and whose producer does not leave its message with
-/// the stream (one that sends its events without an `AssistantMessageBuilder`).
-///
-/// Kept at the cost of the events, never of the message: text and thinking deltas are
-/// appended, a block is copied when an event other than a delta names it (start, end, tool
-/// call), tool-call argument deltas are skipped (their block is copied at `toolcall_end`).
-struct Streamed(AssistantMessage);
-
-impl Streamed {
-    fn observe(&mut self, event: &AssistantMessageEvent, partial: &AssistantMessage) {
-        let own = &mut self.0;
-        own.content.truncate(partial.content.len());
-        // Blocks new in this event are copied here, so the event's own refresh skips them.
-        let known = own.content.len();
-        for block in partial.content.iter().skip(known) {
-            own.content.push(block.clone());
-        }
-        if event.content_index().is_some_and(|index| index >= known) {
-            // The event's block was just copied whole.
-            own.usage.clone_from(&partial.usage);
-            return;
-        }
-        let refresh = match event {
-            AssistantMessageEvent::TextDelta { content_index, delta, .. } => {
-                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
-                    (Some(AssistantContent::Text(mine)), Some(AssistantContent::Text(theirs))) => {
-                        mine.text.push_str(delta);
-                        (mine.text.len() != theirs.text.len()).then_some(*content_index)
-                    }
-                    _ => Some(*content_index),
-                }
-            }
-            AssistantMessageEvent::ThinkingDelta { content_index, delta, .. } => {
-                match (own.content.get_mut(*content_index), partial.content.get(*content_index)) {
-                    (Some(AssistantContent::Thinking(mine)), Some(AssistantContent::Thinking(theirs))) => {
-                        mine.thinking.push_str(delta);
-                        (mine.thinking.len() != theirs.thinking.len()).then_some(*content_index)
-                    }
-                    _ => Some(*content_index),
-                }
-            }
-            AssistantMessageEvent::ToolcallDelta { .. } => None,
-            AssistantMessageEvent::TextStart { content_index, .. }
-            | AssistantMessageEvent::TextEnd { content_index, .. }
-            | AssistantMessageEvent::ThinkingStart { content_index, .. }
-            | AssistantMessageEvent::ThinkingEnd { content_index, .. }
-            | AssistantMessageEvent::ToolcallStart { content_index, .. }
-            | AssistantMessageEvent::ToolcallEnd { content_index, .. } => Some(*content_index),
-            _ => None,
-        };
-        if let (Some(mine), Some(theirs)) =
-            (refresh.and_then(|index| own.content.get_mut(index)), refresh.and_then(|index| partial.content.get(index)))
-        {
-            mine.clone_from(theirs);
-        }
-        own.usage.clone_from(&partial.usage);
+        AssistantMessage { stop_reason: StopReason::Error, error_message: Some(reason.into()), ..base }
     }
 }
 

@@ -1,4 +1,16 @@
-//! Where a run's events go.
+//! Where a run's events go: one sink method, one delivery path.
+//!
+//! # Protocol
+//! Every event of a run reaches its sink once, by value, through
+//! [`AgentEventSink::deliver`], with an [`EventInfo`] saying what the loop knows about it. The
+//! run waits for the delivery before it goes on: a sink sees each event while it is current
+//! (the partial message in a `message_update` is the message right after that event), and an
+//! error fails the run, like a throwing listener.
+//!
+//! The loop's own events are delivered by the loop ([`Emitter`]); a streamed response's
+//! `message_update`s are delivered from inside the provider's send, as the provider makes them
+//! (see [`crate::push`]). Both go through the same [`Emitter::deliver`]. The `Stream` form is
+//! one more sink: its handoff slot ([`crate::stream`]).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -7,125 +19,139 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use pi_types::{AgentEvent, BoxError};
 
 use crate::emit_order::EmitOrder;
+use crate::stream::{Handoff, Taken};
+use crate::LoopError;
 
-/// Receives every event of a run, awaited one at a time.
+/// Receives every event of a run, one at a time; see the [module docs](self).
 ///
-/// The loop waits for `emit` before it goes on, so a sink sees each event while it is
-/// current (the shared partial message in `message_update` is the message right after that
-/// event). Returning `Err` makes the run fail with that error, like a throwing listener.
+/// A sink that handles the event at once returns [`Delivery::done`] (no allocation per
+/// event); one that awaits returns [`Delivery::pending`] with a future that owns what it needs.
 ///
-/// A sink that handles the event at once returns [`EmitFuture::done`] (no allocation per
-/// event); one that awaits returns [`EmitFuture::boxed`].
+/// ```
+/// use pi_loop::{AgentEventSink, Delivery, EventInfo};
+/// use pi_types::AgentEvent;
+///
+/// struct Printer;
+///
+/// impl AgentEventSink for Printer {
+///     fn deliver(&self, event: AgentEvent, _info: EventInfo) -> Delivery {
+///         println!("{}", event.type_name());
+///         Delivery::done()
+///     }
+/// }
+/// ```
 pub trait AgentEventSink: Send + Sync {
     /// Handle one event.
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a>;
+    fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery;
+}
 
-    /// Handle a `message_update`, told whether the partial's fields other than `content` may
-    /// differ from the previous update's
-    /// ([`AssistantMessageEventStream::metadata_changed`](pi_types::AssistantMessageEventStream::metadata_changed)):
-    /// a sink that keeps its own copy of the streaming message need not compare them when they
-    /// did not change. The loop delivers every `message_update` through this method; the
-    /// default ignores the hint and calls [`emit`](Self::emit).
-    fn emit_update<'a>(&'a self, event: &'a AgentEvent, metadata_changed: bool) -> EmitFuture<'a> {
-        let _ = metadata_changed;
-        self.emit(event)
+/// What the loop knows about an event it delivers.
+#[derive(Clone, Copy, Debug)]
+pub struct EventInfo {
+    metadata_changed: bool,
+    /// The loop itself awaits this delivery (a streamed update): a handoff then needs no waker
+    /// (see [`crate::stream`]).
+    awaited_directly: bool,
+}
+
+impl EventInfo {
+    /// For a `message_update`: whether the partial's fields other than `content` may differ
+    /// from the previous update's
+    /// ([`AssistantMessageEventStream::metadata_changed`](pi_types::AssistantMessageEventStream::metadata_changed)).
+    /// A sink that keeps its own copy of the streaming message (a
+    /// [`StreamFollower`](pi_types::StreamFollower)) need not compare them when they did not change.
+    /// `true` for every other event.
+    pub fn metadata_changed(&self) -> bool {
+        self.metadata_changed
     }
 
-    /// Whether this sink takes a streamed response's `message_update`s by value through
-    /// [`deliver_update`](Self::deliver_update). The loop then has the provider push them from
-    /// inside its sends (see [`pi_types::push`]) instead of pulling one event per delta. `false`
-    /// by default.
-    fn delivers_updates(&self) -> bool {
-        false
+    pub(crate) const EVENT: Self = Self { metadata_changed: true, awaited_directly: false };
+
+    pub(crate) fn update(metadata_changed: bool) -> Self {
+        Self { metadata_changed, awaited_directly: true }
     }
 
-    /// Handle a `message_update` given by value, as [`emit_update`](Self::emit_update) handles a
-    /// lent one; called only when [`delivers_updates`](Self::delivers_updates) says so. A sink
-    /// that answers asynchronously returns a future that owns what it needs. The default serves a
-    /// sink whose `emit_update` always answers at once: it reports an asynchronous answer as an
-    /// error.
-    fn deliver_update(&self, event: AgentEvent, metadata_changed: bool) -> UpdateDelivery {
-        match self.emit_update(&event, metadata_changed) {
-            EmitFuture::Ready(outcome) => UpdateDelivery::Done(outcome.unwrap_or(Ok(()))),
-            EmitFuture::Boxed(_) => UpdateDelivery::Done(Err(
-                "this sink answered a message_update asynchronously: it must implement deliver_update".into(),
-            )),
-        }
+    pub(crate) fn awaited_directly(&self) -> bool {
+        self.awaited_directly
     }
 }
 
-/// What [`AgentEventSink::deliver_update`] did with an update.
+/// What [`AgentEventSink::deliver`] did with an event: handled, or being handled.
 #[must_use = "the loop awaits the outcome"]
-pub enum UpdateDelivery {
-    /// Handled at once, with this outcome.
+pub struct Delivery(State);
+
+enum State {
     Done(Result<(), BoxError>),
-    /// Being handled by this future, which owns the update.
     Pending(BoxFuture<'static, Result<(), BoxError>>),
+    /// In the `Stream` form's handoff until the consumer takes it.
+    Handed(Taken),
 }
 
-impl std::fmt::Debug for UpdateDelivery {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Done(outcome) => f.debug_tuple("Done").field(outcome).finish(),
-            Self::Pending(_) => f.write_str("Pending(..)"),
-        }
-    }
-}
-
-/// What [`AgentEventSink::emit`] returns: an outcome known at once, or a future for it.
-#[must_use = "the loop awaits the outcome"]
-pub enum EmitFuture<'a> {
-    /// Handled synchronously (taken on the first poll).
-    Ready(Option<Result<(), BoxError>>),
-    /// Handled asynchronously.
-    Boxed(BoxFuture<'a, Result<(), BoxError>>),
-}
-
-impl<'a> EmitFuture<'a> {
+impl Delivery {
     /// The event was handled.
     pub fn done() -> Self {
-        Self::Ready(Some(Ok(())))
+        Self(State::Done(Ok(())))
     }
 
     /// The event was handled with this outcome.
     pub fn ready(outcome: Result<(), BoxError>) -> Self {
-        Self::Ready(Some(outcome))
+        Self(State::Done(outcome))
     }
 
     /// The event is handled by this future.
-    pub fn boxed(future: impl Future<Output = Result<(), BoxError>> + Send + 'a) -> Self {
-        Self::Boxed(Box::pin(future))
+    pub fn pending(future: impl Future<Output = Result<(), BoxError>> + Send + 'static) -> Self {
+        Self(State::Pending(Box::pin(future)))
+    }
+
+    pub(crate) fn handed(taken: Taken) -> Self {
+        Self(State::Handed(taken))
     }
 }
 
-impl<'a> From<BoxFuture<'a, Result<(), BoxError>>> for EmitFuture<'a> {
-    fn from(future: BoxFuture<'a, Result<(), BoxError>>) -> Self {
-        Self::Boxed(future)
-    }
-}
-
-impl Future for EmitFuture<'_> {
-    type Output = Result<(), BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            // Polled again after completion: the outcome was taken, report success.
-            Self::Ready(outcome) => Poll::Ready(outcome.take().unwrap_or(Ok(()))),
-            Self::Boxed(future) => future.as_mut().poll(cx),
-        }
-    }
-}
-
-impl std::fmt::Debug for EmitFuture<'_> {
+impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Ready(outcome) => f.debug_tuple("Ready").field(outcome).finish(),
-            Self::Boxed(_) => f.write_str("Boxed(..)"),
+        match &self.0 {
+            State::Done(outcome) => f.debug_tuple("Done").field(outcome).finish(),
+            State::Pending(_) | State::Handed(_) => f.write_str("Pending(..)"),
         }
     }
+}
+
+/// A delivery the sink did not finish at once; its error or panic becomes [`LoopError::Sink`].
+pub(crate) struct Unfinished(State);
+
+impl Future for Unfinished {
+    type Output = Result<(), LoopError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let polled = match &mut self.get_mut().0 {
+            State::Done(outcome) => return Poll::Ready(sink_outcome(std::mem::replace(outcome, Ok(())))),
+            State::Handed(taken) => return taken.poll_unpin(cx).map(Ok),
+            State::Pending(future) => std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))),
+        };
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(outcome)) => Poll::Ready(sink_outcome(outcome)),
+            Err(payload) => Poll::Ready(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref())))),
+        }
+    }
+}
+
+fn sink_outcome(outcome: Result<(), BoxError>) -> Result<(), LoopError> {
+    outcome.map_err(|error| LoopError::Sink(error.to_string()))
+}
+
+/// How far [`Emitter::deliver`] got.
+pub(crate) enum Delivered {
+    /// Handled at once (the common case): no future to poll.
+    Now(Result<(), LoopError>),
+    /// Being handled by this future.
+    Later(Unfinished),
 }
 
 /// A synchronous closure sink: `|event| { ... }`.
@@ -135,13 +161,9 @@ impl<F> AgentEventSink for FnSink<F>
 where
     F: Fn(&AgentEvent) + Send + Sync,
 {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
-        (self.0)(event);
-        EmitFuture::done()
-    }
-
-    fn delivers_updates(&self) -> bool {
-        true
+    fn deliver(&self, event: AgentEvent, _info: EventInfo) -> Delivery {
+        (self.0)(&event);
+        Delivery::done()
     }
 }
 
@@ -150,67 +172,59 @@ where
 pub struct NullSink;
 
 impl AgentEventSink for NullSink {
-    fn emit<'a>(&'a self, _event: &'a AgentEvent) -> EmitFuture<'a> {
-        EmitFuture::done()
-    }
-
-    fn delivers_updates(&self) -> bool {
-        true
+    fn deliver(&self, _event: AgentEvent, _info: EventInfo) -> Delivery {
+        Delivery::done()
     }
 }
 
-/// Where a run's events go: a sink, which each event is lent to, or the `Stream` form's
-/// handoff slot, which each event is given to (moved, not copied).
-#[derive(Clone)]
-pub(crate) enum Target {
-    Sink(Arc<dyn AgentEventSink>),
-    Handoff(Arc<crate::stream::Handoff>),
+impl AgentEventSink for Handoff {
+    fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
+        // An `Arc<Handoff>` is what the run holds; the handed-out `Taken` looks at the slot.
+        Delivery::handed(self.give(event, info.awaited_directly()))
+    }
 }
 
-/// Serializes emits: concurrently running tools never call the user's sink at the same time.
+/// Delivers a run's events in turn: concurrently running tools never call the sink at the
+/// same time.
 ///
-/// The target is shared (`Arc`) because tool progress updates are handed to it from inside
-/// the tool's own update callback, which may outlive any borrow the loop holds.
+/// The sink is shared (`Arc`) because tool progress updates are delivered from inside the
+/// tool's own update callback, and streamed updates from inside the provider's send, both of
+/// which may outlive any borrow the loop holds.
 #[derive(Clone)]
 pub(crate) struct Emitter {
-    target: Target,
+    sink: Arc<dyn AgentEventSink>,
     order: Arc<EmitOrder>,
 }
 
 impl Emitter {
-    pub(crate) fn new(target: Target) -> Self {
-        Self { target, order: Arc::default() }
+    pub(crate) fn new(sink: Arc<dyn AgentEventSink>) -> Self {
+        Self { sink, order: Arc::default() }
+    }
+
+    pub(crate) fn order(&self) -> &Arc<EmitOrder> {
+        &self.order
+    }
+
+    /// Hand one event to the sink; a sink error or panic becomes [`LoopError::Sink`]. A plain
+    /// function, so that an event the sink handles at once costs no future of its own. The
+    /// caller holds the emit order (or knows nobody else delivers).
+    #[inline(always)]
+    pub(crate) fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivered {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.sink.deliver(event, info))) {
+            Ok(Delivery(State::Done(outcome))) => Delivered::Now(sink_outcome(outcome)),
+            Ok(Delivery(pending)) => Delivered::Later(Unfinished(pending)),
+            Err(payload) => Delivered::Now(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref())))),
+        }
     }
 
     /// Emit in turn.
-    ///
-    /// A `message_update` is the exception: only the loop emits it, while a response streams,
-    /// and then the loop is the only emitter (no tool runs, and every update of the last tool
-    /// batch was delivered before its call completed; later ones are refused). So its turn is
-    /// taken only if somebody holds it, which that rules out: one load per delta instead of two
-    /// atomic operations.
-    pub(crate) fn emit(
-        &self,
-        emission: impl Into<Emission>,
-    ) -> impl Future<Output = Result<(), crate::LoopError>> + Send + '_ {
-        let Emission { event, metadata_changed } = emission.into();
-        // An `async` block, not an `async fn`: the parameters of an `async fn` are moved into
-        // locals of its body, which would store the event twice in every future that emits.
+    #[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
+    pub(crate) fn emit(&self, event: AgentEvent) -> impl Future<Output = Result<(), LoopError>> + Send + '_ {
         async move {
-            let alone = matches!(event, AgentEvent::MessageUpdate { .. }) && self.order.is_free();
-            let _turn = match alone {
-                true => None,
-                false => Some(self.order.lock().await),
-            };
-            match &self.target {
-                Target::Sink(sink) => match start_delivery(&**sink, &event, metadata_changed) {
-                    Delivery::Handled(outcome) => outcome,
-                    Delivery::Pending(future) => finish_delivery(future).await,
-                },
-                Target::Handoff(handoff) => {
-                    handoff.give(event, alone).await;
-                    Ok(())
-                }
+            let _turn = self.order.lock().await;
+            match self.deliver(event, EventInfo::EVENT) {
+                Delivered::Now(outcome) => outcome,
+                Delivered::Later(unfinished) => unfinished.await,
             }
         }
     }
@@ -218,25 +232,15 @@ impl Emitter {
     /// [`emit`](Self::emit) with its future on the heap, for the few events of a turn (its
     /// start and end, the prompts, the end of the run) emitted by the futures every run holds
     /// while it waits: held inline, an emit's state (the event and the sink's future) would
-    /// take its room in them for the whole run. A `message_update` is never emitted this way.
-    pub(crate) fn emit_boxed(
-        &self,
-        emission: impl Into<Emission>,
-    ) -> futures::future::BoxFuture<'_, Result<(), crate::LoopError>> {
-        Box::pin(self.emit(emission))
+    /// take its room in them for the whole run.
+    pub(crate) fn emit_boxed(&self, event: AgentEvent) -> BoxFuture<'_, Result<(), LoopError>> {
+        Box::pin(self.emit(event))
     }
 
-    /// A consumer that delivers a streamed response's updates as the provider sends them, when
-    /// the target is a sink that takes updates by value or the `Stream` form's handoff (see
+    /// A consumer that delivers a streamed response's updates as the provider sends them (see
     /// [`crate::push`]).
-    pub(crate) fn push_delivery(&self) -> Option<Arc<crate::push::PushDelivery>> {
-        use crate::push::{Destination, PushDelivery};
-        let destination = match &self.target {
-            Target::Sink(sink) if sink.delivers_updates() => Destination::Sink(Arc::clone(sink)),
-            Target::Handoff(handoff) => Destination::Handoff(Arc::clone(handoff)),
-            Target::Sink(_) => return None,
-        };
-        Some(Arc::new(PushDelivery::new(destination, Arc::clone(&self.order))))
+    pub(crate) fn push_delivery(&self) -> Arc<crate::push::PushDelivery> {
+        Arc::new(crate::push::PushDelivery::new(self.clone()))
     }
 
     /// A handle whose emits borrow nothing, for deliveries started outside the loop's own
@@ -251,66 +255,8 @@ pub(crate) struct DetachedEmitter(Emitter);
 
 impl DetachedEmitter {
     /// Emit; the future takes its place in the emit order when first polled.
-    pub(crate) fn emit(&self, event: AgentEvent) -> BoxFuture<'static, Result<(), crate::LoopError>> {
+    pub(crate) fn emit(&self, event: AgentEvent) -> BoxFuture<'static, Result<(), LoopError>> {
         let emitter = self.0.clone();
         Box::pin(async move { emitter.emit(event).await })
     }
-}
-
-/// An event to emit, with what its emitter knows about it.
-pub(crate) struct Emission {
-    event: AgentEvent,
-    /// For a `message_update`: see [`AgentEventSink::emit_update`].
-    metadata_changed: bool,
-}
-
-impl Emission {
-    /// A `message_update` of a stream that reports whether its metadata changed.
-    pub(crate) fn update(event: AgentEvent, metadata_changed: bool) -> Self {
-        Self { event, metadata_changed }
-    }
-}
-
-impl From<AgentEvent> for Emission {
-    fn from(event: AgentEvent) -> Self {
-        Self { event, metadata_changed: true }
-    }
-}
-
-/// How far [`start_delivery`] got.
-enum Delivery<'a> {
-    /// The sink handled the event at once (the common case): no future to poll.
-    Handled(Result<(), crate::LoopError>),
-    /// The sink handles it in this future.
-    Pending(EmitFuture<'a>),
-}
-
-/// Hand one event to the sink; a sink error or panic becomes [`crate::LoopError::Sink`]. A
-/// plain function, so that an event the sink handles at once costs no future of its own.
-fn start_delivery<'a>(sink: &'a dyn AgentEventSink, event: &'a AgentEvent, metadata_changed: bool) -> Delivery<'a> {
-    let handle = || match event {
-        AgentEvent::MessageUpdate { .. } => sink.emit_update(event, metadata_changed),
-        _ => sink.emit(event),
-    };
-    match std::panic::catch_unwind(AssertUnwindSafe(handle)) {
-        Ok(EmitFuture::Ready(outcome)) => {
-            Delivery::Handled(outcome.unwrap_or(Ok(())).map_err(|error| crate::LoopError::Sink(error.to_string())))
-        }
-        Ok(future) => Delivery::Pending(future),
-        Err(payload) => {
-            Delivery::Handled(Err(crate::LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))))
-        }
-    }
-}
-
-/// The rest of a delivery the sink handles asynchronously: its error or panic becomes
-/// [`crate::LoopError::Sink`]. Combinators, not an `async fn`, so that every emit's future
-/// holds the sink's future once (an `async fn` would store it as its argument and again as
-/// the future it awaits).
-fn finish_delivery(future: EmitFuture<'_>) -> impl Future<Output = Result<(), crate::LoopError>> + Send + '_ {
-    use futures::FutureExt;
-    AssertUnwindSafe(future).catch_unwind().map(|outcome| match outcome {
-        Ok(outcome) => outcome.map_err(|error| crate::LoopError::Sink(error.to_string())),
-        Err(payload) => Err(crate::LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))),
-    })
 }

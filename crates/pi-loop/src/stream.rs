@@ -2,17 +2,18 @@
 //!
 //! # Protocol
 //! The run is driven by the stream's `poll_next` and hands over one event at a time through a
-//! one-event slot: an emit puts its event into the empty slot and stays pending until the
-//! consumer has taken it. So the run never advances past an event the consumer has not taken
+//! one-event slot, which is the run's sink ([`AgentEventSink`]): a delivery puts its event into
+//! the empty slot and stays pending until the consumer has taken it. So the run never advances past an event the consumer has not taken
 //! (back-pressure), no queue of events builds up, and the stream holds no event once it is
 //! handed out. A consumer that drops each event before asking for the next leaves the
 //! provider's partial message unshared, and the provider grows it in place: streaming stays
 //! linear in the response however long it is.
 //!
 //! An emit inside a tool batch waits with a waker, which taking its event wakes: the batch
-//! polls only the calls that were woken. A streamed update needs none: the loop awaits it
-//! directly, so the consumer's next `poll_next` polls it again; skipping the waker saves a
-//! clone and a wake of the consumer's task per delta.
+//! polls only the calls that were woken. A streamed update needs none: the response's stream
+//! polls its delivery before anything else (see [`crate::push`]), so the consumer's next
+//! `poll_next` polls it again; skipping the waker saves a clone and a wake of the consumer's
+//! task per delta.
 //!
 //! Whether the slot holds an event is also kept in a flag beside its lock, so that the looks
 //! that find nothing to do (the consumer's before it polls the run, an emit's while its event
@@ -31,13 +32,16 @@ use pi_types::CancellationToken;
 use pi_types::{AgentEvent, AgentMessage};
 
 use crate::config::{AgentContext, LoopConfig};
-use crate::sink::Target;
+use crate::sink::AgentEventSink;
 use crate::LoopError;
 
-/// The one-event slot between the run and the consumer: locked only to move an event in or
-/// out, by the run and the consumer in turn, so a spin lock.
+/// The one-event slot between the run and the consumer: the `Stream` form's sink. Locked only
+/// to move an event in or out, by the run and the consumer in turn, so a spin lock.
+#[derive(Clone, Default)]
+pub(crate) struct Handoff(Arc<Shared>);
+
 #[derive(Default)]
-pub(crate) struct Handoff {
+pub(crate) struct Shared {
     slot: spin::mutex::SpinMutex<Slot>,
     /// Whether `slot` holds an event; changed only under the lock.
     full: AtomicBool,
@@ -53,12 +57,13 @@ struct Slot {
 impl Handoff {
     /// Take the waiting event, if any, and wake its emit if it waits with a waker.
     fn take(&self) -> Option<AgentEvent> {
-        if !self.full.load(Ordering::Acquire) {
+        let shared = &*self.0;
+        if !shared.full.load(Ordering::Acquire) {
             return None;
         }
         let (event, producer) = {
-            let mut slot = self.slot.lock();
-            self.full.store(false, Ordering::Release);
+            let mut slot = shared.slot.lock();
+            shared.full.store(false, Ordering::Release);
             (slot.event.take(), slot.producer.take())
         };
         if let Some(waker) = producer {
@@ -67,45 +72,53 @@ impl Handoff {
         event
     }
 
-    /// Puts `event` in the slot for the consumer (an emit, or a pushed update: see `crate::push`).
-    pub(crate) fn put(&self, event: AgentEvent) {
-        let mut slot = self.slot.lock();
+    /// A delivery: the event moves into the slot now; the future resolves once the consumer
+    /// took it (and holds no event itself). `awaited_directly`: the loop itself awaits the
+    /// delivery (see the module docs), so it needs no waker and no look at the slot.
+    pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken {
+        // Deliveries are serialized by the loop, and the run is polled again only after the
+        // consumer took the last event, so the slot is empty here.
+        let mut slot = self.0.slot.lock();
+        debug_assert!(slot.event.is_none(), "a delivery into a full handoff");
         slot.event = Some(event);
-        self.full.store(true, Ordering::Release);
-    }
-
-    /// Whether an event waits for the consumer.
-    pub(crate) fn holds_event(&self) -> bool {
-        self.full.load(Ordering::Acquire)
-    }
-
-    /// An emit: the event moves into the slot now; the future resolves once the consumer took
-    /// it (and holds no event itself). `awaited_directly`: the loop itself awaits the emit (see
-    /// the module docs), so it needs no waker.
-    pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken<'_> {
-        // Emits are serialized by the loop, so the slot is empty here.
-        self.put(event);
-        Taken { handoff: self, awaited_directly }
+        self.0.full.store(true, Ordering::Release);
+        drop(slot);
+        match awaited_directly {
+            true => Taken::Directly { polled: false },
+            false => Taken::Waking(Arc::clone(&self.0)),
+        }
     }
 }
 
 /// See [`Handoff::give`].
-pub(crate) struct Taken<'a> {
-    handoff: &'a Handoff,
-    awaited_directly: bool,
+pub(crate) enum Taken {
+    /// Awaited by the loop itself: pending when first polled, right after the event went in,
+    /// and ready when polled again, which only the consumer's next `poll_next` does, after it
+    /// took the event (it always takes before it polls the run). No reference to the slot: a
+    /// streamed update costs no reference count.
+    Directly { polled: bool },
+    /// Waits with a waker, which taking the event wakes.
+    Waking(Arc<Shared>),
 }
 
-impl Future for Taken<'_> {
+impl Future for Taken {
     type Output = ();
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if !self.handoff.full.load(Ordering::Acquire) {
+        let handoff = match self.get_mut() {
+            Taken::Directly { polled } => {
+                return match std::mem::replace(polled, true) {
+                    true => Poll::Ready(()),
+                    false => Poll::Pending,
+                };
+            }
+            Taken::Waking(handoff) => handoff,
+        };
+        if !handoff.full.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
-        if self.awaited_directly {
-            return Poll::Pending;
-        }
-        let mut slot = self.handoff.slot.lock();
+        let mut slot = handoff.slot.lock();
         if slot.event.is_none() {
             return Poll::Ready(());
         }
@@ -122,7 +135,7 @@ type LoopFuture = BoxFuture<'static, Result<Vec<AgentMessage>, LoopError>>;
 /// never past an event the consumer has not taken (see the module docs); dropping the stream
 /// drops the run (its tools and provider request included).
 pub struct AgentEventStream {
-    handoff: Arc<Handoff>,
+    handoff: Handoff,
     run: Option<LoopFuture>,
     outcome: Option<Result<Vec<AgentMessage>, LoopError>>,
 }
@@ -136,10 +149,10 @@ impl std::fmt::Debug for AgentEventStream {
 impl AgentEventStream {
     fn start<F>(make: F) -> Self
     where
-        F: FnOnce(Arc<Handoff>) -> LoopFuture,
+        F: FnOnce(Arc<dyn AgentEventSink>) -> LoopFuture,
     {
-        let handoff = Arc::new(Handoff::default());
-        let run = make(Arc::clone(&handoff));
+        let handoff = Handoff::default();
+        let run = make(Arc::new(handoff.clone()));
         Self { handoff, run: Some(run), outcome: None }
     }
 
@@ -179,9 +192,7 @@ pub fn agent_loop(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> AgentEventStream {
-    AgentEventStream::start(|handoff| {
-        crate::run::run_agent_loop_to(prompts, context, config, Target::Handoff(handoff), cancel).boxed()
-    })
+    AgentEventStream::start(|handoff| crate::run::run_agent_loop(prompts, context, config, handoff, cancel).boxed())
 }
 
 /// Continue from the current transcript, as a stream of events. Fails at once on an
@@ -192,7 +203,5 @@ pub fn agent_loop_continue(
     cancel: CancellationToken,
 ) -> Result<AgentEventStream, LoopError> {
     crate::run::check_continue(&context)?;
-    Ok(AgentEventStream::start(|handoff| {
-        crate::run::run_agent_loop_continue_to(context, config, Target::Handoff(handoff), cancel).boxed()
-    }))
+    Ok(AgentEventStream::start(|handoff| crate::run::run_agent_loop_continue(context, config, handoff, cancel).boxed()))
 }

@@ -15,23 +15,10 @@ use pi_types::{
 };
 use serde_json::{Map, Value};
 
-use crate::config::{AfterToolCallContext, AfterToolCallFn, AgentContext, BeforeToolCallContext, BeforeToolCallFn};
+use crate::config::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
+use crate::hooks::{HookFns, Hooks};
 use crate::sink::Emitter;
 use crate::LoopError;
-
-/// The tool hooks of a run.
-#[derive(Clone, Default)]
-pub(crate) struct ToolHooks {
-    pub(crate) before: Option<BeforeToolCallFn>,
-    pub(crate) after: Option<AfterToolCallFn>,
-}
-
-impl ToolHooks {
-    pub(crate) fn from_config(config: &crate::run_config::RunConfig) -> Self {
-        let hooks = config.hooks();
-        Self { before: hooks.before_tool_call.clone(), after: hooks.after_tool_call.clone() }
-    }
-}
 
 /// The final outcome of one tool call after the hooks ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,7 +83,7 @@ async fn prepare(
     tools: &[Arc<dyn AgentTool>],
     assistant: &AssistantMessage,
     call: &ToolCall,
-    hooks: &ToolHooks,
+    hooks: &HookFns,
     cancel: &CancellationToken,
 ) -> Preparation {
     // Once cancelled, skip preparation and hooks; the call still gets a result.
@@ -122,7 +109,7 @@ async fn prepare(
         Ok(args) => args,
         Err(message) => return Preparation::Immediate(boxed_error(message)),
     };
-    if let Some(before) = &hooks.before {
+    if let Some(before) = &hooks.before_tool_call {
         let ctx = BeforeToolCallContext { assistant_message: assistant, tool_call: call, args: &args, context };
         let decision = match catch_call(|| before(&ctx, cancel)).await {
             Ok(decision) => decision,
@@ -329,11 +316,11 @@ async fn finalize(
     call: &ToolCall,
     args: &Value,
     executed: Executed,
-    hooks: &ToolHooks,
+    hooks: &HookFns,
     cancel: &CancellationToken,
 ) -> Box<Finished> {
     let Executed { mut result, mut is_error, duration_ms } = executed;
-    if let Some(after) = &hooks.after {
+    if let Some(after) = &hooks.after_tool_call {
         let ctx = AfterToolCallContext {
             assistant_message: assistant,
             tool_call: call,
@@ -450,7 +437,7 @@ pub(crate) async fn execute_tool_calls(
     context: &AgentContext,
     assistant: &Arc<AssistantMessage>,
     mode: ToolExecutionMode,
-    hooks: &ToolHooks,
+    hooks: &HookFns,
     cancel: &CancellationToken,
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
@@ -470,7 +457,7 @@ pub(crate) async fn execute_tool_calls(
 struct Batch<'a> {
     context: &'a AgentContext,
     assistant: &'a Arc<AssistantMessage>,
-    hooks: &'a ToolHooks,
+    hooks: &'a HookFns,
     cancel: &'a CancellationToken,
     emitter: &'a Emitter,
     /// Whether calls run concurrently (parallel mode).
@@ -512,7 +499,7 @@ impl Batch<'_> {
             None => Box::pin(std::future::ready(Ok(()))),
         });
         // Only the hook needs the arguments afterwards (boxed: rare, and large).
-        let hook_args = self.hooks.after.is_some().then(|| Box::new(args.clone()));
+        let hook_args = self.hooks.after_tool_call.is_some().then(|| Box::new(args.clone()));
         let executed = execute_prepared(call, tool, args, self.cancel, deliver, self.parallel).await?;
         Ok(match hook_args {
             None => executed.finish(),
@@ -557,7 +544,7 @@ async fn execute_sequential(
     context: &AgentContext,
     assistant: &Arc<AssistantMessage>,
     calls: &[&ToolCall],
-    hooks: &ToolHooks,
+    hooks: &HookFns,
     cancel: &CancellationToken,
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
@@ -584,7 +571,7 @@ async fn execute_parallel(
     context: &AgentContext,
     assistant: &Arc<AssistantMessage>,
     calls: &[&ToolCall],
-    hooks: &ToolHooks,
+    hooks: &HookFns,
     cancel: &CancellationToken,
     emitter: &Emitter,
 ) -> Result<ToolBatch, LoopError> {
@@ -642,10 +629,8 @@ pub struct RunToolCallOptions {
     pub context: AgentContext,
     /// Tools to look the call up in (default: the context's).
     pub tools: Option<Vec<Arc<dyn AgentTool>>>,
-    /// `before_tool_call`.
-    pub before_tool_call: Option<BeforeToolCallFn>,
-    /// `after_tool_call`.
-    pub after_tool_call: Option<AfterToolCallFn>,
+    /// The `before_tool_call` and `after_tool_call` hooks (the others are not called).
+    pub hooks: Hooks,
     /// Cancellation, checked first.
     pub cancel: CancellationToken,
     /// Progress updates.
@@ -656,16 +641,16 @@ pub struct RunToolCallOptions {
 /// (preparation, validation, `before_tool_call`, execution, `after_tool_call`) without
 /// events or messages. Never fails: every problem is an error outcome.
 pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
-    let hooks = ToolHooks { before: options.before_tool_call.clone(), after: options.after_tool_call.clone() };
+    let hooks = options.hooks.fns();
     let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
     let preparation =
-        prepare(&options.context, tools, &options.assistant_message, tool_call, &hooks, &options.cancel).await;
+        prepare(&options.context, tools, &options.assistant_message, tool_call, hooks, &options.cancel).await;
     let (tool, mut args) = match preparation {
         Preparation::Immediate(result) => return Finished::immediate(*result).into_outcome(tool_call),
         Preparation::Prepared { tool, args } => (tool, args),
     };
     // Only the `after_tool_call` hook reads the arguments once the tool took them.
-    let hook_args = if hooks.after.is_some() { args.clone() } else { Value::Null };
+    let hook_args = if hooks.after_tool_call.is_some() { args.clone() } else { Value::Null };
     let forward = options.on_update.clone();
     let deliver = Box::new(move |update: AgentToolResult| -> Delivery {
         if let Some(forward) = &forward {
@@ -677,7 +662,7 @@ pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) ->
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };
-    finalize(&options.context, &options.assistant_message, tool_call, &hook_args, executed, &hooks, &options.cancel)
+    finalize(&options.context, &options.assistant_message, tool_call, &hook_args, executed, hooks, &options.cancel)
         .await
         .into_outcome(tool_call)
 }

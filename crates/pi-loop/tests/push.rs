@@ -1,13 +1,14 @@
-//! Pushed updates (a sink that `delivers_updates`) give the run exactly what pulled ones give:
-//! the same events in the same order, the same transcript, the same failure, whether the sink
-//! answers at once or asynchronously, fails, panics or cancels the run mid-response.
+//! Updates are delivered from inside the provider's stream, whatever the stream is (a producer's
+//! with a builder, or ready events): the run gets the same events in the same order, the same
+//! transcript, the same failure, whether the sink answers at once or asynchronously, fails,
+//! panics or cancels the run mid-response.
 #![allow(clippy::unwrap_used)]
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pi_loop::{run_agent_loop, AgentContext, AgentEventSink, EmitFuture, LoopConfig, LoopError, UpdateDelivery};
+use pi_loop::{run_agent_loop, AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig, LoopError};
 use pi_types::{
     AgentEvent, AgentMessage, AssistantMessageBuilder, AssistantMessageEventStream, BoxError, CancellationToken,
     Message, Model, StopReason, StreamOptions, TranscriptContext, UserMessage,
@@ -56,20 +57,25 @@ enum Twist {
     Cancel(usize),
 }
 
-/// Records every event as JSON; pushed or pulled, synchronous or asynchronous.
+/// The same response as ready events: a stream that is not a producer's.
+fn replayed(model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+    let events: Vec<_> = futures_executor::block_on(futures::StreamExt::collect(scripted(model, context, options)));
+    AssistantMessageEventStream::from_events(events)
+}
+
+/// Records every event as JSON; synchronous or asynchronous.
 struct Recorder {
     events: Mutex<Vec<serde_json::Value>>,
-    /// How many updates came by value (pushed).
-    pushed: AtomicUsize,
-    push: bool,
+    /// How many events were delivered.
+    delivered: AtomicUsize,
     asynchronous: bool,
     twist: Twist,
     cancel: CancellationToken,
 }
 
 impl Recorder {
-    fn new(push: bool, asynchronous: bool, twist: Twist, cancel: CancellationToken) -> Arc<Self> {
-        Arc::new(Self { events: Mutex::default(), pushed: AtomicUsize::new(0), push, asynchronous, twist, cancel })
+    fn new(asynchronous: bool, twist: Twist, cancel: CancellationToken) -> Arc<Self> {
+        Arc::new(Self { events: Mutex::default(), delivered: AtomicUsize::new(0), asynchronous, twist, cancel })
     }
 
     fn record(&self, event: &AgentEvent) -> Result<(), BoxError> {
@@ -97,64 +103,64 @@ impl Recorder {
 struct Sink(Arc<Recorder>);
 
 impl AgentEventSink for Sink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> EmitFuture<'a> {
+    fn deliver(&self, event: AgentEvent, _info: EventInfo) -> Delivery {
+        self.0.delivered.fetch_add(1, Ordering::Relaxed);
         if !self.0.asynchronous {
-            return EmitFuture::ready(self.0.record(event));
-        }
-        EmitFuture::boxed(async move {
-            tokio::task::yield_now().await;
-            self.0.record(event)
-        })
-    }
-
-    fn delivers_updates(&self) -> bool {
-        self.0.push
-    }
-
-    fn deliver_update(&self, event: AgentEvent, _metadata_changed: bool) -> UpdateDelivery {
-        self.0.pushed.fetch_add(1, Ordering::Relaxed);
-        if !self.0.asynchronous {
-            return UpdateDelivery::Done(self.0.record(&event));
+            return Delivery::ready(self.0.record(&event));
         }
         let recorder = Arc::clone(&self.0);
-        UpdateDelivery::Pending(Box::pin(async move {
+        Delivery::pending(async move {
             tokio::task::yield_now().await;
             recorder.record(&event)
-        }))
+        })
     }
 }
 
-/// The events, the run's outcome, and how many updates were pushed.
-type Run = (Vec<serde_json::Value>, Result<usize, String>, usize);
+/// The events and the run's outcome.
+type Run = (Vec<serde_json::Value>, Result<usize, String>);
 
-async fn run(push: bool, asynchronous: bool, twist: Twist) -> Run {
+async fn run(ready_events: bool, asynchronous: bool, twist: Twist) -> Run {
     let cancel = CancellationToken::new();
-    let recorder = Recorder::new(push, asynchronous, twist, cancel.clone());
-    let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(scripted));
+    let recorder = Recorder::new(asynchronous, twist, cancel.clone());
+    let stream_fn: Arc<dyn pi_types::StreamFn> = match ready_events {
+        true => Arc::new(replayed),
+        false => Arc::new(scripted),
+    };
+    let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), stream_fn);
     let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
     let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
     let outcome = run_agent_loop(prompts, AgentContext::default(), config, sink, cancel).await;
     let outcome = outcome.map(|messages| messages.len()).map_err(|error: LoopError| error.to_string());
-    (recorder.events(), outcome, recorder.pushed.load(Ordering::Relaxed))
+    let events = recorder.events();
+    // Each event is delivered once (one that failed the run is delivered, not recorded twice).
+    assert_eq!(recorder.delivered.load(Ordering::Relaxed), events.len());
+    (events, outcome)
 }
 
-async fn same_either_way(asynchronous: bool, twist: Twist) -> Run {
-    let pulled = run(false, asynchronous, twist).await;
-    let pushed = run(true, asynchronous, twist).await;
-    assert_eq!(pulled.2, 0);
-    // Every update after a response's start is pushed, up to the one that failed the run.
-    assert_eq!(pushed.2, updates(&pushed.0), "pushed updates");
-    assert_eq!(pushed.1, pulled.1);
-    assert_eq!(pushed.0.len(), pulled.0.len());
-    for (index, (pushed, pulled)) in pushed.0.iter().zip(&pulled.0).enumerate() {
+fn assert_same_run(mine: &Run, theirs: &Run) {
+    assert_eq!(mine.1, theirs.1);
+    assert_eq!(mine.0.len(), theirs.0.len());
+    for (index, (mine, theirs)) in mine.0.iter().zip(&theirs.0).enumerate() {
         // Timestamps and durations differ between two runs; everything else must not.
-        let (mut pushed, mut pulled) = (pushed.clone(), pulled.clone());
-        for event in [&mut pushed, &mut pulled] {
+        let (mut mine, mut theirs) = (mine.clone(), theirs.clone());
+        for event in [&mut mine, &mut theirs] {
             strip_times(event);
         }
-        assert_eq!(pushed, pulled, "event {index}");
+        assert_eq!(mine, theirs, "event {index}");
     }
-    pulled
+}
+
+/// The run with a synchronous sink, checked against an asynchronous one and (when the twist
+/// does not depend on the provider seeing a cancellation) against the same response as ready
+/// events.
+async fn same_either_way(twist: Twist) -> Run {
+    let synchronous = run(false, false, twist).await;
+    assert_same_run(&run(false, true, twist).await, &synchronous);
+    if !matches!(twist, Twist::Cancel(_)) {
+        assert_same_run(&run(true, false, twist).await, &synchronous);
+        assert_same_run(&run(true, true, twist).await, &synchronous);
+    }
+    synchronous
 }
 
 fn strip_times(value: &mut serde_json::Value) {
@@ -175,7 +181,7 @@ fn updates(events: &[serde_json::Value]) -> usize {
 
 #[tokio::test]
 async fn a_synchronous_sink_sees_the_same_run() {
-    let (events, outcome, _) = same_either_way(false, Twist::None).await;
+    let (events, outcome) = same_either_way(Twist::None).await;
     // First response: three thinking, four text and two argument deltas, with the starts and
     // ends of three blocks; the second: the same without the tool call.
     assert_eq!(updates(&events), 15 + 11);
@@ -183,46 +189,35 @@ async fn a_synchronous_sink_sees_the_same_run() {
 }
 
 #[tokio::test]
-async fn an_asynchronous_sink_holds_the_provider_and_sees_the_same_run() {
-    let (events, outcome, _) = same_either_way(true, Twist::None).await;
-    assert_eq!(updates(&events), 15 + 11);
-    assert!(outcome.is_ok());
-}
-
-#[tokio::test]
 async fn a_failing_sink_fails_the_run_at_the_same_event() {
-    for asynchronous in [false, true] {
-        let (events, outcome, _) = same_either_way(asynchronous, Twist::Fail(6)).await;
-        assert_eq!(updates(&events), 6);
-        assert_eq!(outcome, Err(LoopError::Sink("listener failed".into()).to_string()));
-    }
+    let (events, outcome) = same_either_way(Twist::Fail(6)).await;
+    assert_eq!(updates(&events), 6);
+    assert_eq!(outcome, Err(LoopError::Sink("listener failed".into()).to_string()));
 }
 
 #[tokio::test]
 async fn a_panicking_sink_fails_the_run_at_the_same_event() {
-    let (events, outcome, _) = same_either_way(false, Twist::Panic(3)).await;
+    let (events, outcome) = same_either_way(Twist::Panic(3)).await;
     assert_eq!(updates(&events), 3);
     assert!(outcome.is_err_and(|error| error.contains("listener panicked")));
 }
 
 #[tokio::test]
 async fn a_cancellation_raised_by_the_sink_stops_the_provider_at_the_same_delta() {
-    for asynchronous in [false, true] {
-        let (events, outcome, _) = same_either_way(asynchronous, Twist::Cancel(7)).await;
-        let last = events.iter().rev().find(|e| e["type"] == "message_end").unwrap();
-        assert_eq!(last["message"]["stopReason"], "aborted");
-        assert!(outcome.is_ok());
-    }
+    let (events, outcome) = same_either_way(Twist::Cancel(7)).await;
+    let last = events.iter().rev().find(|e| e["type"] == "message_end").unwrap();
+    assert_eq!(last["message"]["stopReason"], "aborted");
+    assert!(outcome.is_ok());
 }
 
-/// The `Stream` form's updates are pushed into its handoff: the consumer still takes them one
-/// at a time, the same as a pulled run's, and a cancellation it raises between two updates stops
-/// the provider at the same delta.
+/// The `Stream` form's handoff is one more sink: the consumer takes the updates one at a time,
+/// the same as a callback sink's, and a cancellation it raises between two updates stops the
+/// provider at the same delta.
 #[tokio::test]
 async fn the_stream_form_yields_the_same_run() {
     use futures::StreamExt;
     for twist in [Twist::None, Twist::Cancel(7)] {
-        let (pulled, pulled_outcome, _) = run(false, false, twist).await;
+        let (pulled, pulled_outcome) = run(false, false, twist).await;
         let cancel = CancellationToken::new();
         let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(scripted));
         let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
@@ -259,15 +254,15 @@ fn stalling(model: &Model, _context: TranscriptContext, _options: StreamOptions)
     })
 }
 
-/// A sink's failure ends the run at once, pushed or pulled, synchronous or not: the loop does
+/// A sink's failure ends the run at once, synchronous or not: the loop does
 /// not wait for the provider's next event to report it. The run is polled by hand, with a waker
 /// that wakes nothing: it must finish although the provider never sends again.
 #[tokio::test]
 async fn a_failure_is_reported_without_waiting_for_the_provider() {
-    for (push, asynchronous) in [(false, false), (true, false), (false, true), (true, true)] {
+    for asynchronous in [false, true] {
         let cancel = CancellationToken::new();
         // The last update before the stall fails: text_start and three deltas.
-        let recorder = Recorder::new(push, asynchronous, Twist::Fail(4), cancel.clone());
+        let recorder = Recorder::new(asynchronous, Twist::Fail(4), cancel.clone());
         let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(stalling));
         let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
         let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
@@ -279,8 +274,46 @@ async fn a_failure_is_reported_without_waiting_for_the_provider() {
             std::task::Poll::Ready(outcome) => Some(outcome),
             std::task::Poll::Pending => None,
         });
-        let Some(outcome) = outcome else { panic!("push {push}, asynchronous {asynchronous}: the run waits") };
+        let Some(outcome) = outcome else { panic!("asynchronous {asynchronous}: the run waits") };
         assert_eq!(outcome.map(|m| m.len()).map_err(|e| e.to_string()), Err("listener failed".to_string()));
         assert_eq!(updates(&recorder.events()), 4);
+    }
+}
+
+/// A provider is user code: whether it panics while starting the request or while streaming,
+/// the response ends as an error message with the panic's text (what was streamed kept), and
+/// the run goes on to `agent_end` instead of taking the caller's task down.
+#[tokio::test]
+async fn a_panicking_provider_ends_its_response_as_an_error() {
+    fn panics_at_once(_: &Model, _: TranscriptContext, _: StreamOptions) -> AssistantMessageEventStream {
+        panic!("provider failed to start")
+    }
+    fn panics_midway(model: &Model, _: TranscriptContext, _: StreamOptions) -> AssistantMessageEventStream {
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = AssistantMessageBuilder::for_model(tx, &model);
+            out.start().await;
+            let text = out.start_text().await;
+            out.text_delta(text, "partial ").await.unwrap();
+            panic!("provider failed midway");
+        })
+    }
+    let cases: [(Arc<dyn pi_types::StreamFn>, &str, &str); 2] = [
+        (Arc::new(panics_at_once), "provider failed to start", ""),
+        (Arc::new(panics_midway), "provider failed midway", "partial "),
+    ];
+    for (stream_fn, reason, text) in cases {
+        let recorder = Recorder::new(false, Twist::None, CancellationToken::new());
+        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), stream_fn);
+        let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
+        let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
+        let messages =
+            run_agent_loop(prompts, AgentContext::default(), config, sink, CancellationToken::new()).await.unwrap();
+        let AgentMessage::Assistant(last) = messages.last().unwrap() else { panic!("an assistant message") };
+        assert_eq!(last.stop_reason, StopReason::Error);
+        assert_eq!(last.error_message.as_deref(), Some(reason));
+        assert_eq!(last.text(), text);
+        let events = recorder.events();
+        assert_eq!(events.last().unwrap()["type"], "agent_end");
     }
 }

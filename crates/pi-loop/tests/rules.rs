@@ -80,9 +80,9 @@ impl Recorder {
 }
 
 impl AgentEventSink for Recorder {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
-        self.events.lock().unwrap().push(event.clone());
-        pi_loop::EmitFuture::done()
+    fn deliver(&self, event: AgentEvent, _info: pi_loop::EventInfo) -> pi_loop::Delivery {
+        self.events.lock().unwrap().push(event);
+        pi_loop::Delivery::done()
     }
 }
 
@@ -131,11 +131,10 @@ async fn cancellation_inside_before_tool_call_aborts_that_call() {
     let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("done")]);
     let cancel = CancellationToken::new();
     let token = cancel.clone();
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.before_tool_call = Some(Arc::new(move |_ctx, _cancel| {
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).before_tool_call(move |_ctx, _cancel| {
         token.cancel();
-        Box::pin(async { Ok(None) })
-    }));
+        async { Ok(None) }
+    });
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
     let recorder = Arc::new(Recorder::default());
     let messages = run_agent_loop(prompt(), context, config, recorder.clone(), cancel).await.unwrap();
@@ -167,13 +166,12 @@ async fn cancellation_before_parallel_execution_aborts_calls_not_yet_started() {
 #[tokio::test]
 async fn panicking_before_tool_call_becomes_an_error_result() {
     let faux = faux(vec![tool_response(&[("a", "echo"), ("b", "echo")]), text_response("done")]);
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.before_tool_call = Some(Arc::new(|ctx, _cancel| {
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).before_tool_call(|ctx, _cancel| {
         if ctx.tool_call.id == "a" {
             panic!("hook exploded");
         }
-        Box::pin(async { Ok(None) })
-    }));
+        async { Ok(None) }
+    });
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
     let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
         .await
@@ -205,8 +203,8 @@ async fn panicking_tool_becomes_an_error_result() {
 #[tokio::test]
 async fn panicking_finish_turn_fails_the_run_with_its_message() {
     let faux = faux(vec![text_response("hi")]);
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.finish_turn = Some(Arc::new(|_turn, _cancel| panic!("finish exploded")));
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone()))
+        .finish_turn(|_turn, _cancel| -> std::future::Ready<_> { panic!("finish exploded") });
     let recorder = Arc::new(Recorder::default());
     let error = run_agent_loop(prompt(), AgentContext::default(), config, recorder.clone(), CancellationToken::new())
         .await
@@ -218,10 +216,9 @@ async fn panicking_finish_turn_fails_the_run_with_its_message() {
 #[tokio::test]
 async fn empty_block_reason_uses_the_default_text() {
     let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("done")]);
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.before_tool_call = Some(Arc::new(|_ctx, _cancel| {
-        Box::pin(async { Ok(Some(BeforeToolCallResult { block: true, reason: Some(String::new()), terminate: None })) })
-    }));
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).before_tool_call(|_ctx, _cancel| async {
+        Ok(Some(BeforeToolCallResult { block: true, reason: Some(String::new()), terminate: None }))
+    });
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
     let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
         .await
@@ -241,17 +238,16 @@ async fn after_tool_call_null_fields_keep_the_original_and_content_drops_structu
         })
     }));
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.after_tool_call = Some(Arc::new(|ctx, _cancel| {
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).after_tool_call(|ctx, _cancel| {
         let replace_content = ctx.tool_call.id == "b";
-        Box::pin(async move {
+        async move {
             Ok(Some(AfterToolCallResult {
                 content: replace_content.then(|| vec![UserContent::text("replaced")]),
                 details: Some(Value::Null),
                 ..Default::default()
             }))
-        })
-    }));
+        }
+    });
     let recorder_seen = Arc::clone(&seen);
     let sink = FnSink(move |event: &AgentEvent| {
         if let AgentEvent::ToolExecutionEnd { result, .. } = event {
@@ -289,10 +285,7 @@ async fn empty_api_key_from_the_hook_falls_back_to_the_configured_key() {
         let mut config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(stream_fn.clone()));
         config.options.api_key = Some("configured".into());
         let hook_key = hook_key.map(str::to_owned);
-        config.get_api_key = Some(Arc::new(move |_provider| {
-            let key = hook_key.clone();
-            Box::pin(async move { Ok(key) })
-        }));
+        let config = config.get_api_key(move |_provider| std::future::ready(Ok(hook_key.clone())));
         run_agent_loop(
             prompt(),
             AgentContext::default(),
@@ -385,7 +378,7 @@ async fn updates_after_the_tool_returned_are_ignored() {
 #[tokio::test]
 async fn should_stop_after_turn_ends_the_run() {
     let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("never")]);
-    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).with_should_stop_after_turn(|_turn| true);
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).should_stop_after_turn(|_turn| true);
     let context = AgentContext::new(vec![], vec![echo_tool("echo")]);
     run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new()).await.unwrap();
     assert_eq!(faux.call_count(), 1);
@@ -395,11 +388,10 @@ async fn should_stop_after_turn_ends_the_run() {
 #[tokio::test]
 async fn finish_turn_continue_adds_one_context_only_request() {
     let faux = faux(vec![text_response("one"), text_response("two")]);
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.finish_turn = Some(Arc::new(|turn, _cancel| {
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).finish_turn(|turn, _cancel| {
         let first = turn.new_messages.iter().filter(|m| m.as_assistant().is_some()).count() == 1;
-        Box::pin(async move { Ok(first.then_some(TurnDecision::Continue)) })
-    }));
+        async move { Ok(first.then_some(TurnDecision::Continue)) }
+    });
     let messages = run_agent_loop(
         prompt(),
         AgentContext::default(),
@@ -472,8 +464,7 @@ async fn run_tool_call_runs_the_whole_pipeline_without_events() {
         assistant_message: faux_assistant_message(vec![], StopReason::ToolUse),
         context: AgentContext::new(vec![], vec![echo_tool("echo")]),
         tools: None,
-        before_tool_call: None,
-        after_tool_call: None,
+        hooks: Default::default(),
         cancel: CancellationToken::new(),
         on_update: None,
     };
@@ -608,15 +599,12 @@ async fn stream_form_completes_a_large_parallel_batch_with_progress_updates() {
 #[tokio::test]
 async fn new_messages_survive_a_replaced_context() {
     let faux = faux(vec![tool_response(&[("a", "echo")]), text_response("done")]);
-    let mut config = LoopConfig::new(faux.model(), Arc::new(faux.clone()));
-    config.prepare_request = Some(Arc::new(|request, _cancel| {
+    let config = LoopConfig::new(faux.model(), Arc::new(faux.clone())).prepare_request(|request, _cancel| {
         // Replace the transcript with its last message only, at every request.
         let last: Vec<AgentMessage> = request.context.messages.last().cloned().into_iter().collect();
         let context = AgentContext::new(last, request.context.tools.clone());
-        Box::pin(async move {
-            Ok(Some(pi_loop::RequestUpdate { context: Some(context), model: None, thinking_level: None }))
-        })
-    }));
+        async move { Ok(Some(pi_loop::RequestUpdate { context: Some(context), model: None, thinking_level: None })) }
+    });
     let context = AgentContext::new(vec![UserMessage::text("earlier").into()], vec![echo_tool("echo")]);
     let recorder = Arc::new(Recorder::default());
     let messages = run_agent_loop(prompt(), context, config, recorder.clone(), CancellationToken::new()).await.unwrap();

@@ -165,6 +165,7 @@ pub struct CodexTokenStore {
     token_url: String,
     min_validity_ms: u64,
     lock: tokio::sync::Mutex<()>,
+    http_client: Option<reqwest::Client>,
 }
 
 impl fmt::Debug for CodexTokenStore {
@@ -175,8 +176,12 @@ impl fmt::Debug for CodexTokenStore {
 
 /// A form POST to an OAuth token endpoint (`operation`: `refresh` or `exchange`, as the
 /// reference words its errors); the credential it grants, with the account id from the token.
-pub(crate) async fn token_grant(url: &str, form: &[(&str, &str)], operation: &str) -> Result<CodexCredential, String> {
-    let client = crate::http::client()?;
+pub(crate) async fn token_grant(
+    client: &reqwest::Client,
+    url: &str,
+    form: &[(&str, &str)],
+    operation: &str,
+) -> Result<CodexCredential, String> {
     let fail = |reason: String| format!("OpenAI Codex token {operation} error: {reason}");
     let timed_out = || fail("The operation was aborted due to timeout".into());
     let send = client
@@ -190,7 +195,8 @@ pub(crate) async fn token_grant(url: &str, form: &[(&str, &str)], operation: &st
         Ok(Ok(response)) => response,
     };
     let status = response.status();
-    let bytes = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), response.bytes()).await {
+    let read = crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES);
+    let bytes = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), read).await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
         Err(_) => return Err(timed_out()),
@@ -250,12 +256,20 @@ impl CodexTokenStore {
             token_url: TOKEN_URL.to_owned(),
             min_validity_ms: MIN_VALIDITY_MS,
             lock: tokio::sync::Mutex::new(()),
+            http_client: None,
         }
     }
 
     /// Refresh through another token endpoint (tests, proxies).
     pub fn with_token_url(mut self, url: impl Into<String>) -> Self {
         self.token_url = url.into();
+        self
+    }
+
+    /// Refresh with `client`. Without one, a refresh made while the registry resolves a
+    /// request's key uses that request's client (see [`crate::client`]), else the default.
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
         self
     }
 
@@ -337,7 +351,11 @@ impl CodexTokenStore {
     /// Exchange a refresh token for a new credential (not stored).
     pub async fn refresh(&self, refresh_token: &str) -> Result<CodexCredential, String> {
         let form = [("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("client_id", CLIENT_ID)];
-        token_grant(&self.token_url, &form, "refresh").await
+        let client = match &self.http_client {
+            Some(client) => client.clone(),
+            None => crate::client::for_token_request()?,
+        };
+        token_grant(&client, &self.token_url, &form, "refresh").await
     }
 
     /// The store as a registry key resolver (`Auth::Resolver`).

@@ -49,11 +49,12 @@ pub struct DeviceCode {
 pub struct DeviceLogin {
     base_url: String,
     timeout: Duration,
+    http_client: Option<reqwest::Client>,
 }
 
 impl Default for DeviceLogin {
     fn default() -> Self {
-        Self { base_url: AUTH_BASE_URL.to_owned(), timeout: DEVICE_CODE_TIMEOUT }
+        Self { base_url: AUTH_BASE_URL.to_owned(), timeout: DEVICE_CODE_TIMEOUT, http_client: None }
     }
 }
 
@@ -81,19 +82,35 @@ impl DeviceLogin {
         self
     }
 
+    /// Send the login's requests with `client` (default: [`crate::client::shared`]).
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    fn client(&self) -> Result<reqwest::Client, String> {
+        match &self.http_client {
+            Some(client) => Ok(client.clone()),
+            None => crate::client::shared().map_err(|e| e.to_string()),
+        }
+    }
+
     async fn post_json(&self, path: &str, body: &Value) -> Result<(u16, Vec<u8>), String> {
-        let client = crate::http::client()?;
+        let client = self.client()?;
         let send = client.post(format!("{}{path}", self.base_url)).json(body).send();
         let response = tokio::time::timeout(REQUEST_TIMEOUT, send)
             .await
             .map_err(|_| "The operation was aborted due to timeout".to_owned())?
             .map_err(|e| crate::http::deepest_cause(&e))?;
         let status = response.status().as_u16();
-        let bytes = tokio::time::timeout(REQUEST_TIMEOUT, response.bytes())
-            .await
-            .map_err(|_| "The operation was aborted due to timeout".to_owned())?
-            .map_err(|e| crate::http::deepest_cause(&e))?;
-        Ok((status, bytes.to_vec()))
+        let bytes = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES),
+        )
+        .await
+        .map_err(|_| "The operation was aborted due to timeout".to_owned())?
+        .map_err(|e| crate::http::deepest_cause(&e))?;
+        Ok((status, bytes))
     }
 
     /// Ask for a device code.
@@ -212,6 +229,6 @@ impl DeviceLogin {
             ("code_verifier", verifier.as_str()),
             ("redirect_uri", redirect.as_str()),
         ];
-        token_grant(&format!("{}/oauth/token", self.base_url), &form, "exchange").await
+        token_grant(&self.client()?, &format!("{}/oauth/token", self.base_url), &form, "exchange").await
     }
 }

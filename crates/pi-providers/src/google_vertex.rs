@@ -297,9 +297,11 @@ async fn run(
         .await
 }
 
-/// Application default credentials: service accounts and the default chain through
-/// `gcp_auth`; an authorized-user file named by `GOOGLE_APPLICATION_CREDENTIALS` (which
-/// `gcp_auth` reads only from gcloud's well-known path) by its refresh-token grant.
+/// Application default credentials. A credentials file (named by
+/// `GOOGLE_APPLICATION_CREDENTIALS`, else gcloud's well-known file) is read here and its grant
+/// sent with the request's HTTP client: a service account's JWT (signed by `gcp_auth`), an
+/// authorized user's refresh token. Without a file, `gcp_auth`'s chain (the metadata server,
+/// the gcloud CLI) provides the token with its own client.
 #[cfg(feature = "vertex")]
 mod adc {
     use std::collections::HashMap;
@@ -320,17 +322,24 @@ mod adc {
     /// Where tokens come from.
     #[derive(Clone)]
     enum Source {
+        /// gcp_auth's chain without a credentials file: the metadata server, the gcloud CLI.
         Gcp(Arc<dyn TokenProvider>),
-        User(Arc<AuthorizedUser>),
+        /// A credentials file: an OAuth grant sent with the request's HTTP client.
+        File(Arc<Grant>),
     }
 
-    /// An `authorized_user` credentials file: a refresh token and its OAuth client.
-    struct AuthorizedUser {
-        client_id: String,
-        client_secret: String,
-        refresh_token: String,
+    /// The OAuth grant of a credentials file and its cached token.
+    struct Grant {
+        kind: GrantKind,
         token_uri: String,
         cached: tokio::sync::Mutex<Option<(String, Instant)>>,
+    }
+
+    enum GrantKind {
+        /// `authorized_user`: a refresh token and its OAuth client.
+        RefreshToken { client_id: String, client_secret: String, refresh_token: String },
+        /// `service_account`: a JWT signed with the account's key (RFC 7523).
+        ServiceAccount { account: Box<gcp_auth::CustomServiceAccount>, email: String },
     }
 
     /// Sources by credentials file ("" = the default chain); each caches its token.
@@ -346,32 +355,47 @@ mod adc {
         let value: Value = serde_json::from_str(&text)
             .map_err(|_| format!("Vertex AI credentials: {path} is not a JSON credentials file"))?;
         let field = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
-        match value.get("type").and_then(Value::as_str) {
-            Some("service_account") => gcp_auth::CustomServiceAccount::from_json(&text)
-                .map(|account| Source::Gcp(Arc::new(account)))
-                .map_err(|error| format!("Vertex AI credentials: {error}")),
-            Some("authorized_user") => Ok(Source::User(Arc::new(AuthorizedUser {
+        let kind = match value.get("type").and_then(Value::as_str) {
+            Some("service_account") => GrantKind::ServiceAccount {
+                account: Box::new(
+                    gcp_auth::CustomServiceAccount::from_json(&text)
+                        .map_err(|error| format!("Vertex AI credentials: {error}"))?,
+                ),
+                email: field("client_email"),
+            },
+            Some("authorized_user") => GrantKind::RefreshToken {
                 client_id: field("client_id"),
                 client_secret: field("client_secret"),
                 refresh_token: field("refresh_token"),
-                token_uri: Some(field("token_uri"))
-                    .filter(|u| !u.is_empty())
-                    .unwrap_or_else(|| DEFAULT_TOKEN_URI.to_owned()),
-                cached: tokio::sync::Mutex::new(None),
-            }))),
-            other => Err(format!(
-                "Vertex AI credentials: unsupported credentials type {} in {path}",
-                other.map_or_else(|| "(none)".to_owned(), |t| format!("\"{t}\""))
-            )),
-        }
+            },
+            other => {
+                return Err(format!(
+                    "Vertex AI credentials: unsupported credentials type {} in {path}",
+                    other.map_or_else(|| "(none)".to_owned(), |t| format!("\"{t}\""))
+                ))
+            }
+        };
+        let token_uri =
+            Some(field("token_uri")).filter(|u| !u.is_empty()).unwrap_or_else(|| DEFAULT_TOKEN_URI.to_owned());
+        Ok(Source::File(Arc::new(Grant { kind, token_uri, cached: tokio::sync::Mutex::new(None) })))
+    }
+
+    /// gcloud's application default credentials file, where gcp_auth's chain looks for it.
+    fn gcloud_file() -> Option<String> {
+        let home = std::env::var_os("HOME").filter(|home| !home.is_empty())?;
+        let path = std::path::Path::new(&home).join(".config/gcloud/application_default_credentials.json");
+        path.is_file().then(|| path.to_string_lossy().into_owned())
     }
 
     async fn source(path: Option<&str>) -> Result<Source, String> {
-        let key = path.unwrap_or("").to_owned();
+        // A credentials file, named or gcloud's, is read here so that its grant goes through
+        // the request's client; gcp_auth keeps the sources that need no file.
+        let path = path.map(str::to_owned).or_else(gcloud_file);
+        let key = path.clone().unwrap_or_default();
         if let Some(found) = sources().lock().ok().and_then(|s| s.get(&key).cloned()) {
             return Ok(found);
         }
-        let created = match path {
+        let created = match &path {
             Some(path) => from_file(path)?,
             None => Source::Gcp(gcp_auth::provider().await.map_err(|error| match error {
                 gcp_auth::Error::NoAuthMethod(..) => NO_CREDENTIALS.to_owned(),
@@ -384,21 +408,50 @@ mod adc {
         Ok(created)
     }
 
-    impl AuthorizedUser {
-        async fn token(&self) -> Result<String, String> {
+    /// The signed JWT a service account presents for a token.
+    fn assertion(account: &gcp_auth::CustomServiceAccount, email: &str, token_uri: &str) -> Result<String, String> {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use base64::Engine;
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+        let claims = serde_json::json!({
+            "iss": email,
+            "scope": CLOUD_PLATFORM_SCOPE,
+            "aud": token_uri,
+            "iat": now,
+            // The longest life Google grants.
+            "exp": now.saturating_add(3600),
+        });
+        let mut jwt = URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
+        jwt.push('.');
+        jwt.push_str(&URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let signature =
+            account.signer().sign(jwt.as_bytes()).map_err(|error| format!("Vertex AI credentials: {error}"))?;
+        jwt.push('.');
+        jwt.push_str(&URL_SAFE_NO_PAD.encode(signature));
+        Ok(jwt)
+    }
+
+    impl Grant {
+        async fn token(&self, client: &reqwest::Client) -> Result<String, String> {
             let mut cached = self.cached.lock().await;
             if let Some((token, expires)) = cached.as_ref() {
                 if Instant::now() < *expires {
                     return Ok(token.clone());
                 }
             }
-            let client = crate::http::client()?;
-            let body = crate::common::form_encode(&[
-                ("grant_type", "refresh_token"),
-                ("client_id", &self.client_id),
-                ("client_secret", &self.client_secret),
-                ("refresh_token", &self.refresh_token),
-            ]);
+            let body = match &self.kind {
+                GrantKind::RefreshToken { client_id, client_secret, refresh_token } => crate::common::form_encode(&[
+                    ("grant_type", "refresh_token"),
+                    ("client_id", client_id),
+                    ("client_secret", client_secret),
+                    ("refresh_token", refresh_token),
+                ]),
+                GrantKind::ServiceAccount { account, email } => crate::common::form_encode(&[
+                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                    ("assertion", &assertion(account, email, &self.token_uri)?),
+                ]),
+            };
             let response = client
                 .post(&self.token_uri)
                 .header("content-type", "application/x-www-form-urlencoded")
@@ -409,9 +462,10 @@ mod adc {
                     format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
                 })?;
             let status = response.status();
-            let bytes = response.bytes().await.map_err(|error| {
-                format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
-            })?;
+            let bytes =
+                crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES).await.map_err(|error| {
+                    format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
+                })?;
             let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !status.is_success() {
                 // The error body of a token endpoint names the problem, never a token.
@@ -445,7 +499,7 @@ mod adc {
                     .await
                     .map(|token| token.as_str().to_owned())
                     .map_err(|error| format!("Vertex AI credentials: {error}")),
-                Source::User(user) => user.token().await,
+                Source::File(grant) => grant.token(crate::client::for_request(options)?).await,
             }
         };
         // The request's time-to-headers limit bounds the token fetch too (0 = none).

@@ -6,10 +6,11 @@
 //! [`DEFAULT_IDLE_TIMEOUT_MS`] between body chunks (stream and error bodies alike). Error bodies
 //! are read up to [`MAX_ERROR_BODY_BYTES`], event-stream lines and events are capped (see
 //! [`crate::sse::FrameGuard`]), and an `errorMessage` is bounded by [`bound_error_message`].
-//! Redirects are never followed, so provider credentials only reach the configured origin, and
-//! environment proxies (`HTTP(S)_PROXY`) are ignored.
+//! These limits are applied here, per request, whatever client sends it (see
+//! [`crate::client`]). Redirects are never followed by the default client, so provider
+//! credentials only reach the configured origin; a client that follows them ends the request
+//! with the redirect error. Environment proxies (`HTTP(S)_PROXY`) are opt-in.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,28 +39,10 @@ pub const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
 /// stream error event, a parse error quoting its data) is cut to 4000 units the same way.
 const MAX_ERROR_MESSAGE_CHARS: usize = MAX_ERROR_BODY_CHARS + 200;
 
-static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-
-/// The process-wide HTTP client (rustls with the `ring` provider, no system proxy, no redirects).
+/// The process-wide default client ([`crate::client::shared`]): rustls with the `ring`
+/// provider, no environment proxy, no redirects.
 pub fn client() -> Result<&'static reqwest::Client, String> {
-    CLIENT
-        .get_or_init(|| {
-            // Another component may have installed a provider already; either is fine.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            reqwest::Client::builder()
-                .tls_backend_rustls()
-                .tcp_nodelay(true)
-                // Requests carry provider keys in headers reqwest does not strip on a
-                // cross-origin redirect (`x-api-key`, `x-goog-api-key`), and a 302 would turn
-                // the POST into a GET: a redirect becomes an error instead.
-                .redirect(reqwest::redirect::Policy::none())
-                // Requests go where the model's base URL says; `HTTP(S)_PROXY` is ignored.
-                .no_proxy()
-                .build()
-                .map_err(|e| format!("Connection error.: {}", deepest_cause(&e)))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+    crate::client::shared_ref().map_err(|e| e.to_string())
 }
 
 /// The most specific message of an error's source chain.
@@ -217,13 +200,9 @@ async fn attempt(
     options: &StreamOptions,
     dialect: &dyn Dialect,
 ) -> Result<Option<reqwest::Response>, ApiError> {
-    let client = client().map_err(|message| ApiError {
-        kind: ApiErrorKind::Connection,
-        status: None,
-        headers: None,
-        message,
-        body: None,
-    })?;
+    // A client that cannot be had (a handle of another type, a failed build) is a
+    // configuration error: not retried.
+    let client = crate::client::for_request(options).map_err(ApiError::other)?;
     let mut builder = client.post(&request.url);
     for (name, value) in &request.headers {
         builder = builder.header(name.as_str(), value.as_str());
@@ -261,6 +240,9 @@ async fn attempt(
         }
         Ok(Ok(response)) => response,
     };
+    if let Some(message) = followed_redirect(&request.url, response.url()) {
+        return Err(ApiError::other(message));
+    }
     let status = response.status().as_u16();
     if (200..300).contains(&status) {
         return Ok(Some(response));
@@ -283,6 +265,21 @@ async fn attempt(
         }
     }
     Err(dialect.status_error(status, &headers, &bytes))
+}
+
+/// Largest token-endpoint answer read (OAuth answers are a few hundred bytes).
+pub(crate) const MAX_TOKEN_BODY_BYTES: usize = 1 << 20;
+
+/// A whole small body (token endpoints) up to `max` bytes; the rest is never read.
+pub(crate) async fn read_to_cap(mut response: reqwest::Response, max: usize) -> reqwest::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    while bytes.len() < max {
+        match response.chunk().await? {
+            Some(chunk) => bytes.extend_from_slice(&chunk[..chunk.len().min(max - bytes.len())]),
+            None => break,
+        }
+    }
+    Ok(bytes)
 }
 
 /// A limit in ms: `None` takes the default, `Some(0)` disables it.
@@ -313,6 +310,23 @@ fn redirect_message(status: u16, headers: &HeaderMap) -> String {
              only sent to the configured base URL"
         ),
     }
+}
+
+/// The error for an answer from another URL than the one requested: a client of the user's
+/// whose redirect policy follows redirects (the default client's does not).
+fn followed_redirect(requested: &str, answered: &reqwest::Url) -> Option<String> {
+    if answered.as_str() == requested || reqwest::Url::parse(requested).is_ok_and(|url| url == *answered) {
+        return None;
+    }
+    let mut location: String = answered.as_str().chars().take(MAX_LOCATION_CHARS).collect();
+    // The target's query may carry anything; its origin and path name it well enough.
+    if let Some(at) = location.find('?') {
+        location.truncate(at);
+    }
+    Some(format!(
+        "The HTTP client followed a redirect to {location}; build it with redirect(Policy::none()) so that \
+         credentials are only sent to the configured base URL"
+    ))
 }
 
 fn provider_response(response: &reqwest::Response) -> ProviderResponse {

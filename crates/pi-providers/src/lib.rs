@@ -67,6 +67,15 @@
 //! # }
 //! ```
 //!
+//! # HTTP client
+//!
+//! Requests go out through a `reqwest::Client` chosen per request: the request's own
+//! (`StreamOptions::http_client`), the provider's, the registry's, else one shared default
+//! that keeps connections pooled across requests and agents. A client of yours carries a
+//! proxy, a private CA or a client certificate; environment proxies (`HTTPS_PROXY`, ...) are
+//! an explicit opt-in. The time limits, size caps and cancellation hold whatever the client.
+//! See the `client` module (feature `http`).
+//!
 //! See `docs/providers.md` for the SSE decoder, retry, timeout and compatibility rules.
 
 pub mod faux;
@@ -93,6 +102,8 @@ pub mod azure_openai_responses;
 pub mod bedrock;
 pub mod catalog;
 pub mod classify;
+#[cfg(feature = "http")]
+pub mod client;
 pub mod cloudflare;
 #[cfg(feature = "http")]
 pub mod codex_auth;
@@ -129,3 +140,7 @@ pub use cost::calculate_cost;
 pub use http::{bound_error_message, client as http_client, DEFAULT_IDLE_TIMEOUT_MS};
 pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};
+/// The HTTP client crate the adapters send with, at the version this crate links: build
+/// clients for [`client`] with it.
+#[cfg(feature = "http")]
+pub use reqwest;

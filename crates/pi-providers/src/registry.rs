@@ -28,8 +28,8 @@ use futures::future::BoxFuture;
 use indexmap::IndexMap;
 use pi_types::transcript::normalize_context;
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError, Context, Model, StopReason,
-    StreamFn, StreamOptions, TranscriptContext,
+    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, BoxError, Context, HttpClientHandle, Model,
+    StopReason, StreamFn, StreamOptions, TranscriptContext,
 };
 
 /// Resolves a key for a model at request time (e.g. from a credential store).
@@ -146,6 +146,7 @@ pub struct Provider {
     auth: Auth,
     models: Vec<Model>,
     apis: HashMap<String, Arc<dyn StreamFn>>,
+    http_client: Option<HttpClientHandle>,
 }
 
 impl fmt::Debug for Provider {
@@ -157,6 +158,7 @@ impl fmt::Debug for Provider {
             .field("auth", &self.auth)
             .field("models", &self.models.len())
             .field("apis", &apis)
+            .field("http_client", &self.http_client.is_some())
             .finish()
     }
 }
@@ -165,7 +167,7 @@ impl Provider {
     /// An empty provider.
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
-        Self { name: id.clone(), id, auth: Auth::None, models: Vec::new(), apis: HashMap::new() }
+        Self { name: id.clone(), id, auth: Auth::None, models: Vec::new(), apis: HashMap::new(), http_client: None }
     }
 
     /// A built-in provider: catalog models, the HTTP adapters, key from the environment.
@@ -258,6 +260,14 @@ impl Provider {
         self
     }
 
+    /// Send this provider's requests with `client` unless a request brings its own (see
+    /// [`crate::client`]; this wins over the registry's client).
+    #[cfg(feature = "http")]
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(crate::client::handle(client));
+        self
+    }
+
     /// Provider id.
     pub fn id(&self) -> &str {
         &self.id
@@ -285,9 +295,13 @@ impl Provider {
             Auth::None => Ok(None),
             Auth::ApiKey(key) => Ok(Some(key.clone())),
             Auth::Env(vars) => Ok(vars.iter().find_map(|v| options.env_var(v))),
-            Auth::Resolver(resolve) => resolve(model)
-                .await
-                .map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() }),
+            Auth::Resolver(resolve) => {
+                let resolving = resolve(model);
+                // Token requests of the resolver (the Codex refresh) use the request's client.
+                #[cfg(feature = "http")]
+                let resolving = crate::client::resolving(options.http_client.clone(), resolving);
+                resolving.await.map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() })
+            }
         }
     }
 }
@@ -296,6 +310,7 @@ impl Provider {
 #[derive(Debug, Default)]
 pub struct Models {
     providers: RwLock<IndexMap<String, Arc<Provider>>>,
+    http_client: RwLock<Option<HttpClientHandle>>,
 }
 
 pub(crate) fn failed_stream(model: &Model, message: String) -> AssistantMessageEventStream {
@@ -330,6 +345,22 @@ impl Models {
             }
         }
         models
+    }
+
+    /// Send requests with `client` unless the request or its provider brings its own (see
+    /// [`crate::client`]).
+    #[cfg(feature = "http")]
+    pub fn with_http_client(self, client: reqwest::Client) -> Self {
+        self.set_http_client(Some(client));
+        self
+    }
+
+    /// Set or (`None`) clear the registry's client; requests already sent keep theirs.
+    #[cfg(feature = "http")]
+    pub fn set_http_client(&self, client: Option<reqwest::Client>) {
+        if let Ok(mut slot) = self.http_client.write() {
+            *slot = client.map(crate::client::handle);
+        }
     }
 
     /// Add or replace a provider.
@@ -399,6 +430,9 @@ impl Models {
             let error = ProviderError::NoApi { provider: provider.id.clone(), api: model.api.to_string() };
             return failed_stream(model, error.to_string());
         };
+        if options.http_client.is_none() {
+            options.http_client = provider.http_client.clone().or_else(|| self.http_client.read().ok()?.clone());
+        }
         if options.api_key.is_some() || matches!(provider.auth, Auth::None) {
             return adapter.stream(model, context, options);
         }
@@ -406,22 +440,16 @@ impl Models {
             options.api_key = Some(key.clone());
             return adapter.stream(model, context, options);
         }
+        // The key is resolved before the request goes; the adapter's stream is then this
+        // stream, so its events are handed over as directly as with a key given up front.
         let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let key = match provider.resolve_key(&model, &options).await {
-                Ok(key) => key,
-                Err(error) => {
-                    let mut stream = failed_stream(&model, error.to_string());
-                    while let Some(event) = futures::StreamExt::next(&mut stream).await {
-                        tx.send(event).await;
-                    }
-                    return;
+        AssistantMessageEventStream::deferred(async move {
+            match provider.resolve_key(&model, &options).await {
+                Ok(key) => {
+                    options.api_key = key;
+                    adapter.stream(&model, context, options)
                 }
-            };
-            options.api_key = key;
-            let mut stream = adapter.stream(&model, context, options);
-            while let Some(event) = futures::StreamExt::next(&mut stream).await {
-                tx.send(event).await;
+                Err(error) => failed_stream(&model, error.to_string()),
             }
         })
     }

@@ -374,7 +374,11 @@ async fn the_registry_resolver_refreshes_and_the_adapter_sends_the_new_token() {
     store_credential(&path, &jwt("acct-old", "old"), "r1", 0);
     let store = Arc::new(CodexTokenStore::new(&path).with_token_url(endpoint.url.clone()));
     let codex = model("openai-codex-responses", "openai-codex", format!("{}/backend-api", server.url));
-    let models = Models::new();
+    // The registry's client (through a counting proxy) carries the refresh and the stream.
+    let proxy = loopback::ForwardProxy::start().await;
+    let client =
+        pi_providers::client::builder().proxy(pi_providers::reqwest::Proxy::http(&proxy.url).unwrap()).build().unwrap();
+    let models = Models::new().with_http_client(client);
     models.set_provider(
         Provider::new("openai-codex")
             .with_auth(Auth::Resolver(store.resolver()))
@@ -386,6 +390,13 @@ async fn the_registry_resolver_refreshes_and_the_adapter_sends_the_new_token() {
     let reply = tokio::time::timeout(GUARD, models.complete(&codex, context, options)).await.unwrap().unwrap();
     assert_eq!(reply.stop_reason, StopReason::Stop, "{:?}", reply.error_message);
     assert_eq!(reply.text(), "Hello");
+    assert_eq!(
+        *proxy.lines.lock().unwrap(),
+        [
+            format!("POST {} HTTP/1.1", endpoint.url),
+            format!("POST {}/backend-api/codex/responses HTTP/1.1", server.url)
+        ]
+    );
     let heads = server.heads.lock().unwrap().clone();
     assert_eq!(heads.len(), 1);
     assert!(heads[0].starts_with("post /backend-api/codex/responses "), "{}", heads[0]);

@@ -6,6 +6,11 @@
 //! [`GUARD`], far above the small limits set here), the client lets go of the connection
 //! (no task left holding it) and no credential is sent where it should not go. The healthy
 //! responses are the vendored `text_basic` recordings of each API.
+//!
+//! Every fault runs twice (the `default_client` and `user_client` modules): through the
+//! adapters' default HTTP client and through a client the user built with reqwest's own
+//! defaults, passed in `StreamOptions::http_client`: the limits are the reading code's, not
+//! the client's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,7 +34,8 @@ use pi_providers::pi_messages::PiMessages;
 use pi_types::transcript::normalize_context;
 use pi_types::CancellationToken;
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
+    AssistantMessage, AssistantMessageEvent, Context, HttpClientHandle, Message, Model, StopReason, StreamFn,
+    StreamOptions, UserMessage,
 };
 use serde_json::Value;
 
@@ -209,8 +215,53 @@ fn default_headers_limit_ms(api: &str) -> u64 {
     }
 }
 
-fn options() -> StreamOptions {
+/// The HTTP client a fault runs through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Via {
+    /// The adapters' default (`StreamOptions::http_client` unset).
+    Default,
+    /// A client of the user's, built from `reqwest::Client::builder()` with reqwest's defaults
+    /// but for redirects (which the client decides; see `pi_providers::client`) and proxies
+    /// (a test must not depend on the machine's), marked by a default header.
+    User,
+}
+
+const USER_CLIENT_HEADER: &str = "x-fault-client";
+
+impl Via {
+    fn client(self) -> Option<HttpClientHandle> {
+        thread_local! {
+            // One per test thread: a client's pooled connections live on its runtime.
+            static USER: pi_providers::reqwest::Client = {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let mut headers = pi_providers::reqwest::header::HeaderMap::new();
+                headers.insert(USER_CLIENT_HEADER, "user".parse().unwrap());
+                pi_providers::reqwest::Client::builder()
+                    .redirect(pi_providers::reqwest::redirect::Policy::none())
+                    .no_proxy()
+                    .default_headers(headers)
+                    .build()
+                    .unwrap()
+            };
+        }
+        match self {
+            Self::Default => None,
+            Self::User => Some(USER.with(|client| pi_providers::client::handle(client.clone()))),
+        }
+    }
+
+    /// Every request `server` saw came through this client.
+    fn check(self, api: &str, server: &Server) {
+        let marker = format!("{USER_CLIENT_HEADER}: user");
+        for head in server.heads.lock().unwrap().iter() {
+            assert_eq!(head.contains(&marker), self == Self::User, "{api}: sent through the wrong client");
+        }
+    }
+}
+
+fn options(via: Via) -> StreamOptions {
     StreamOptions {
+        http_client: via.client(),
         api_key: Some(SECRET.into()),
         max_retries: Some(0),
         timeout_ms: Some(LIMIT_MS),
@@ -270,6 +321,7 @@ async fn run_guarded(
 
 /// Run a fault against every adapter; returns each API's final message.
 async fn each(
+    via: Via,
     steps: impl Fn(&str) -> Vec<Step>,
     options: impl Fn() -> StreamOptions,
 ) -> Vec<(String, AssistantMessage)> {
@@ -277,6 +329,7 @@ async fn each(
     for &api in APIS {
         let server = Server::start(steps(api)).await;
         let (_, message) = run(api, &server.url, options()).await;
+        via.check(api, &server);
         out.push((api.to_owned(), message));
     }
     out
@@ -290,16 +343,15 @@ fn error_text(api: &str, message: &AssistantMessage) -> String {
     text.into()
 }
 
-#[tokio::test]
-async fn healthy_recordings_complete() {
-    for (api, message) in each(|api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api))], options).await {
+async fn healthy_recordings_complete(via: Via) {
+    for (api, message) in each(via, |api| vec![Step::Bytes(sse_head()), Step::Bytes(body(api))], || options(via)).await
+    {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
     }
 }
 
-#[tokio::test]
-async fn reset_mid_stream() {
+async fn reset_mid_stream(via: Via) {
     let steps = |api: &str| {
         let body = body(api);
         vec![
@@ -309,29 +361,34 @@ async fn reset_mid_stream() {
             Step::Reset,
         ]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         let text = error_text(&api, &message);
         assert!(text.starts_with("terminated: ") || text.contains("ended"), "{api}: {text}");
     }
 }
 
-#[tokio::test]
-async fn stall_before_headers_ends_at_the_limit() {
+async fn stall_before_headers_ends_at_the_limit(via: Via) {
     for &api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
-        let (_, message) = run(api, &server.url, options()).await;
+        let (_, message) = run(api, &server.url, options(via)).await;
+        via.check(api, &server);
         assert_eq!(error_text(api, &message), headers_timeout_text(api, LIMIT_MS), "{api}");
         assert!(server.released(1).await, "{api}: connection still held");
     }
 }
 
 /// Without any option set, waiting for headers still ends (at 300 s, Mistral 60 s, on a paused clock).
-#[tokio::test(start_paused = true)]
-async fn stall_before_headers_has_a_default_limit() {
+async fn stall_before_headers_has_a_default_limit(via: Via) {
+    tokio::time::pause();
     for &api in APIS {
         let server = Server::start(vec![Step::Hold]).await;
         let started = tokio::time::Instant::now();
-        let options = StreamOptions { api_key: Some(SECRET.into()), max_retries: Some(0), ..Default::default() };
+        let options = StreamOptions {
+            api_key: Some(SECRET.into()),
+            max_retries: Some(0),
+            http_client: via.client(),
+            ..Default::default()
+        };
         let (_, message) = run_guarded(api, &server.url, options, Duration::from_secs(400)).await;
         let limit = default_headers_limit_ms(api);
         assert_eq!(error_text(api, &message), headers_timeout_text(api, limit), "{api}");
@@ -339,20 +396,18 @@ async fn stall_before_headers_has_a_default_limit() {
     }
 }
 
-#[tokio::test]
-async fn stall_after_headers_ends_at_the_idle_limit() {
+async fn stall_after_headers_ends_at_the_idle_limit(via: Via) {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(events(api)[0].clone()), Step::Hold];
     for &api in APIS {
         let server = Server::start(steps(api)).await;
-        let (_, message) = run(api, &server.url, options()).await;
+        let (_, message) = run(api, &server.url, options(via)).await;
         let text = error_text(api, &message);
         assert_eq!(text, format!("Stream idle timeout: no data received for {LIMIT_MS} ms"), "{api}");
         assert!(server.released(1).await, "{api}: connection still held");
     }
 }
 
-#[tokio::test]
-async fn stalled_error_body_ends_at_the_idle_limit() {
+async fn stalled_error_body_ends_at_the_idle_limit(via: Via) {
     let steps = |_: &str| {
         vec![
             Step::Bytes(head(500, "application/json", "content-length: 1000\r\n")),
@@ -362,7 +417,7 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
     };
     for &api in APIS {
         let server = Server::start(steps(api)).await;
-        let (_, message) = run(api, &server.url, options()).await;
+        let (_, message) = run(api, &server.url, options(via)).await;
         let text = error_text(api, &message);
         if gemini_like(api) {
             // @google/genai parses the (cut) body as JSON and reports the parse error.
@@ -377,17 +432,15 @@ async fn stalled_error_body_ends_at_the_idle_limit() {
     }
 }
 
-#[tokio::test]
-async fn trickle_one_byte_per_write() {
+async fn trickle_one_byte_per_write(via: Via) {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Trickle(body(api))];
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
     }
 }
 
-#[tokio::test]
-async fn invalid_and_split_utf8() {
+async fn invalid_and_split_utf8(via: Via) {
     // A two-byte, an invalid and a three-byte sequence, every byte its own write.
     let steps = |api: &str| {
         // Every copy of the text (deltas and final items) carries the same bytes.
@@ -404,24 +457,22 @@ async fn invalid_and_split_utf8() {
         });
         vec![Step::Bytes(sse_head()), Step::Trickle(bytes)]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert!(message.text().starts_with("S\u{e9}rver\u{fffd} \u{20ac}-sent events"), "{api}: {}", message.text());
     }
 }
 
-#[tokio::test]
-async fn html_200_is_an_error() {
+async fn html_200_is_an_error(via: Via) {
     let steps = |_: &str| {
         vec![Step::Bytes(with_length(200, "text/html", "", b"<html><body><h1>502 Bad Gateway</h1></body></html>"))]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         error_text(&api, &message);
     }
 }
 
-#[tokio::test]
-async fn json_error_with_200_is_an_error() {
+async fn json_error_with_200_is_an_error(via: Via) {
     let steps = |_: &str| {
         vec![Step::Bytes(with_length(
             200,
@@ -430,15 +481,14 @@ async fn json_error_with_200_is_an_error() {
             br#"{"error":{"message":"Overloaded","code":529,"status":"UNAVAILABLE"}}"#,
         ))]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         error_text(&api, &message);
     }
 }
 
-#[tokio::test]
-async fn terminal_event_twice() {
+async fn terminal_event_twice(via: Via) {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(cat(body(api), terminal(api)))];
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         if !gemini_like(&api) {
             // Gemini's last chunk is no terminal event but text with a finish reason: it counts twice.
@@ -447,10 +497,9 @@ async fn terminal_event_twice() {
     }
 }
 
-#[tokio::test]
-async fn events_after_the_terminal_are_ignored() {
+async fn events_after_the_terminal_are_ignored(via: Via) {
     let steps = |api: &str| vec![Step::Bytes(sse_head()), Step::Bytes(cat(body(api), text_delta(api)))];
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         if !gemini_like(&api) && api != BEDROCK {
             // Gemini has no terminal event: a chunk after `finishReason` is still part of the answer.
@@ -460,8 +509,7 @@ async fn events_after_the_terminal_are_ignored() {
     }
 }
 
-#[tokio::test]
-async fn terminal_then_open_connection_completes_at_once() {
+async fn terminal_then_open_connection_completes_at_once(via: Via) {
     // A long idle limit: only stopping at the terminal event ends these runs within GUARD.
     for api in [
         "openai-completions",
@@ -473,7 +521,7 @@ async fn terminal_then_open_connection_completes_at_once() {
         "pi-messages",
     ] {
         let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
-        let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options() };
+        let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options(via) };
         let (_, message) = run(api, &server.url, options).await;
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.text(), TEXT, "{api}");
@@ -482,15 +530,14 @@ async fn terminal_then_open_connection_completes_at_once() {
     // Gemini's and Bedrock's protocols end only at EOF: the idle limit bounds the wait.
     for &api in APIS.iter().filter(|api| gemini_like(api) || **api == BEDROCK) {
         let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
-        let (_, message) = run(api, &server.url, options()).await;
+        let (_, message) = run(api, &server.url, options(via)).await;
         assert!(error_text(api, &message).starts_with("Stream idle timeout"), "{api}");
         assert_eq!(message.text(), TEXT, "{api}: content kept");
         assert!(server.released(1).await, "{api}: connection still held");
     }
 }
 
-#[tokio::test]
-async fn absurd_retry_after_with_the_default_cap() {
+async fn absurd_retry_after_with_the_default_cap(via: Via) {
     let steps = |_: &str| {
         vec![Step::Bytes(with_length(
             429,
@@ -499,7 +546,7 @@ async fn absurd_retry_after_with_the_default_cap() {
             br#"{"error":{"message":"slow down"}}"#,
         ))]
     };
-    for (api, message) in each(steps, || StreamOptions { max_retries: Some(1), ..options() }).await {
+    for (api, message) in each(via, steps, || StreamOptions { max_retries: Some(1), ..options(via) }).await {
         let text = error_text(&api, &message);
         if !gemini_like(&api) {
             assert!(text.starts_with("Server requested "), "{api}: {text}");
@@ -507,8 +554,7 @@ async fn absurd_retry_after_with_the_default_cap() {
     }
 }
 
-#[tokio::test]
-async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
+async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled(via: Via) {
     let steps = |_: &str| {
         vec![Step::Bytes(with_length(
             429,
@@ -524,7 +570,7 @@ async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
             max_retries: Some(3),
             max_retry_delay_ms: Some(0),
             cancel: Some(cancel.clone()),
-            ..options()
+            ..options(via)
         };
         let trigger = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -536,25 +582,24 @@ async fn absurd_retry_after_without_a_cap_sleeps_until_cancelled() {
     }
 }
 
-#[tokio::test]
-async fn redirects_to_another_origin_are_not_followed() {
+async fn redirects_to_another_origin_are_not_followed(via: Via) {
     for status in [301u16, 302, 307, 308] {
         for &api in APIS {
             let other = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api))]).await;
             let location = format!("location: {}/steal\r\n", other.url);
             let server = Server::start(vec![Step::Bytes(with_length(status, "text/plain", &location, b""))]).await;
-            let (_, message) = run(api, &server.url, options()).await;
+            let (_, message) = run(api, &server.url, options(via)).await;
             let text = error_text(api, &message);
             assert!(text.contains(&format!("redirect ({status})")), "{api}: {text}");
             // The key went to the configured origin (so the test can see it) and nowhere else.
             assert!(server.heads.lock().unwrap().iter().any(|h| h.contains(SECRET)), "{api}");
             assert_eq!(other.requests.load(Ordering::SeqCst), 0, "{api}: {status} followed");
+            via.check(api, &server);
         }
     }
 }
 
-#[tokio::test]
-async fn huge_line_is_cut_with_a_clear_error() {
+async fn huge_line_is_cut_with_a_clear_error(via: Via) {
     let steps = |_: &str| {
         let mut steps = vec![Step::Bytes(sse_head()), Step::Bytes(b"data: ".to_vec())];
         let block = vec![b'a'; 1 << 20];
@@ -565,7 +610,7 @@ async fn huge_line_is_cut_with_a_clear_error() {
     for &api in APIS {
         let server = Server::start(steps(api)).await;
         // 17 MiB through a debug build on a loaded machine: a generous guard, still no hang.
-        let (_, message) = run_guarded(api, &server.url, options(), Duration::from_secs(180)).await;
+        let (_, message) = run_guarded(api, &server.url, options(via), Duration::from_secs(180)).await;
         let text = error_text(api, &message);
         if api == BEDROCK {
             // "data" read as a frame length is ~1.7 GB: refused before anything is buffered.
@@ -576,21 +621,19 @@ async fn huge_line_is_cut_with_a_clear_error() {
     }
 }
 
-#[tokio::test]
-async fn huge_error_body_gives_a_bounded_message() {
+async fn huge_error_body_gives_a_bounded_message(via: Via) {
     let steps = |_: &str| {
         let body = vec![b'x'; 5 << 20];
         vec![Step::Bytes(with_length(500, "text/plain", "", &body))]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         let text = error_text(&api, &message);
         assert!(text.encode_utf16().count() <= 4200, "{api}: {} units", text.encode_utf16().count());
         assert!(text.contains("... [truncated "), "{api}: {}", &text[text.len().saturating_sub(80)..]);
     }
 }
 
-#[tokio::test]
-async fn huge_usage_numbers_saturate() {
+async fn huge_usage_numbers_saturate(via: Via) {
     let steps = |api: &str| {
         let body = String::from_utf8(body(api)).unwrap_or_default();
         let body = match api {
@@ -628,8 +671,42 @@ async fn huge_usage_numbers_saturate() {
         assert!(body.contains("1e300"), "{api}");
         vec![Step::Bytes(sse_head()), Step::Bytes(body.into_bytes())]
     };
-    for (api, message) in each(steps, options).await {
+    for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.usage.output, u64::MAX, "{api}");
     }
 }
+
+/// Each fault as two tests: through the default client and through the user's.
+macro_rules! through_each_client {
+    ($($fault:ident),* $(,)?) => {
+        mod default_client {
+            $(#[tokio::test] async fn $fault() { super::$fault(super::Via::Default).await })*
+        }
+        mod user_client {
+            $(#[tokio::test] async fn $fault() { super::$fault(super::Via::User).await })*
+        }
+    };
+}
+
+through_each_client!(
+    healthy_recordings_complete,
+    reset_mid_stream,
+    stall_before_headers_ends_at_the_limit,
+    stall_before_headers_has_a_default_limit,
+    stall_after_headers_ends_at_the_idle_limit,
+    stalled_error_body_ends_at_the_idle_limit,
+    trickle_one_byte_per_write,
+    invalid_and_split_utf8,
+    html_200_is_an_error,
+    json_error_with_200_is_an_error,
+    terminal_event_twice,
+    events_after_the_terminal_are_ignored,
+    terminal_then_open_connection_completes_at_once,
+    absurd_retry_after_with_the_default_cap,
+    absurd_retry_after_without_a_cap_sleeps_until_cancelled,
+    redirects_to_another_origin_are_not_followed,
+    huge_line_is_cut_with_a_clear_error,
+    huge_error_body_gives_a_bounded_message,
+    huge_usage_numbers_saturate,
+);

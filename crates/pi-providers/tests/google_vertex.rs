@@ -324,6 +324,30 @@ mod adc {
     }
 
     #[tokio::test]
+    async fn the_token_request_goes_through_the_requests_client() {
+        let (url, seen) = serve((200, token_json()), sse_answer()).await;
+        let proxy = loopback::ForwardProxy::start().await;
+        let path = service_account(&url, "sa-proxied.json");
+        let client = pi_providers::client::builder()
+            .proxy(pi_providers::reqwest::Proxy::http(&proxy.url).unwrap())
+            .build()
+            .unwrap();
+        let options = StreamOptions { http_client: Some(pi_providers::client::handle(client)), ..adc_options(&path) };
+        let events = collect(GoogleVertex::default().stream(&model(&url), context(), options)).await;
+        assert_eq!(events.last().unwrap().type_name(), "done");
+        assert_eq!(
+            *proxy.lines.lock().unwrap(),
+            [
+                format!("POST {url}/token HTTP/1.1"),
+                format!(
+                    "POST {url}/v1/publishers/google/models/gemini-2.5-flash:streamGenerateContent?alt=sse HTTP/1.1"
+                ),
+            ]
+        );
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
     async fn an_authorized_user_file_refreshes_its_token() {
         let (url, seen) = serve((200, token_json()), sse_answer()).await;
         let path = write_file(

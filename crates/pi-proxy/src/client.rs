@@ -262,6 +262,12 @@ impl Request {
         for event in events.drain(..) {
             for line in &event.raw {
                 let event = match decode_line(line) {
+                    // The server's error text gets what the client's own gets: a server (or a
+                    // proxy in between) that echoes the token must not put it in the transcript.
+                    Ok(Some(ProxyEvent::Error { reason, error_message, usage, provider_thinking_level })) => {
+                        let error_message = error_message.map(|text| self.failure(text.into()).into_boxed_str());
+                        ProxyEvent::Error { reason, error_message, usage, provider_thinking_level }
+                    }
                     Ok(Some(event)) => event,
                     Ok(None) => continue,
                     Err(message) => return Some(Ending::Failed(message)),

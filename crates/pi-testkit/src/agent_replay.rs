@@ -5,13 +5,12 @@ use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use pi_agent::{Agent, AgentInitialState, AgentOptions, PromptInput, QueueMode, RunHandle, WeakAgent};
-use pi_loop::LoopConfig;
 use pi_types::{AgentEvent, ThinkingLevel};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 use crate::normalize::canonical_line;
-use crate::replay::{install_hooks, parse_message, parse_messages, ActionCounter, ReplayError, Setup, Trace};
+use crate::replay::{parse_message, parse_messages, scenario_hooks, ActionCounter, ReplayError, Setup, Trace};
 use crate::scenario::{ActionJson, Scenario, ScenarioError};
 
 fn queue_mode(mode: Option<&str>) -> Result<QueueMode, ScenarioError> {
@@ -115,9 +114,9 @@ pub(crate) async fn replay_agent(
         }
     }
 
-    let mut hooks = LoopConfig::new(setup.model.clone(), Arc::clone(&setup.stream_fn));
-    install_hooks(&setup, scenario, &mut hooks)?;
-    let mut options = AgentOptions::new(Arc::clone(&setup.stream_fn));
+    // Agent level installs the scenario's prepareNextTurn as prepareNextTurnWithContext, which
+    // is the agent's `prepare_next_turn`.
+    let mut options = AgentOptions::new(Arc::clone(&setup.stream_fn)).with_hooks(scenario_hooks(&setup, scenario));
     options.initial_state = AgentInitialState {
         system_prompt: scenario.system_prompt.clone(),
         model: Some(Arc::new(setup.model.clone())),
@@ -128,14 +127,6 @@ pub(crate) async fn replay_agent(
     options.tool_execution = scenario.config.tool_execution.unwrap_or_default();
     options.steering_mode = queue_mode(scenario.config.steering_mode.as_deref())?;
     options.follow_up_mode = queue_mode(scenario.config.follow_up_mode.as_deref())?;
-    options.before_tool_call = hooks.before_tool_call.take();
-    options.after_tool_call = hooks.after_tool_call.take();
-    options.finish_turn = hooks.finish_turn.take();
-    options.transform_context = hooks.transform_context.take();
-    if let Some(prepare) = hooks.prepare_next_turn.take() {
-        // Agent level installs the scenario's prepareNextTurn as prepareNextTurnWithContext.
-        options.prepare_next_turn_with_context = Some(Arc::new(move |turn, _cancel| prepare(turn)));
-    }
     let agent = Agent::new(options);
 
     let trace = setup.trace.clone();

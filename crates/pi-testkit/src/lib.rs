@@ -27,6 +27,7 @@ mod agent_replay;
 pub mod bench;
 #[cfg(feature = "sse-bench")]
 pub mod bench_sse;
+mod error;
 pub mod grammar;
 pub mod normalize;
 #[cfg(feature = "provider-replay")]
@@ -37,3 +38,5 @@ pub mod replay;
 pub mod scenario;
 pub mod scenario_tool;
 pub mod snapshot;
+
+pub use error::ReplayError;

@@ -28,19 +28,7 @@ const DEFAULT_TIMEOUT_MS: u64 = 5000;
 const DEFAULT_CHUNK_DELAY_MS: u64 = 3;
 const BASE_URL_PLACEHOLDER: &str = "{{BASE_URL}}";
 
-/// Why a case could not be replayed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// Reading the case or serving it failed.
-    #[error("replay I/O: {0}")]
-    Io(#[from] std::io::Error),
-    /// The case is not valid JSON or does not match the case format.
-    #[error("invalid case: {0}")]
-    Case(String),
-    /// The case names an API without an adapter.
-    #[error("unknown api: {0}")]
-    UnknownApi(String),
-}
+pub use crate::error::ReplayError;
 
 /// A request the loopback server received.
 #[derive(Clone, Debug)]

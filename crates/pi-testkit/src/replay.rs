@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use pi_loop::{
-    AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult, LoopConfig, TurnDecision, TurnUpdate,
+    AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult, Hooks, LoopConfig, TurnDecision,
+    TurnUpdate,
 };
 use pi_providers::faux::{FauxOptions, FauxProvider, FauxResponse};
 use pi_types::CancellationToken;
@@ -19,21 +20,7 @@ use crate::normalize::canonical_line;
 use crate::scenario::{Level, Scenario, ScenarioError, ToolSpecJson};
 use crate::scenario_tool::ScenarioTool;
 
-/// Why a scenario could not be replayed.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// The scenario is invalid.
-    #[error(transparent)]
-    Scenario(#[from] ScenarioError),
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The path.
-        path: String,
-        /// The error.
-        source: std::io::Error,
-    },
-}
+pub use crate::error::ReplayError;
 
 /// The lines of a trace, in order of occurrence. `None` reserves a slot.
 #[derive(Clone, Default)]
@@ -94,8 +81,8 @@ pub fn replay_file_with(path: &Path, provider: &ProviderFactory) -> Result<Strin
 }
 
 fn read_scenario(path: &Path) -> Result<Scenario, ReplayError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| ReplayError::Io { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ReplayError::Read { path: path.display().to_string(), source })?;
     let stem = path.file_stem().and_then(|s| s.to_str());
     Ok(Scenario::parse(&text, stem)?)
 }
@@ -232,17 +219,14 @@ fn find_turn_rule(rules: &[Map<String, Value>], turn: u64) -> Option<&Map<String
     rules.iter().find(|r| r.get("turn").and_then(Value::as_u64) == Some(turn))
 }
 
-/// Install the scenario's data-driven hooks on a loop configuration.
-pub(crate) fn install_hooks(
-    setup: &Arc<Setup>,
-    scenario: &Scenario,
-    config: &mut LoopConfig,
-) -> Result<(), ScenarioError> {
+/// The scenario's data-driven hooks.
+pub(crate) fn scenario_hooks(setup: &Arc<Setup>, scenario: &Scenario) -> Hooks {
     let rules = &scenario.config;
+    let mut hooks = Hooks::new();
     if let Some(before) = rules.before_tool_call.clone() {
-        config.before_tool_call = Some(Arc::new(move |ctx, _cancel| {
+        hooks = hooks.before_tool_call(move |ctx, _cancel| {
             let rule = before.iter().find(|r| rule_matches(r, ctx.tool_call)).cloned();
-            Box::pin(async move {
+            async move {
                 let Some(rule) = rule else { return Ok(None) };
                 if let Some(error) = thrown(&rule) {
                     return Err(error);
@@ -252,13 +236,13 @@ pub(crate) fn install_hooks(
                     reason: rule.get("reason").and_then(Value::as_str).map(str::to_owned),
                     terminate: rule.get("terminate").and_then(Value::as_bool),
                 }))
-            })
-        }));
+            }
+        });
     }
     if let Some(after) = rules.after_tool_call.clone() {
-        config.after_tool_call = Some(Arc::new(move |ctx, _cancel| {
+        hooks = hooks.after_tool_call(move |ctx, _cancel| {
             let rule = after.iter().find(|r| rule_matches(r, ctx.tool_call)).cloned();
-            Box::pin(async move {
+            async move {
                 let Some(rule) = rule else { return Ok(None) };
                 if let Some(error) = thrown(&rule) {
                     return Err(error);
@@ -275,13 +259,13 @@ pub(crate) fn install_hooks(
                     terminate: rule.get("terminate").and_then(Value::as_bool),
                     ..Default::default()
                 }))
-            })
-        }));
+            }
+        });
     }
     if let Some(finish) = rules.finish_turn.clone() {
-        config.finish_turn = Some(Arc::new(move |turn, _cancel| {
+        hooks = hooks.finish_turn(move |turn, _cancel| {
             let rule = find_turn_rule(&finish, turn_number(turn.new_messages)).cloned();
-            Box::pin(async move {
+            async move {
                 let Some(rule) = rule else { return Ok(None) };
                 if let Some(error) = thrown(&rule) {
                     return Err(error);
@@ -291,16 +275,16 @@ pub(crate) fn install_hooks(
                     Some("continue") => Some(TurnDecision::Continue),
                     _ => None,
                 })
-            })
-        }));
+            }
+        });
     }
     if let Some(prepare) = rules.prepare_next_turn.clone() {
         let setup = Arc::clone(setup);
-        config.prepare_next_turn = Some(Arc::new(move |turn| {
+        hooks = hooks.prepare_next_turn(move |turn, _cancel| {
             let rule = find_turn_rule(&prepare, turn_number(turn.new_messages)).cloned();
             let messages = turn.context.messages.clone();
             let setup = Arc::clone(&setup);
-            Box::pin(async move {
+            async move {
                 let Some(rule) = rule else { return Ok(None) };
                 if let Some(error) = thrown(&rule) {
                     return Err(error);
@@ -316,18 +300,17 @@ pub(crate) fn install_hooks(
                     update.thinking_level = Some(serde_json::from_value(level.clone())?);
                 }
                 Ok(Some(update))
-            })
-        }));
+            }
+        });
     }
     if let Some(transform) = &rules.transform_context {
         let keep = transform.keep_last;
-        config.transform_context = Some(Arc::new(move |messages, _cancel| {
+        hooks = hooks.transform_context(move |messages, _cancel| {
             let start = messages.len().saturating_sub(keep);
-            let kept = messages[start..].to_vec();
-            Box::pin(async move { Ok(kept) })
-        }));
+            std::future::ready(Ok(messages[start..].to_vec()))
+        });
     }
-    Ok(())
+    hooks
 }
 
 /// Counts events per type and finds the actions they trigger.
@@ -354,14 +337,14 @@ struct LoopSink {
 }
 
 impl AgentEventSink for LoopSink {
-    fn emit<'a>(&'a self, event: &'a AgentEvent) -> pi_loop::EmitFuture<'a> {
+    fn deliver(&self, event: AgentEvent, _info: pi_loop::EventInfo) -> pi_loop::Delivery {
         self.trace.record(&json!({"kind": "event", "event": event}));
-        for action in self.counter.fire(&self.scenario, event) {
+        for action in self.counter.fire(&self.scenario, &event) {
             if action.action == "abort" {
                 self.cancel.cancel();
             }
         }
-        pi_loop::EmitFuture::done()
+        pi_loop::Delivery::done()
     }
 }
 
@@ -372,21 +355,23 @@ async fn replay_async(scenario: &Scenario, provider: Option<&ProviderFactory>) -
     }
 }
 
-fn poll_source(entries: &[crate::scenario::PollJson]) -> Result<pi_loop::MessageSourceFn, ScenarioError> {
+/// A message source answering poll `n` with the entry for `n` (nothing when there is none).
+fn poll_source(
+    entries: &[crate::scenario::PollJson],
+) -> Result<impl Fn() -> std::future::Ready<Vec<AgentMessage>> + Send + Sync + 'static, ScenarioError> {
     let mut by_poll = HashMap::new();
     for entry in entries {
         by_poll.entry(entry.poll).or_insert(parse_messages(&entry.messages)?);
     }
-    let polls = Arc::new(Mutex::new(0usize));
-    Ok(Arc::new(move || {
+    let polls = Mutex::new(0usize);
+    Ok(move || {
         let n = {
             let mut polls = polls.lock().unwrap_or_else(|p| p.into_inner());
             *polls += 1;
             *polls
         };
-        let messages = by_poll.get(&n).cloned().unwrap_or_default();
-        Box::pin(async move { messages })
-    }))
+        std::future::ready(by_poll.get(&n).cloned().unwrap_or_default())
+    })
 }
 
 async fn replay_loop(scenario: &Scenario, provider: Option<&ProviderFactory>) -> Result<String, ReplayError> {
@@ -394,9 +379,10 @@ async fn replay_loop(scenario: &Scenario, provider: Option<&ProviderFactory>) ->
     let mut config = LoopConfig::new(setup.model.clone(), Arc::clone(&setup.stream_fn));
     config.options.reasoning = scenario.thinking_level.filter(|l| *l != ThinkingLevel::Off);
     config.tool_execution = scenario.config.tool_execution.unwrap_or_default();
-    config.get_steering_messages = Some(poll_source(&scenario.steering)?);
-    config.get_follow_up_messages = Some(poll_source(&scenario.follow_ups)?);
-    install_hooks(&setup, scenario, &mut config)?;
+    let config = config
+        .get_steering_messages(poll_source(&scenario.steering)?)
+        .get_follow_up_messages(poll_source(&scenario.follow_ups)?)
+        .with_hooks(scenario_hooks(&setup, scenario));
     let context = AgentContext::new(parse_messages(&scenario.messages)?, setup.initial_tools.clone());
     let cancel = CancellationToken::new();
     let sink = Arc::new(LoopSink {

@@ -94,7 +94,7 @@ use crate::stream::{EventSender, SendEvent, SendOwned};
 /// [`TypesError::NoSuchBlock`] when the index does not name a block of the right kind in the
 /// right state, and then change nothing and send nothing.
 ///
-/// A block method makes its change when it is called and returns a [`Sent`] future, which
+/// A block method makes its change when it is called and returns a [`Handover`] future, which
 /// hands the event to the consumer when awaited (it borrows the builder, so each is awaited, or
 /// dropped, before the next call).
 #[derive(Debug)]
@@ -175,12 +175,12 @@ impl ArgumentText {
 /// that stores only the event, so a provider's future stays small.
 #[derive(Debug)]
 #[must_use = "the event is handed over when the future is awaited"]
-pub struct Sent<'a, T> {
+pub struct Handover<'a, T> {
     send: Option<SendEvent<'a>>,
     output: Option<T>,
 }
 
-impl<'a, T> Sent<'a, T> {
+impl<'a, T> Handover<'a, T> {
     /// `output` once `send` was handed over.
     fn after(send: SendEvent<'a>, output: T) -> Self {
         Self { send: Some(send), output: Some(output) }
@@ -198,7 +198,7 @@ impl<'a, T> Sent<'a, T> {
     }
 }
 
-impl<T: Unpin> Future for Sent<'_, T> {
+impl<T: Unpin> Future for Handover<'_, T> {
     type Output = T;
 
     #[inline]
@@ -292,14 +292,14 @@ impl AssistantMessageBuilder {
     }
 
     /// Sends `start`.
-    pub fn start(&mut self) -> Sent<'_, ()> {
-        Sent::after(self.send(AssistantMessageEvent::Start { partial: Arc::clone(&self.message) }), ())
+    pub fn start(&mut self) -> Handover<'_, ()> {
+        Handover::after(self.send(AssistantMessageEvent::Start { partial: Arc::clone(&self.message) }), ())
     }
 
     /// Starts a block with the given initial content (for providers whose block starts with
     /// text, a signature or, for tool calls, arguments) and sends its `*_start` event; returns
     /// its content index.
-    pub fn start_block(&mut self, block: AssistantContent) -> Sent<'_, usize> {
+    pub fn start_block(&mut self, block: AssistantContent) -> Handover<'_, usize> {
         let index = self.message.content.len();
         let state = match &block {
             AssistantContent::ToolCall(_) => BlockState::OpenToolCall(Box::default()),
@@ -314,21 +314,25 @@ impl AssistantMessageBuilder {
             THINKING => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
             _ => AssistantMessageEvent::ToolcallStart { content_index: index, announced: None, partial },
         };
-        Sent::after(self.send(event), index)
+        Handover::after(self.send(event), index)
     }
 
     /// Starts an empty text block; returns its content index.
-    pub fn start_text(&mut self) -> Sent<'_, usize> {
+    pub fn start_text(&mut self) -> Handover<'_, usize> {
         self.start_block(AssistantContent::Text(TextContent::default()))
     }
 
     /// Starts an empty thinking block; returns its content index.
-    pub fn start_thinking(&mut self) -> Sent<'_, usize> {
+    pub fn start_thinking(&mut self) -> Handover<'_, usize> {
         self.start_block(AssistantContent::Thinking(ThinkingContent::default()))
     }
 
     /// Starts a tool call with no arguments yet; returns its content index.
-    pub fn start_tool_call(&mut self, id: impl Into<CompactString>, name: impl Into<CompactString>) -> Sent<'_, usize> {
+    pub fn start_tool_call(
+        &mut self,
+        id: impl Into<CompactString>,
+        name: impl Into<CompactString>,
+    ) -> Handover<'_, usize> {
         let call = ToolCall { id: id.into(), name: name.into(), ..Default::default() };
         self.start_block(AssistantContent::ToolCall(call))
     }
@@ -336,7 +340,7 @@ impl AssistantMessageBuilder {
     /// Starts a tool call whose argument text begins with `arguments` (a provider that sends
     /// the first piece with the call itself): the piece is parsed into the partial arguments the
     /// start event shows; no delta is sent for it.
-    pub fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> Sent<'_, usize> {
+    pub fn start_tool_call_with_arguments(&mut self, call: ToolCall, arguments: &str) -> Handover<'_, usize> {
         let mut call = call;
         let mut text = ArgumentText::default();
         if !arguments.is_empty() {
@@ -352,7 +356,7 @@ impl AssistantMessageBuilder {
         &mut self,
         id: impl Into<CompactString>,
         name: impl Into<CompactString>,
-    ) -> Sent<'_, usize> {
+    ) -> Handover<'_, usize> {
         let (id, name) = (id.into(), name.into());
         let announced = Box::new(ToolCallAnnouncement { id: id.clone(), tool_name: name.clone() });
         self.push_tool_call(ToolCall { id, name, ..Default::default() }, ArgumentText::default(), Some(announced))
@@ -364,7 +368,7 @@ impl AssistantMessageBuilder {
         call: ToolCall,
         text: ArgumentText,
         announced: Option<Box<ToolCallAnnouncement>>,
-    ) -> Sent<'_, usize> {
+    ) -> Handover<'_, usize> {
         let index = self.message.content.len();
         Arc::make_mut(&mut self.message).content.push(AssistantContent::ToolCall(call));
         self.blocks.push(BlockState::OpenToolCall(Box::new(text)));
@@ -373,7 +377,7 @@ impl AssistantMessageBuilder {
             announced,
             partial: Arc::clone(&self.message),
         };
-        Sent::after(self.send(event), index)
+        Handover::after(self.send(event), index)
     }
 
     /// Sends a tool call that arrived whole (Gemini sends each call in one piece):
@@ -407,19 +411,23 @@ impl AssistantMessageBuilder {
 
     /// Appends `delta` to open text block `index` and sends `text_delta`.
     // The delta methods are inlined into a provider's streaming loop, as they run once per
-    // token, and build their `Sent` directly: through `finish` (an `Option` of the event
+    // token, and build their `Handover` directly: through `finish` (an `Option` of the event
     // matched afterwards) a token costs about 24 more instructions.
     #[inline]
-    pub fn text_delta(&mut self, index: usize, delta: impl Into<CompactString>) -> Sent<'_, Result<(), TypesError>> {
+    pub fn text_delta(
+        &mut self,
+        index: usize,
+        delta: impl Into<CompactString>,
+    ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, TEXT) {
-            return Sent::now(Err(error));
+            return Handover::now(Err(error));
         }
         if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.text.push_str(&delta);
         }
         let partial = Arc::clone(&self.message);
-        Sent::after(self.send(AssistantMessageEvent::TextDelta { content_index: index, delta, partial }), Ok(()))
+        Handover::after(self.send(AssistantMessageEvent::TextDelta { content_index: index, delta, partial }), Ok(()))
     }
 
     /// Appends `delta` to open thinking block `index` and sends `thinking_delta`.
@@ -428,16 +436,19 @@ impl AssistantMessageBuilder {
         &mut self,
         index: usize,
         delta: impl Into<CompactString>,
-    ) -> Sent<'_, Result<(), TypesError>> {
+    ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, THINKING) {
-            return Sent::now(Err(error));
+            return Handover::now(Err(error));
         }
         if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.thinking.push_str(&delta);
         }
         let partial = Arc::clone(&self.message);
-        Sent::after(self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }), Ok(()))
+        Handover::after(
+            self.send(AssistantMessageEvent::ThinkingDelta { content_index: index, delta, partial }),
+            Ok(()),
+        )
     }
 
     /// Appends argument text to open tool call `index`, publishes the partial arguments when the
@@ -447,20 +458,23 @@ impl AssistantMessageBuilder {
         &mut self,
         index: usize,
         delta: impl Into<CompactString>,
-    ) -> Sent<'_, Result<(), TypesError>> {
+    ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         match self.open_tool_call(index) {
             Ok((text, call)) => text.append(&delta, &mut call.arguments),
-            Err(error) => return Sent::now(Err(error)),
+            Err(error) => return Handover::now(Err(error)),
         }
         let partial = Arc::clone(&self.message);
-        Sent::after(self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }), Ok(()))
+        Handover::after(
+            self.send(AssistantMessageEvent::ToolcallDelta { content_index: index, delta, partial }),
+            Ok(()),
+        )
     }
 
     /// Sends a `toolcall_delta` with an empty delta without feeding the argument parser: for a
     /// chunk that changed the call (its id or name, see [`tool_call_mut`](Self::tool_call_mut))
     /// but carried no argument text.
-    pub fn tool_call_changed(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+    pub fn tool_call_changed(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
         let outcome = self.open_tool_call(index).map(|_| ());
         let outcome = outcome.map(|()| {
             let partial = Arc::clone(&self.message);
@@ -477,7 +491,7 @@ impl AssistantMessageBuilder {
     /// continues the text so far, the missing piece is appended and, if not empty, sent as a
     /// `toolcall_delta`; otherwise the text starts over (partial arguments of `text` alone, no
     /// event).
-    pub fn replace_tool_call_arguments(&mut self, index: usize, text: &str) -> Sent<'_, Result<(), TypesError>> {
+    pub fn replace_tool_call_arguments(&mut self, index: usize, text: &str) -> Handover<'_, Result<(), TypesError>> {
         let delta = self.open_tool_call(index).map(|(arguments, call)| arguments.replace(text, &mut call.arguments));
         let outcome = delta.map(|delta| {
             let delta = delta.filter(|d| !d.is_empty())?;
@@ -491,13 +505,13 @@ impl AssistantMessageBuilder {
     }
 
     /// Ends open text block `index`: sends `text_end` with the block's text.
-    pub fn end_text(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_text(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
         let outcome = self.open_block(index, TEXT).map(|()| self.close(index));
         self.finish(outcome)
     }
 
     /// Ends open thinking block `index`: sends `thinking_end` with the block's text.
-    pub fn end_thinking(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_thinking(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
         let outcome = self.open_block(index, THINKING).map(|()| self.close(index));
         self.finish(outcome)
     }
@@ -505,7 +519,7 @@ impl AssistantMessageBuilder {
     /// Ends open tool call `index`: its arguments become one full parse of the complete
     /// argument text (malformed text leaves them empty and sets `arguments_error`); sends
     /// `toolcall_end` with the call.
-    pub fn end_tool_call(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_tool_call(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
         let outcome = self.open_tool_call(index).map(|_| ());
         let outcome = outcome.map(|()| self.close(index));
         self.finish(outcome)
@@ -514,7 +528,11 @@ impl AssistantMessageBuilder {
     /// Ends open tool call `index` with the provider's complete argument text, which replaces
     /// the text streamed so far (no delta is sent for it); otherwise as
     /// [`end_tool_call`](Self::end_tool_call).
-    pub fn end_tool_call_with_arguments(&mut self, index: usize, arguments: &str) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_tool_call_with_arguments(
+        &mut self,
+        index: usize,
+        arguments: &str,
+    ) -> Handover<'_, Result<(), TypesError>> {
         let replaced = self.open_tool_call(index).map(|(text, _)| {
             text.text.clear();
             text.text.push_str(arguments);
@@ -526,7 +544,7 @@ impl AssistantMessageBuilder {
     /// Ends open tool call `index` with the provider's own final form of the call (a provider
     /// or proxy that sends the complete call at the end): the block becomes `call`; sends
     /// `toolcall_end` with it.
-    pub fn end_tool_call_with(&mut self, index: usize, mut call: ToolCall) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_tool_call_with(&mut self, index: usize, mut call: ToolCall) -> Handover<'_, Result<(), TypesError>> {
         let outcome = self.open_tool_call(index).map(|_| ());
         if outcome.is_ok() {
             crate::json::parse::shrink_object(&mut call.arguments);
@@ -545,7 +563,7 @@ impl AssistantMessageBuilder {
 
     /// Ends open block `index`, whatever its kind (as [`end_text`](Self::end_text),
     /// [`end_thinking`](Self::end_thinking) or [`end_tool_call`](Self::end_tool_call)).
-    pub fn end_block(&mut self, index: usize) -> Sent<'_, Result<(), TypesError>> {
+    pub fn end_block(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
         let outcome = match self.is_open(index) {
             true => Ok(self.close(index)),
             false => Err(self.wrong_block(index, "an open block".to_owned())),
@@ -686,10 +704,13 @@ impl AssistantMessageBuilder {
     /// The future of a block method whose change is made: its event, if any, is handed over,
     /// then its result given.
     #[inline]
-    fn finish(&self, outcome: Result<Option<AssistantMessageEvent>, TypesError>) -> Sent<'_, Result<(), TypesError>> {
+    fn finish(
+        &self,
+        outcome: Result<Option<AssistantMessageEvent>, TypesError>,
+    ) -> Handover<'_, Result<(), TypesError>> {
         match outcome {
-            Ok(event) => Sent::maybe_after(event.map(|event| self.send(event)), Ok(())),
-            Err(error) => Sent::now(Err(error)),
+            Ok(event) => Handover::maybe_after(event.map(|event| self.send(event)), Ok(())),
+            Err(error) => Handover::now(Err(error)),
         }
     }
 

@@ -1,8 +1,9 @@
 //! Cancellation of a run, a request or a tool call.
 //!
 //! A token is one shared flag and a list of waiters; clones share both. [`cancel`] sets the
-//! flag once (later calls do nothing) and then wakes every waiter; a waiter registers before it
-//! looks at the flag, so none misses a cancellation. [`is_cancelled`] is a single atomic load,
+//! flag once (later calls do nothing) and then wakes every waiter; a waiter registers under the
+//! list's lock and looks at the flag there, and `cancel` takes the lock after setting it, so
+//! none misses a cancellation. A waiter dropped before the cancellation leaves the list. [`is_cancelled`] is a single atomic load,
 //! which is why providers can check it before every streamed delta: a token whose check takes
 //! a lock (as `tokio_util`'s does) costs a measurable share of a streaming response.
 //!
@@ -11,10 +12,10 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-use tokio::sync::Notify;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 
 /// Cancels whatever holds a clone of it: the agent loop passes one to every request
 /// ([`StreamOptions::cancel`](crate::StreamOptions::cancel)) and tool call.
@@ -37,7 +38,21 @@ pub struct CancellationToken {
 #[derive(Default)]
 struct Inner {
     cancelled: AtomicBool,
-    waiters: Notify,
+    waiters: Mutex<Waiters>,
+}
+
+/// The wakers of the futures waiting for the cancellation, by ticket.
+#[derive(Default)]
+struct Waiters {
+    next_ticket: u64,
+    wakers: Vec<(u64, Waker)>,
+}
+
+impl Inner {
+    fn waiters(&self) -> MutexGuard<'_, Waiters> {
+        // Every critical section leaves the list consistent, so a poisoned lock is usable.
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl CancellationToken {
@@ -49,7 +64,8 @@ impl CancellationToken {
     /// Cancel: every clone reports it, and every [`cancelled`](Self::cancelled) future ends.
     pub fn cancel(&self) {
         if !self.inner.cancelled.swap(true, Ordering::AcqRel) {
-            self.inner.waiters.notify_waiters();
+            let wakers = std::mem::take(&mut self.inner.waiters().wakers);
+            wakers.into_iter().for_each(|(_, waker)| waker.wake());
         }
     }
 
@@ -60,12 +76,12 @@ impl CancellationToken {
 
     /// Ends when the token is cancelled (at once if it already is).
     pub fn cancelled(&self) -> impl Future<Output = ()> + Send + '_ {
-        wait(&self.inner)
+        Wait { inner: &self.inner, ticket: None }
     }
 
     /// [`cancelled`](Self::cancelled) owning its token, for a future that must be `'static`.
     pub async fn cancelled_owned(self) {
-        wait(&self.inner).await
+        self.cancelled().await
     }
 
     /// A guard that cancels this token when it is dropped (unless disarmed).
@@ -74,16 +90,45 @@ impl CancellationToken {
     }
 }
 
-async fn wait(inner: &Inner) {
-    loop {
-        let notified = inner.waiters.notified();
-        let mut notified = std::pin::pin!(notified);
-        // Registered before the flag is read: a `cancel` in between still wakes this waiter.
-        notified.as_mut().enable();
-        if inner.cancelled.load(Ordering::Acquire) {
-            return;
+/// What [`CancellationToken::cancelled`] returns.
+struct Wait<'a> {
+    inner: &'a Inner,
+    /// Its place in the list, once registered.
+    ticket: Option<u64>,
+}
+
+impl Future for Wait<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.inner.cancelled.load(Ordering::Acquire) {
+            return Poll::Ready(());
         }
-        notified.await;
+        let inner = self.inner;
+        let mut waiters = inner.waiters();
+        // Looked at again under the lock: `cancel` drains the list only after setting the flag.
+        if inner.cancelled.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        match self.ticket.and_then(|ticket| waiters.wakers.iter_mut().find(|(t, _)| *t == ticket)) {
+            Some((_, waker)) => waker.clone_from(cx.waker()),
+            None => {
+                let ticket = waiters.next_ticket;
+                waiters.next_ticket = ticket.wrapping_add(1);
+                waiters.wakers.push((ticket, cx.waker().clone()));
+                drop(waiters);
+                self.ticket = Some(ticket);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Wait<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket {
+            self.inner.waiters().wakers.retain(|(t, _)| *t != ticket);
+        }
     }
 }
 
@@ -118,6 +163,25 @@ impl Drop for CancelGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A waiter dropped before the cancellation leaves the list: a loop that makes a new
+    /// `cancelled()` future per chunk does not grow it.
+    #[test]
+    fn dropped_waiters_leave_the_list() {
+        let token = CancellationToken::new();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..1_000 {
+            let mut wait = std::pin::pin!(token.cancelled());
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+        }
+        assert!(token.inner.waiters().wakers.is_empty());
+        let mut wait = std::pin::pin!(token.cancelled());
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        token.cancel();
+        assert!(wait.as_mut().poll(&mut cx).is_ready());
+    }
 
     #[tokio::test]
     async fn every_waiter_ends_when_a_clone_cancels() {

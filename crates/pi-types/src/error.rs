@@ -4,7 +4,8 @@ use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
-use futures::FutureExt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// The error a hook or tool returns: anything that displays. Its `to_string()` is the
 /// message the reference would have thrown.
@@ -62,7 +63,7 @@ where
     F: Future<Output = Result<T, E>>,
     E: std::fmt::Display,
 {
-    match AssertUnwindSafe(future).catch_unwind().await {
+    match CatchUnwind(std::pin::pin!(future)).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(error)) => Err(error.to_string()),
         Err(payload) => Err(panic_message(payload.as_ref())),
@@ -74,7 +75,7 @@ pub async fn catch_panic<T, F>(future: F) -> Result<T, String>
 where
     F: Future<Output = T>,
 {
-    AssertUnwindSafe(future).catch_unwind().await.map_err(|payload| panic_message(payload.as_ref()))
+    CatchUnwind(std::pin::pin!(future)).await.map_err(|payload| panic_message(payload.as_ref()))
 }
 
 /// Call a hook and run its future like [`catch_failure`]; a panic while *building* the
@@ -88,5 +89,21 @@ where
     match std::panic::catch_unwind(AssertUnwindSafe(call)) {
         Ok(future) => catch_failure(future).await,
         Err(payload) => Err(panic_message(payload.as_ref())),
+    }
+}
+
+/// A future whose panics while polled become `Err(payload)`.
+struct CatchUnwind<'a, F>(Pin<&'a mut F>);
+
+impl<F: Future> Future for CatchUnwind<'_, F> {
+    type Output = Result<F::Output, Box<dyn Any + Send>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let future = self.get_mut().0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Err(payload) => Poll::Ready(Err(payload)),
+        }
     }
 }

@@ -5,9 +5,9 @@
 //! field for field: messages and content blocks, usage, models, the assistant-message
 //! stream events and the agent events, tool declarations; the [`AssistantMessageBuilder`] that
 //! every provider (built-in or your own) turns its deltas into events with; and it holds the rules and
-//! helpers that must behave exactly like the reference: transcript replay and tool diffs,
-//! JavaScript-exact JSON text, the tolerant streaming JSON parser and tool-argument
-//! validation.
+//! helpers that must behave exactly like the reference: transcript replay and tool diffs.
+//! JavaScript-exact JSON text and the tolerant streaming JSON parser live in `pi-json`, re-exported
+//! as [`json`]; tool-argument validation lives in `pi-schema`, re-exported as [`validation`].
 //!
 //! ```
 //! use pi_types::{AgentMessage, Message, UserMessage};
@@ -23,21 +23,25 @@ mod cancel;
 mod content;
 pub mod error;
 mod event;
-pub mod json;
 mod message;
 pub mod message_list;
 mod model;
 mod options;
 pub mod push;
+mod reduce;
 mod serde_util;
 mod stream;
 mod tool;
 pub mod transcript;
 mod usage;
-pub mod validation;
+
+/// JavaScript-exact JSON text and the streaming JSON parser (the `pi-json` crate).
+pub use pi_json as json;
+/// Tool-argument validation against JSON Schema (the `pi-schema` crate).
+pub use pi_schema as validation;
 
 pub use agent_message::{default_convert_to_llm, AgentMessage, CustomMessage, CustomMessageKind, RawCustomMessage};
-pub use builder::{AssistantMessageBuilder, MetadataMut, Sent, ToolCallMut};
+pub use builder::{AssistantMessageBuilder, Handover, MetadataMut, ToolCallMut};
 pub use cancel::{CancelGuard, CancellationToken};
 pub use compact_str::CompactString;
 pub use content::{
@@ -53,14 +57,16 @@ pub use message::{
 pub use message_list::MessageList;
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
-    CacheRetention, ClientAttribution, ClientIdentity, OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse,
-    RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
+    CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent, OnResponse,
+    ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
+pub use pi_schema::schema_for;
 pub use push::{Consumed, EventConsumer, Flow};
+pub use reduce::StreamFollower;
 pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
 pub use tool::{
-    schema_for, AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool,
-    ToolCallContext, ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
+    AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool, ToolCallContext,
+    ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
 };
 pub use transcript::{Context, TranscriptContext};
 pub use usage::{Usage, UsageCost};

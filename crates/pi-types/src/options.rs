@@ -1,11 +1,12 @@
 //! Options of one provider request.
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::cancel::CancellationToken;
-use futures::future::BoxFuture;
+use futures_core::future::BoxFuture;
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -173,6 +174,62 @@ pub type OnResponse = Arc<dyn Fn(&ProviderResponse, &Model) -> BoxFuture<'static
 /// Observes each raw provider stream event before normalization.
 pub type OnProviderStreamEvent = Arc<dyn Fn(&Value, &Model) -> BoxFuture<'static, ()> + Send + Sync>;
 
+/// The HTTP client of a request ([`StreamOptions::http_client`]): a shared handle to a client
+/// of the crate that sends the request, opaque here so that `pi-types` needs no HTTP stack.
+///
+/// pi-providers' adapters take a `reqwest::Client` in it (`pi_providers::client::handle`);
+/// a handle holding anything else makes their request fail with an error naming the type.
+/// Cloning shares the client (a reference count), as an agent loop copies its options into
+/// every request.
+///
+/// ```
+/// use pi_types::HttpClientHandle;
+/// #[derive(Debug)]
+/// struct MyTransport;
+/// let handle = HttpClientHandle::new(MyTransport);
+/// assert!(handle.downcast_ref::<MyTransport>().is_some());
+/// assert!(handle.downcast_ref::<String>().is_none());
+/// assert!(format!("{handle:?}").contains("MyTransport"));
+/// // One pointer in every request's options, set or not.
+/// assert_eq!(std::mem::size_of::<Option<HttpClientHandle>>(), std::mem::size_of::<usize>());
+/// ```
+#[derive(Clone)]
+pub struct HttpClientHandle(Arc<ErasedClient>);
+
+/// The client behind one thin pointer: the handle is in every request's options.
+struct ErasedClient {
+    client: Box<dyn Any + Send + Sync>,
+    type_name: &'static str,
+}
+
+impl HttpClientHandle {
+    /// A handle to `client`.
+    pub fn new<C: Any + Send + Sync>(client: C) -> Self {
+        Self(Arc::new(ErasedClient { client: Box::new(client), type_name: std::any::type_name::<C>() }))
+    }
+
+    /// The client, if it is a `C`.
+    pub fn downcast_ref<C: Any>(&self) -> Option<&C> {
+        (*self.0.client).downcast_ref()
+    }
+
+    /// The Rust type name of the client (for error texts).
+    pub fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+
+    /// Whether both handles share one client.
+    pub fn ptr_eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for HttpClientHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("HttpClientHandle").field(&self.type_name()).finish()
+    }
+}
+
 /// Options of one request (the reference's `SimpleStreamOptions`).
 ///
 /// The options that are rarely set and larger than a pointer (`headers`, `sampling_params`,
@@ -226,6 +283,11 @@ pub struct StreamOptions {
     /// Variables an adapter reads before the process environment (credentials, region, Azure
     /// and Vertex settings): the reference's `options.env`. `Debug` prints the names only.
     pub env: Option<Arc<IndexMap<String, String>>>,
+    /// The HTTP client to send this request with. `None`: the client configured on the
+    /// provider or registry that dispatches the request, else the adapters' shared default.
+    /// Whatever the client, the adapters apply the time limits, size caps, cancellation and
+    /// redaction of these options themselves (see pi-providers' `client` module).
+    pub http_client: Option<HttpClientHandle>,
 }
 
 impl StreamOptions {
@@ -370,6 +432,7 @@ impl fmt::Debug for StreamOptions {
             .field("timeout_ms", &self.timeout_ms)
             .field("max_retries", &self.max_retries)
             .field("env", &self.env.as_deref().map(|env| env.keys().collect::<Vec<_>>()))
+            .field("http_client", &self.http_client)
             .finish_non_exhaustive()
     }
 }

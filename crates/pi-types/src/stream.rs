@@ -4,24 +4,30 @@
 //! [`EventSender::send`] hands over one event and waits until the consumer asks for the
 //! next. So a provider never runs ahead of the loop, and a cancellation raised while the
 //! loop handles an event is seen by the provider before it produces the next delta. A consumer
-//! that handles block events synchronously may have them pushed to it from inside the sends
-//! instead ([`AssistantMessageEventStream::push_to`], protocol in [`crate::push`]), with the same
+//! that handles block events itself has them given to it as they are made instead
+//! ([`AssistantMessageEventStream::push_to`], protocol in [`crate::push`]), with the same
 //! guarantees.
+//!
+//! A stream whose producer may end without a terminal event keeps what it streamed for
+//! [`AssistantMessageEventStream::take_unfinished`]: a builder leaves its message; any other
+//! producer's events are followed by a copy of its own ([`StreamFollower`](crate::StreamFollower)).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
 
-use futures::stream::{BoxStream, Stream, StreamExt};
+use futures_core::stream::{BoxStream, Stream};
 
 use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
 use crate::model::Model;
 use crate::options::StreamOptions;
 use crate::push::{is_block_event, Consumed, EventConsumer, Flow, Registered};
+use crate::reduce::StreamFollower;
 use crate::transcript::TranscriptContext;
 
 /// The events of one assistant response plus its final message.
@@ -45,6 +51,44 @@ pub struct AssistantMessageEventStream {
     ended: bool,
     /// See [`metadata_changed`](Self::metadata_changed).
     metadata_changed: bool,
+    /// For a stream that is not a producer's: its consumer and its copy of what it streamed
+    /// (a producer's slot keeps both).
+    follow: Option<Box<Follow>>,
+    /// Why the stream ended early, when its producer panicked.
+    panic: Option<String>,
+}
+
+/// What a stream that is not a producer's keeps beside its events.
+#[derive(Default)]
+struct Follow {
+    consumer: Option<Registered>,
+    /// Whether a consumed event is still being handled: its `poll_ready` comes first.
+    waiting: bool,
+    copy: Option<StreamedCopy>,
+}
+
+/// A stream's copy of what a producer without a builder streamed.
+type StreamedCopy = (Arc<AssistantMessage>, StreamFollower);
+
+impl Follow {
+    fn observe(&mut self, event: &AssistantMessageEvent) {
+        observe(&mut self.copy, event);
+    }
+}
+
+/// Keeps `copy` current with `event`: made at `start`, brought up to date by block events.
+fn observe(copy: &mut Option<StreamedCopy>, event: &AssistantMessageEvent) {
+    match event {
+        AssistantMessageEvent::Start { partial } => {
+            *copy = Some((Arc::new((**partial).clone()), StreamFollower::default()));
+        }
+        AssistantMessageEvent::Done { .. } | AssistantMessageEvent::Error { .. } => {}
+        event => {
+            if let Some((message, follower)) = copy {
+                follower.apply(message, event, true);
+            }
+        }
+    }
 }
 
 /// When a stream was created: a monotonic instant and the wall-clock milliseconds.
@@ -74,12 +118,33 @@ impl AssistantMessageEventStream {
 
     fn with_clock(events: impl Stream<Item = AssistantMessageEvent> + Send + 'static, clock: StreamClock) -> Self {
         Self {
-            source: Source::Events(events.boxed()),
+            source: Source::Events(Box::pin(events)),
             clock,
             saw_start: false,
             final_message: None,
             ended: false,
             metadata_changed: true,
+            follow: None,
+            panic: None,
+        }
+    }
+
+    /// A stream that first waits for `start` to make the real one, then is that stream: for a
+    /// step that must finish before the request can go (resolving a key, say). Pushed events,
+    /// timing and [`take_unfinished`](Self::take_unfinished) are the real stream's, as if it had
+    /// been returned directly.
+    pub fn deferred(start: impl Future<Output = AssistantMessageEventStream> + Send + 'static) -> Self {
+        let mut stream = Self::with_clock(Ready(Vec::new().into_iter()), StreamClock::now());
+        stream.source = Source::Deferred(Box::pin(start));
+        stream
+    }
+
+    /// Become `inner`, keeping a consumer registered meanwhile.
+    fn adopt(&mut self, inner: Self) {
+        let waiting = self.follow.take().and_then(|follow| follow.consumer);
+        *self = inner;
+        if let Some(Registered(consumer)) = waiting {
+            self.push_to(consumer);
         }
     }
 
@@ -104,7 +169,7 @@ impl AssistantMessageEventStream {
         let clock = StreamClock::now();
         let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
-        let mut stream = Self::with_clock(futures::stream::empty(), clock);
+        let mut stream = Self::with_clock(Ready(Vec::new().into_iter()), clock);
         stream.source = Source::Producer(ProducerStream { slot, future: Some(Box::pin(future)) });
         stream
     }
@@ -112,21 +177,26 @@ impl AssistantMessageEventStream {
     /// A stream of ready events (tests, replays).
     pub fn from_events(events: impl IntoIterator<Item = AssistantMessageEvent>) -> Self {
         let events: Vec<_> = events.into_iter().collect();
-        Self::new(futures::stream::iter(events))
+        Self::new(Ready(events.into_iter()))
+    }
+
+    /// A stream that ended before its first event because its provider panicked with `message`
+    /// while starting the request (what a consumer that catches that panic hands on).
+    pub fn from_panic(message: impl Into<String>) -> Self {
+        let mut stream = Self::new(Ready(Vec::new().into_iter()));
+        stream.panic = Some(message.into());
+        stream
+    }
+
+    /// The panic message of a producer (or wrapped stream, or deferred start) that panicked:
+    /// the stream then ends at once without a terminal event, and the panic goes no further.
+    pub fn panic_message(&self) -> Option<&str> {
+        self.panic.as_deref()
     }
 
     /// The final message, once the terminal event was yielded.
     pub fn final_message(&self) -> Option<&Arc<AssistantMessage>> {
         self.final_message.as_ref()
-    }
-
-    /// Whether the producer builds its message with an
-    /// [`AssistantMessageBuilder`](crate::AssistantMessageBuilder), which leaves the message with
-    /// this stream if it is dropped before it ends the response: a consumer then needs no copy of
-    /// its own of what was streamed. Known once the producer made its builder (by its first
-    /// event).
-    pub fn leaves_unfinished(&self) -> bool {
-        self.slot().is_some_and(|slot| slot.builder.load(Ordering::Acquire))
     }
 
     /// Whether the fields of the last event's partial other than `content` (usage, ids, stop
@@ -138,27 +208,42 @@ impl AssistantMessageEventStream {
         self.metadata_changed
     }
 
-    /// Push this stream's block events to `consumer` from inside the producer's sends from now
-    /// on, instead of yielding each (see [`crate::push`]). Returns `false`, and changes nothing,
-    /// when the stream is not a producer's ([`from_producer`](Self::from_producer)) or a
+    /// Give this stream's block events to `consumer` from now on, instead of yielding each
+    /// (see [`crate::push`]). Returns `false`, and changes nothing, when the stream ended or a
     /// consumer is registered already.
     pub fn push_to(&mut self, consumer: Arc<dyn EventConsumer>) -> bool {
+        if self.ended {
+            return false;
+        }
         match &self.source {
             Source::Producer(producer) => producer.slot.consumer.set(Registered(consumer)).is_ok(),
-            Source::Events(_) => false,
+            Source::Events(_) | Source::Deferred(_) => {
+                let follow = self.follow.get_or_insert_with(Box::default);
+                if follow.consumer.is_some() {
+                    return false;
+                }
+                follow.consumer = Some(Registered(consumer));
+                true
+            }
         }
     }
 
-    /// The message of a builder that was dropped without ending the response: what was streamed
-    /// of a response whose stream ended without a terminal event. `None` otherwise.
+    /// What was streamed of a response whose stream ended without a terminal event, from its
+    /// `start` on: the message its builder left, or the stream's copy of a producer's events
+    /// made without one. `None` when nothing was streamed or it was taken already.
     pub fn take_unfinished(&mut self) -> Option<Arc<AssistantMessage>> {
-        let slot = self.slot()?;
-        slot.unfinished.lock().ok()?.take()
+        if let Some(slot) = self.slot() {
+            if let Some(message) = slot.unfinished.lock().ok()?.take() {
+                return Some(message);
+            }
+            return slot.copy.lock().take().map(|(message, _)| message);
+        }
+        self.follow.as_mut()?.copy.take().map(|(message, _)| message)
     }
 
     /// Drain the stream; the final message, or `None` if it ended without a terminal event.
     pub async fn result(mut self) -> Option<AssistantMessage> {
-        while self.next().await.is_some() {}
+        while std::future::poll_fn(|cx| Pin::new(&mut self).poll_next(cx)).await.is_some() {}
         self.into_final_message()
     }
 
@@ -171,7 +256,7 @@ impl AssistantMessageEventStream {
     fn slot(&self) -> Option<&Slot> {
         match &self.source {
             Source::Producer(producer) => Some(&producer.slot),
-            Source::Events(_) => None,
+            Source::Events(_) | Source::Deferred(_) => None,
         }
     }
 
@@ -194,24 +279,29 @@ impl Stream for AssistantMessageEventStream {
         }
         let this = &mut *self;
         // Looked at in place and returned as polled: the event is not moved out and back in.
-        let mut polled = match &mut this.source {
-            Source::Producer(ProducerStream { slot, future }) => match slot.consumer.get() {
-                None => poll_producer(slot, future, cx),
-                Some(Registered(consumer)) => loop {
-                    match consumer.poll_ready(cx) {
-                        Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Flow::Stop) => break Poll::Ready(None),
-                        Poll::Ready(Flow::Continue) => {}
-                    }
-                    match poll_producer(slot, future, cx) {
-                        // The producer waits for a pushed event's handling: poll that first.
-                        Poll::Pending if slot.take_consumer_waiting() => continue,
-                        Poll::Pending if slot.consumer_stopped.load(Ordering::Acquire) => break Poll::Ready(None),
-                        polled => break polled,
-                    }
+        // A provider is user code: its panic ends its stream, not the consumer's task.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| loop {
+            match &mut this.source {
+                Source::Producer(ProducerStream { slot, future }) => break poll_pushing_producer(slot, future, cx),
+                Source::Events(events) => break poll_events(events, this.follow.get_or_insert_with(Box::default), cx),
+                Source::Deferred(start) => match start.as_mut().poll(cx) {
+                    Poll::Pending => break Poll::Pending,
+                    Poll::Ready(inner) => this.adopt(inner),
                 },
-            },
-            Source::Events(events) => events.poll_next_unpin(cx),
+            }
+        }));
+        let mut polled = match polled {
+            Ok(polled) => polled,
+            Err(payload) => {
+                this.panic = Some(crate::error::panic_message(payload.as_ref()));
+                // The producer is not polled again (it may be in any state); dropping it now
+                // leaves its builder's message with the slot, for `take_unfinished`.
+                match &mut this.source {
+                    Source::Producer(producer) => producer.future = None,
+                    source => *source = Source::Events(Box::pin(Ready(Vec::new().into_iter()))),
+                }
+                Poll::Ready(None)
+            }
         };
         match &mut polled {
             Poll::Pending => {}
@@ -237,12 +327,84 @@ impl Stream for AssistantMessageEventStream {
     }
 }
 
+/// Events that are all there: a stream that is always ready.
+struct Ready(std::vec::IntoIter<AssistantMessageEvent>);
+
+impl Stream for Ready {
+    type Item = AssistantMessageEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut TaskContext<'_>) -> Poll<Option<AssistantMessageEvent>> {
+        Poll::Ready(self.0.next())
+    }
+}
+
 /// The events of an [`AssistantMessageEventStream`].
 enum Source {
     /// An async producer's, handed over through its slot.
     Producer(ProducerStream),
     /// Any other stream's.
     Events(BoxStream<'static, AssistantMessageEvent>),
+    /// Another stream's, once this future made it (see [`AssistantMessageEventStream::deferred`]).
+    Deferred(Pin<Box<dyn Future<Output = AssistantMessageEventStream> + Send>>),
+}
+
+/// The next event of a producer, polling its consumer first when a pushed event is still
+/// being handled.
+#[inline]
+fn poll_pushing_producer(
+    slot: &Slot,
+    future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Option<AssistantMessageEvent>> {
+    let Some(Registered(consumer)) = slot.consumer.get() else { return poll_producer(slot, future, cx) };
+    loop {
+        match consumer.poll_ready(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Flow::Stop) => return Poll::Ready(None),
+            Poll::Ready(Flow::Continue) => {}
+        }
+        match poll_producer(slot, future, cx) {
+            // The producer waits for a pushed event's handling: poll that first.
+            Poll::Pending if slot.take_consumer_waiting() => continue,
+            Poll::Pending if slot.consumer_stopped.load(Ordering::Acquire) => return Poll::Ready(None),
+            polled => return polled,
+        }
+    }
+}
+
+/// The next event of a stream that is not a producer's that its consumer (if any) does not
+/// take; every event is followed by the stream's copy.
+fn poll_events(
+    events: &mut BoxStream<'static, AssistantMessageEvent>,
+    follow: &mut Follow,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Option<AssistantMessageEvent>> {
+    loop {
+        if follow.waiting {
+            if let Some(Registered(consumer)) = &follow.consumer {
+                match consumer.poll_ready(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Flow::Stop) => return Poll::Ready(None),
+                    Poll::Ready(Flow::Continue) => {}
+                }
+            }
+            follow.waiting = false;
+        }
+        let event = match events.as_mut().poll_next(cx) {
+            Poll::Ready(Some(event)) => event,
+            other => return other,
+        };
+        follow.observe(&event);
+        let consumer = match &follow.consumer {
+            Some(Registered(consumer)) if is_block_event(&event) => consumer,
+            _ => return Poll::Ready(Some(event)),
+        };
+        match consumer.consume(event, true) {
+            Consumed::Handled => {}
+            Consumed::Waiting => follow.waiting = true,
+            Consumed::Stop => return Poll::Ready(None),
+        }
+    }
 }
 
 /// Hands events from a producer to its [`AssistantMessageEventStream`], one at a time.
@@ -269,6 +431,8 @@ struct Slot {
     metadata_touched: AtomicBool,
     /// Where block events are pushed, once registered (see [`crate::push`]).
     consumer: std::sync::OnceLock<Registered>,
+    /// The copy of what a producer that sends without a builder streamed.
+    copy: spin::mutex::SpinMutex<Option<StreamedCopy>>,
     /// Whether a pushed event is still being handled: the stream then polls the consumer's
     /// `poll_ready` before its producer.
     consumer_waiting: AtomicBool,
@@ -388,11 +552,14 @@ impl Slot {
     /// `ProducerStream`, which takes the event and re-polls on the next `poll_next`, so no
     /// waker is needed for this one yield.
     ///
-    /// With a registered consumer, a block event is offered to it first (see [`crate::push`]):
+    /// With a registered consumer, a block event is given to it instead (see [`crate::push`]):
     /// handled, the send is ready at once.
     #[inline]
     fn hand_over(&self, event: &mut Option<AssistantMessageEvent>) -> Poll<()> {
-        let Some(mut value) = event.take() else { return Poll::Ready(()) };
+        let Some(value) = event.take() else { return Poll::Ready(()) };
+        if !self.builder.load(Ordering::Acquire) {
+            observe(&mut self.copy.lock(), &value);
+        }
         if let Some(Registered(consumer)) = self.consumer.get() {
             if is_block_event(&value) {
                 let metadata_changed = match self.metadata_tracked.load(Ordering::Acquire) {
@@ -401,22 +568,10 @@ impl Slot {
                 };
                 match consumer.consume(value, metadata_changed) {
                     Consumed::Handled => return Poll::Ready(()),
-                    Consumed::Waiting => {
-                        self.consumer_waiting.store(true, Ordering::Release);
-                        return Poll::Pending;
-                    }
-                    Consumed::Stop => {
-                        self.consumer_stopped.store(true, Ordering::Release);
-                        return Poll::Pending;
-                    }
-                    Consumed::Refused(refused) => {
-                        // The stream reads the flag again for the event it yields.
-                        if metadata_changed {
-                            self.metadata_touched.store(true, Ordering::Release);
-                        }
-                        value = refused;
-                    }
+                    Consumed::Waiting => self.consumer_waiting.store(true, Ordering::Release),
+                    Consumed::Stop => self.consumer_stopped.store(true, Ordering::Release),
                 }
+                return Poll::Pending;
             }
         }
         self.put(value);
@@ -494,7 +649,7 @@ mod tests {
     }
 
     fn duration_of(clock: StreamClock, events: Vec<AssistantMessageEvent>) -> Option<u64> {
-        let stream = AssistantMessageEventStream::with_clock(futures::stream::iter(events), clock);
+        let stream = AssistantMessageEventStream::with_clock(Ready(events.into_iter()), clock);
         futures_executor::block_on(stream.result()).and_then(|m| m.duration_ms)
     }
 

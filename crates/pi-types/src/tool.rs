@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::cancel::CancellationToken;
-use futures::future::BoxFuture;
+use futures_core::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::content::{JsonObject, UserContent};
 use crate::error::{BoxError, TypesError};
 use crate::usage::Usage;
-use crate::validation::ArgumentValidator;
+use crate::validation::{schema_for, ArgumentValidator};
 
 /// A tool as declared to the model.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -381,22 +381,6 @@ impl AgentTool for FnTool {
     ) -> BoxFuture<'static, Result<AgentToolResult, BoxError>> {
         (self.body)(args, ToolCallContext { call_id, cancel, on_update })
     }
-}
-
-/// The JSON Schema of a Rust type as a tool's `parameters`: inlined, without the `$schema`
-/// and `title` keys that only add tokens.
-pub fn schema_for<A: JsonSchema>() -> Value {
-    let settings = schemars::generate::SchemaSettings::draft07().with(|s| {
-        s.inline_subschemas = true;
-        s.meta_schema = None;
-    });
-    let schema = settings.into_generator().into_root_schema_for::<A>();
-    let mut value = schema.to_value();
-    if let Value::Object(map) = &mut value {
-        map.shift_remove("title");
-        map.shift_remove("$schema");
-    }
-    value
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use std::borrow::Borrow;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use serde_json::Value;
 
 use crate::agent_message::AgentMessage;
 use crate::message::{Message, SystemContent, SystemMessage};
@@ -342,25 +341,12 @@ fn identical_tool_lists<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], curren
             p.name == c.name
                 && p.description == c.description
                 && p.constrained_sampling == c.constrained_sampling
-                && same_json(&p.parameters, &c.parameters)
+                && crate::json::js::same_representation(&p.parameters, &c.parameters)
         })
         && {
             let mut names = std::collections::HashSet::with_capacity(previous.len());
             previous.iter().all(|t| names.insert(t.borrow().name.as_str()))
         }
-}
-
-/// Equal JSON that also stringifies the same: object keys in the same order, numbers of the
-/// same representation.
-fn same_json(left: &Value, right: &Value) -> bool {
-    match (left, right) {
-        (Value::Object(l), Value::Object(r)) => {
-            l.len() == r.len() && l.iter().zip(r).all(|((lk, lv), (rk, rv))| lk == rk && same_json(lv, rv))
-        }
-        (Value::Array(l), Value::Array(r)) => l.len() == r.len() && l.iter().zip(r).all(|(l, r)| same_json(l, r)),
-        (Value::Number(l), Value::Number(r)) => l.to_string() == r.to_string(),
-        _ => left == right,
-    }
 }
 
 /// Every tool definition the transcript declares, in first-declaration order (the last

@@ -335,9 +335,8 @@ impl FauxProvider {
 
     /// The response to one request. Every concurrent request keeps this future while it waits
     /// at the yield, so it holds little: the request and the scripted step are in one box
-    /// (`Pending`), and it is a plain function returning an `async` block, not an `async fn`,
-    /// whose parameters would take room twice (as given and as the body's locals).
-    #[allow(clippy::manual_async_fn)]
+    /// (`Pending`).
+    #[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
     fn respond(self, tx: EventSender, mut pending: Box<Pending>) -> impl Future<Output = ()> + Send {
         async move {
             if let Some(on_response) = &pending.request.options.on_response {
@@ -404,9 +403,7 @@ impl FauxProvider {
         self.stream_content(out, content, reason, cancel)
     }
 
-    // Not an `async fn`: its parameters would take room twice in the future every streaming
-    // request holds (as given and as the body's locals).
-    #[allow(clippy::manual_async_fn)]
+    #[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"
     fn stream_content(
         &self,
         mut out: AssistantMessageBuilder,

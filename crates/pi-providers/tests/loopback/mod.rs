@@ -2,6 +2,7 @@
 //! chosen by the test. Shared by the adapters' fault suite (`tests/faults.rs`), the transport tests
 //! (`tests/http_behaviour.rs`) and the proxy
 //! client's (`pi-proxy/tests/proxy/client_faults.rs`, which includes this file by path).
+//! [`ForwardProxy`] is an HTTP forward proxy for the client-configuration tests.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -148,4 +149,72 @@ async fn play(mut socket: TcpStream, steps: &[Step], released: &AtomicUsize) {
         }
     }
     let _ = socket.shutdown().await;
+}
+
+/// A loopback HTTP forward proxy (absolute-form requests to `http://` targets) that counts the
+/// requests it forwards. It reads one request head per connection, forwards it in origin form
+/// and then relays bytes both ways until either side closes (the scripted servers close after
+/// each answer, so every request gets its own connection).
+pub struct ForwardProxy {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// Requests forwarded.
+    pub forwarded: Arc<AtomicUsize>,
+    /// The request lines received (`POST http://127.0.0.1:<port>/path HTTP/1.1`).
+    pub lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl ForwardProxy {
+    /// Listen on a free loopback port.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let proxy = Self {
+            url: format!("http://{}", listener.local_addr().unwrap()),
+            forwarded: Arc::default(),
+            lines: Arc::default(),
+        };
+        let (forwarded, lines) = (Arc::clone(&proxy.forwarded), Arc::clone(&proxy.lines));
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else { return };
+                let (forwarded, lines) = (Arc::clone(&forwarded), Arc::clone(&lines));
+                tokio::spawn(async move {
+                    let _ = forward(client, &forwarded, &lines).await;
+                });
+            }
+        });
+        proxy
+    }
+}
+
+async fn forward(mut client: TcpStream, forwarded: &AtomicUsize, lines: &Mutex<Vec<String>>) -> Option<()> {
+    let mut buffer = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let line_end = loop {
+        if let Some(end) = buffer.windows(2).position(|w| w == b"\r\n") {
+            break end;
+        }
+        let n = client.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
+        buffer.extend_from_slice(&chunk[..n]);
+    };
+    let line = String::from_utf8_lossy(&buffer[..line_end]).into_owned();
+    lines.lock().unwrap().push(line.clone());
+    let mut parts = line.split(' ');
+    let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
+    let rest = target.strip_prefix("http://")?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut upstream = TcpStream::connect(authority).await.ok()?;
+    let _ = upstream.set_nodelay(true);
+    upstream.write_all(format!("{method} {path} {version}").as_bytes()).await.ok()?;
+    upstream.write_all(&buffer[line_end..]).await.ok()?;
+    forwarded.fetch_add(1, Ordering::SeqCst);
+    let (mut client_read, mut client_write) = client.split();
+    let (mut upstream_read, mut upstream_write) = upstream.split();
+    // Whichever side ends first ends both, so a client that lets go releases the server too.
+    tokio::select! {
+        _ = tokio::io::copy(&mut client_read, &mut upstream_write) => {}
+        _ = tokio::io::copy(&mut upstream_read, &mut client_write) => {}
+    }
+    Some(())
 }

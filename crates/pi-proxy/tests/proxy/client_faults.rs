@@ -321,6 +321,25 @@ async fn an_error_body_echoing_the_token_is_redacted() {
     assert_eq!(error_text(&run(&server.url, options()).await), "Proxy error: Invalid token Bearer <redacted>");
 }
 
+/// A server (or a proxy in between) that echoes the token in an in-stream `error` event gets the
+/// same treatment as an error body: redacted, and a huge text bounded like the adapters'.
+#[tokio::test]
+async fn an_in_stream_error_is_redacted_and_bounded() {
+    let error = |text: String| {
+        let event =
+            serde_json::json!({"type": "error", "reason": "error", "errorMessage": text, "usage": Usage::default()});
+        format!("data: {event}\n\n")
+    };
+    let stream = |error: String| {
+        vec![Step::Bytes(sse_head()), Step::Bytes(format!("{}{error}", line(&ProxyEvent::Start)).into_bytes())]
+    };
+    let server = Server::start(stream(error(format!("upstream said: Bearer {TOKEN}")))).await;
+    assert_eq!(error_text(&run(&server.url, options()).await), "upstream said: Bearer <redacted>");
+    let server = Server::start(stream(error("e".repeat(10 << 20)))).await;
+    let text = error_text(&run(&server.url, options()).await);
+    assert!(text.len() < 5_000 && text.ends_with("chars]"), "{} bytes", text.len());
+}
+
 #[tokio::test]
 async fn malformed_and_misplaced_events() {
     let cases = [

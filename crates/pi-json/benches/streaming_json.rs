@@ -1,9 +1,9 @@
 //! Criterion bench: the streaming tool-argument parser on large documents (MB/s).
 // Throughput of ToolCallArgumentsStream on large documents fed in 4-character pieces, as
-// providers deliver tool-call arguments. `cargo bench -p pi-types --bench streaming_json`.
+// providers deliver tool-call arguments. `cargo bench -p pi-json --bench streaming_json`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use pi_types::json::{utf16_chunks, ToolCallArgumentsStream};
+use pi_json::{utf16_chunks, ToolCallArgumentsStream};
 use std::hint::black_box;
 
 /// A tool-call-like document of about `target` bytes: a long escaped string, then an array of

@@ -203,7 +203,7 @@ impl<'r, 'a> Coercer<'r, 'a> {
             self.cuts += 1;
             return None;
         }
-        let key = memoize.then(|| (id, crate::json::stringify(value)));
+        let key = memoize.then(|| (id, pi_json::stringify(value)));
         if let Some(known) = key.as_ref().and_then(|k| self.memo.get(k)) {
             return known.clone();
         }

@@ -67,7 +67,7 @@ pub(crate) fn number_value(x: f64) -> Value {
 
 /// `String(x)`, as JavaScript prints a number (shortest round-trip digits).
 pub(crate) fn number_to_string(x: f64) -> String {
-    crate::json::js::format_number(x)
+    pi_json::js::format_number(x)
 }
 
 /// JavaScript's white space and line terminators, which `Number()` and `trim()` strip.

@@ -472,7 +472,7 @@ pub fn parse_tool_call_arguments(json: Option<&str>) -> ParsedArguments {
 /// key and value. A map that grew by insertion keeps room for as many entries as its hash
 /// table could hold (a one-member object reserves three); a finished tool call's arguments
 /// stay in the transcript for the whole conversation, so they are stored at their size.
-pub(crate) fn shrink_object(map: &mut Map<String, Value>) {
+pub fn shrink_object(map: &mut Map<String, Value>) {
     let grown = std::mem::take(map);
     let mut exact = Map::with_capacity(grown.len());
     for (key, mut value) in grown {

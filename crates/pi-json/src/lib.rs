@@ -1,4 +1,25 @@
-//! JSON as the reference runtime reads and writes it.
+//! JSON as the reference runtime of the pi agent (`@earendil-works/pi-ai`) reads and writes it.
+//!
+//! `pi-json` is the JavaScript side of JSON for the pi crates: text exactly as `JSON.stringify`
+//! writes it, `JSON.parse` with V8's error messages, and the tolerant parser of tool-call
+//! arguments that arrive in pieces. `pi-types` re-exports it as `pi_types::json`.
+//!
+//! ```
+//! use pi_json::{stringify, ToolCallArgumentsStream};
+//! use serde_json::json;
+//!
+//! // Integer-like keys first, numbers spelled as JavaScript spells them.
+//! assert_eq!(stringify(&json!({"b": 1.0, "10": 1e21, "2": -0.0})), r#"{"2":0,"10":1e+21,"b":1}"#);
+//!
+//! // Streamed arguments: a usable value after every piece, the finished parse at the end.
+//! let mut stream = ToolCallArgumentsStream::new();
+//! stream.append(r#"{"city": "Os"#);
+//! assert_eq!(stream.arguments().get("city"), Some(&json!("Os")));
+//! stream.append(r#"lo"}"#);
+//! let parsed = stream.finish();
+//! assert_eq!(parsed.arguments.get("city"), Some(&json!("Oslo")));
+//! assert!(parsed.arguments_error.is_none());
+//! ```
 //!
 //! * [`js`]: JavaScript-exact `JSON.stringify` for [`serde_json::Value`], number formatting,
 //!   property order and the UTF-16 helpers.

@@ -238,7 +238,7 @@ impl Compiler<'_> {
                 return Ok(self.nodes.len() - 1);
             }
             Value::Object(map) => map,
-            other => return Err(SchemaError::NotASchema(crate::json::stringify(other))),
+            other => return Err(SchemaError::NotASchema(pi_json::stringify(other))),
         };
         let id = self.nodes.len();
         // A placeholder, so a reference back to this node while it is built finds it.
@@ -451,7 +451,7 @@ impl Compiler<'_> {
 
 /// The keys of a JSON object in JavaScript's property order: array-index keys ascending, then the others in order.
 fn js_keys(map: &Map<String, Value>) -> Vec<&String> {
-    crate::json::js::members_in_js_order(map)
+    pi_json::js::members_in_js_order(map)
         .into_iter()
         .filter_map(|(key, _)| map.get_key_value(key).map(|(k, _)| k))
         .collect()

@@ -119,6 +119,23 @@ pub fn string_utf16_len(text: &str) -> usize {
     length.0
 }
 
+/// Whether `left` and `right` are equal JSON that also stringifies the same: object keys in the
+/// same order, numbers of the same representation. When it holds, [`stringify()`] writes the same
+/// text for both, found here without writing either (`1` and `1.0` stringify alike, but are not
+/// the same representation).
+pub fn same_representation(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Object(l), Value::Object(r)) => {
+            l.len() == r.len() && l.iter().zip(r).all(|((lk, lv), (rk, rv))| lk == rk && same_representation(lv, rv))
+        }
+        (Value::Array(l), Value::Array(r)) => {
+            l.len() == r.len() && l.iter().zip(r).all(|(l, r)| same_representation(l, r))
+        }
+        (Value::Number(l), Value::Number(r)) => l.to_string() == r.to_string(),
+        _ => left == right,
+    }
+}
+
 fn write_value<O: JsonText>(out: &mut O, value: &Value, indent: usize, level: usize) {
     match value {
         Value::Null => out.push_str("null"),
@@ -474,7 +491,7 @@ pub fn compare_utf16(left: &str, right: &str) -> std::cmp::Ordering {
 /// are falsy, every array and object is truthy.
 ///
 /// ```
-/// use pi_types::json::js::truthy;
+/// use pi_json::js::truthy;
 /// assert!(!truthy(&serde_json::json!("")) && truthy(&serde_json::json!([])));
 /// ```
 pub fn truthy(value: &serde_json::Value) -> bool {
@@ -508,6 +525,16 @@ pub fn is_js_whitespace(c: char) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn same_representation_needs_the_same_key_order_and_number_spelling() {
+        let value = json!({"a": [1, 2.5, {"b": null}], "c": "x"});
+        assert!(same_representation(&value, &value.clone()));
+        assert!(!same_representation(&json!({"a": 1, "c": 2}), &json!({"c": 2, "a": 1})));
+        assert!(!same_representation(&json!([1.0]), &json!([1])));
+        assert_eq!(stringify(&json!([1.0])), stringify(&json!([1])));
+        assert!(!same_representation(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+    }
 
     #[test]
     fn the_stringified_length_is_the_length_of_the_stringified_text() {

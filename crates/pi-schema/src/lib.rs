@@ -1,10 +1,30 @@
 //! Validation of tool-call arguments against a tool's JSON Schema, with coercion, as pi-ai's
-//! `validateToolArguments` does it through pi-schema's coercing validator: the arguments are coerced towards the
-//! schema (numeric strings to numbers, `"true"` to `true`, a single value to a one-item array, an optional `null`
-//! dropped, ...), then checked; a failure is explained keyword by keyword, at dotted paths (`edits.0.oldText`).
+//! `validateToolArguments` does it through the coercing validator of `@earendil-works/pi-schema` (the reference's
+//! package this crate is named after): the arguments are coerced towards the schema (numeric strings to numbers,
+//! `"true"` to `true`, a single value to a one-item array, an optional `null` dropped, ...), then checked; a failure
+//! is explained keyword by keyword, at dotted paths (`edits.0.oldText`).
 //!
 //! Schemas follow JSON Schema 2020-12 (draft-7 `items` arrays, `additionalItems`, `definitions` and `dependencies`
 //! are understood too). A `$ref` that names nothing rejects only the values at its place ("unresolved reference").
+//! `pi-types` re-exports this crate as `pi_types::validation`; each tool compiles its [`ArgumentValidator`] once.
+//!
+//! ```
+//! use pi_schema::{validate_tool_arguments, ArgumentValidator};
+//! use serde_json::{json, Map, Value};
+//!
+//! let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+//! let validator = ArgumentValidator::new(&schema)?;
+//!
+//! // Coerced towards the schema: the numeric string becomes a number.
+//! assert_eq!(validator.parse(&json!({"n": "4"})), Ok(json!({"n": 4})));
+//!
+//! // A failure is the reference's error text, with the arguments as received.
+//! let mut args = Map::new();
+//! args.insert("n".into(), Value::from("four"));
+//! let error = validate_tool_arguments("count", &validator, &args, None).unwrap_err();
+//! assert!(error.starts_with("Validation failed for tool \"count\":\n  - n: expected integer, got string"));
+//! # Ok::<(), pi_schema::SchemaError>(())
+//! ```
 
 mod check;
 mod coerce;
@@ -125,6 +145,22 @@ pub fn format_path(pointer: &str) -> String {
     }
 }
 
+/// The JSON Schema of a Rust type as a tool's `parameters`: inlined, without the `$schema`
+/// and `title` keys that only add tokens.
+pub fn schema_for<A: schemars::JsonSchema>() -> Value {
+    let settings = schemars::generate::SchemaSettings::draft07().with(|s| {
+        s.inline_subschemas = true;
+        s.meta_schema = None;
+    });
+    let schema = settings.into_generator().into_root_schema_for::<A>();
+    let mut value = schema.to_value();
+    if let Value::Object(map) = &mut value {
+        map.shift_remove("title");
+        map.shift_remove("$schema");
+    }
+    value
+}
+
 /// Validates one tool call's arguments as pi-ai's `validateToolArguments`: `Ok` with the coerced arguments, else
 /// the text of the error it throws. `arguments_error` (why the arguments could not be parsed) fails the call
 /// before any validation; `arguments` are the raw arguments, shown in the message as received.
@@ -150,7 +186,7 @@ pub fn validate_tool_arguments(
             Err(format!(
                 "Validation failed for tool \"{tool_name}\":\n{}\n\nReceived arguments:\n{}",
                 lines.join("\n"),
-                crate::json::stringify_pretty(&args, 2)
+                pi_json::stringify_pretty(&args, 2)
             ))
         }
     }
@@ -166,6 +202,27 @@ mod tests {
             Value::Object(map) => map,
             _ => Map::new(),
         }
+    }
+
+    #[test]
+    fn schema_for_inlines_and_drops_title_and_meta_schema() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Edit {
+            line: u32,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Args {
+            path: String,
+            edits: Vec<Edit>,
+        }
+        let schema = schema_for::<Args>();
+        assert_eq!(schema.get("title"), None);
+        assert_eq!(schema.get("$schema"), None);
+        assert_eq!(schema.get("definitions"), None);
+        assert_eq!(schema["required"], json!(["path", "edits"]));
+        assert_eq!(schema["properties"]["edits"]["items"]["properties"]["line"]["type"], "integer");
     }
 
     #[test]

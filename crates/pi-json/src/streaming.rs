@@ -238,7 +238,7 @@ impl StreamingJsonParser {
 
     /// A parser whose [`append`](Self::append) reports no changes (returns an empty list): for
     /// callers that only take snapshots.
-    pub(crate) fn without_changes() -> Self {
+    pub fn without_changes() -> Self {
         Self { reporting: false, ..Self::new() }
     }
 
@@ -303,7 +303,7 @@ impl StreamingJsonParser {
     /// the whole value. `arguments` must hold what the previous call left in it. A new snapshot
     /// that is not an object empties it (tool arguments show as `{}` until an object appears);
     /// without a new snapshot it is left as it is ([`revision`](Self::revision) tells which).
-    pub(crate) fn publish_object_into(&mut self, arguments: &mut Map<String, Value>) {
+    pub fn publish_object_into(&mut self, arguments: &mut Map<String, Value>) {
         let revision = self.revision;
         let lent = match &mut self.published {
             Some(Value::Object(members)) => {
@@ -327,7 +327,7 @@ impl StreamingJsonParser {
     /// one step when the piece only continues the open string value: the piece then goes
     /// straight into that string in `arguments`, without logging and replaying it. The result
     /// is the same either way.
-    pub(crate) fn append_into(&mut self, text: &str, arguments: &mut Map<String, Value>) {
+    pub fn append_into(&mut self, text: &str, arguments: &mut Map<String, Value>) {
         if !self.continue_string_into(text, arguments) {
             self.append(text);
             self.publish_object_into(arguments);
@@ -1248,7 +1248,7 @@ fn pending_scalar_value(token: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json::js::stringify;
+    use crate::js::stringify;
 
     /// The one-step path of `append_into` must publish exactly what `append` and
     /// `publish_object_into` publish, on every document of the reference fixtures, in pieces of
@@ -1256,7 +1256,7 @@ mod tests {
     #[test]
     fn append_into_publishes_what_append_then_publish_does() {
         let fixture: Value =
-            serde_json::from_str(include_str!("../../tests/fixtures/streaming-json.json")).unwrap_or_default();
+            serde_json::from_str(include_str!("../tests/fixtures/streaming-json.json")).unwrap_or_default();
         let mut documents: Vec<String> = fixture["streams"]
             .as_array()
             .into_iter()
@@ -1283,7 +1283,7 @@ mod tests {
                 let mut fused_map = Map::new();
                 let mut stepped = StreamingJsonParser::without_changes();
                 let mut stepped_map = Map::new();
-                for (step, piece) in crate::json::js::utf16_chunks(document, size).into_iter().enumerate() {
+                for (step, piece) in crate::js::utf16_chunks(document, size).into_iter().enumerate() {
                     let revision = fused.revision();
                     if fused.continue_string_into(piece, &mut fused_map) {
                         fast_pieces += 1;

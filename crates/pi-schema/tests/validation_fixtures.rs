@@ -2,7 +2,7 @@
 //! pi-ai's `validateToolArguments`) gives the same result here: the same coerced arguments, or the same error text,
 //! and the same issues from the validator itself.
 
-use pi_types::validation::{validate_tool_arguments, ArgumentValidator};
+use pi_schema::{validate_tool_arguments, ArgumentValidator};
 use serde_json::Value;
 
 const FIXTURES: &str = include_str!("fixtures/validation.json");

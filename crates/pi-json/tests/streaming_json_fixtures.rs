@@ -1,4 +1,4 @@
-//! Checks pi_types::json against the reference runtime's behaviour recorded in
+//! Checks pi_json against the reference runtime's behaviour recorded in
 //! tests/fixtures/streaming-json.json (regenerate with `cargo xtask gen-streaming-json-fixtures`;
 //! the generator, xtask/node/streaming-json-fixtures.mjs, documents the format).
 //
@@ -6,8 +6,8 @@
 // arguments, the parser snapshot (including whether it is a new one) and the changes must equal
 // the reference's, and the final parse must give the same arguments and error text.
 
-use pi_types::json::js::{stringify, utf16_chunks, utf16_len};
-use pi_types::json::{
+use pi_json::js::{stringify, utf16_chunks, utf16_len};
+use pi_json::{
     parse_streaming_json, parse_tool_call_arguments, repair_json, JsonChange, PathSegment, StreamingJsonParser,
     ToolCallArgumentsStream,
 };

@@ -72,7 +72,7 @@ impl<'r, 'a> Explainer<'r, 'a> {
         }
         if let Some(expected) = &s.const_value {
             if !js::deep_equal(expected, v) {
-                out.push(fail(path, format!("expected {}", crate::json::stringify(expected))));
+                out.push(fail(path, format!("expected {}", pi_json::stringify(expected))));
             }
         }
         match v {
@@ -150,7 +150,7 @@ impl<'r, 'a> Explainer<'r, 'a> {
                 self.walk(*id, x, &js::pointer(path, key), out);
             }
         }
-        for (key, x) in crate::json::js::members_in_js_order(map) {
+        for (key, x) in pi_json::js::members_in_js_order(map) {
             let mut matched = s.properties.iter().any(|(k, _)| k == key);
             for (re, id) in &s.pattern_properties {
                 if re.is_match(key) {
@@ -350,9 +350,9 @@ fn number_failures(s: &SchemaNode, x: f64, path: &str, out: &mut Vec<Failure>) {
 /// Allowed values as JSON, at most [`LISTED_VALUES`] of them, then how many more there are.
 fn list_values(values: &[Value]) -> String {
     if values.len() <= LISTED_VALUES {
-        return crate::json::stringify(&Value::Array(values.to_vec()));
+        return pi_json::stringify(&Value::Array(values.to_vec()));
     }
-    let listed = crate::json::stringify(&Value::Array(values[..LISTED_VALUES].to_vec()));
+    let listed = pi_json::stringify(&Value::Array(values[..LISTED_VALUES].to_vec()));
     let open = listed.strip_suffix(']').unwrap_or(&listed);
     format!("{open}, ... and {} more]", values.len() - LISTED_VALUES)
 }
