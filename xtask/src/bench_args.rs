@@ -8,19 +8,27 @@
 use std::path::PathBuf;
 
 /// Options of `cargo xtask bench`, and the cases to run.
-#[allow(dead_code)] // `runs` is read by the xtask binary only
+#[allow(dead_code)] // `runs`, `quiet` and `max_wait_s` are read by the xtask binary only
 pub struct BenchArgs {
     pub options: pi_testkit::bench::BenchOptions,
     pub specs: Vec<(String, usize)>,
     /// Runs per case (`--runs N`); above one, a table of medians follows the lines.
     pub runs: usize,
+    /// Before each run, wait until other processes use fewer cores than this (`--quiet`)...
+    pub quiet: f64,
+    /// ...but at most this many seconds (`--max-wait`, default 0: record the load, never wait).
+    pub max_wait_s: u64,
 }
 
-/// Parse `[--runs N] [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]`.
+/// Parse `[--runs N] [--threads N] [--no-usage-estimate] [--quiet CORES] [--max-wait S]
+/// [WORKLOAD[:SIZE] ...]`. Without cases: every faux workload and the HTTP baseline cases
+/// (`sse-API` for each API and `sse-agents`), at their default sizes.
 pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
     let mut options = pi_testkit::bench::BenchOptions::default();
     let mut specs = Vec::new();
     let mut runs = 1;
+    let mut quiet = 0.3;
+    let mut max_wait_s = 0;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -33,6 +41,12 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
                 options.threads = Some(threads.ok_or("--threads needs a number of worker threads")?);
             }
             "--no-usage-estimate" => options.usage_estimate = false,
+            "--quiet" => {
+                quiet = args.next().and_then(|n| n.parse::<f64>().ok()).ok_or("--quiet needs a number of cores")?;
+            }
+            "--max-wait" => {
+                max_wait_s = args.next().and_then(|n| n.parse::<u64>().ok()).ok_or("--max-wait needs seconds")?;
+            }
             spec => {
                 let (workload, size) = match spec.split_once(':') {
                     Some((workload, size)) => {
@@ -51,10 +65,11 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
     if specs.is_empty() {
         specs = pi_testkit::bench::WORKLOADS
             .iter()
+            .chain(pi_testkit::bench_sse::BASELINE.iter())
             .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
             .collect();
     }
-    Ok(BenchArgs { options, specs, runs })
+    Ok(BenchArgs { options, specs, runs, quiet, max_wait_s })
 }
 
 /// Run the cases of `args` in this process, one JSON line each on stdout.
@@ -67,7 +82,12 @@ pub fn run_one(args: &[String]) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     for (workload, size) in &parsed.specs {
         let line = pi_testkit::bench::run(workload, *size, &runtime, parsed.options)?;
-        println!("{}", serde_json::to_string(&line).unwrap_or_default());
+        let mut line = serde_json::to_value(&line).map_err(|e| e.to_string())?;
+        if let Some(fields) = line.as_object_mut() {
+            let cpu_s = crate::bench_load::own_cpu_s();
+            fields.insert("cpuS".into(), ((cpu_s * 100.0).round() / 100.0).into());
+        }
+        println!("{line}");
     }
     Ok(())
 }

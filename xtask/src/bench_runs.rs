@@ -54,27 +54,31 @@ fn millis(value: f64) -> String {
     }
 }
 
-/// The Markdown table: per case, events, wall ms median (min–max), events/s median, peak RSS
-/// median (min–max).
+/// The Markdown table: per case, events, wall ms median (min–max), events/s median (min–max),
+/// peak RSS median (min–max), the median of others' load in cores (when it was measured).
 pub fn table(cases: &[CaseRuns]) -> String {
     let mut out = String::from(
-        "| case | events | wall ms, median (min–max) | events/s, median | peak RSS MB, median (min–max) | runs |\n\
-         |---|---:|---:|---:|---:|---:|\n",
+        "| case | events | wall ms, median (min–max) | events/s, median (min–max) | peak RSS MB, median (min–max) \
+         | others' load, cores (median) | runs |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for case in cases {
         let column = |key: &str| case.lines.iter().filter_map(|l| number(l, key)).collect::<Vec<f64>>();
         let (mut wall, mut rate, mut rss) = (column("wallMs"), column("eventsPerSec"), column("peakRssMb"));
         let events = case.lines.first().and_then(|l| number(l, "events")).unwrap_or_default();
         let (wall_lo, wall_hi) = spread(&wall).unwrap_or_default();
+        let (rate_lo, rate_hi) = spread(&rate).unwrap_or_default();
         let (rss_lo, rss_hi) = spread(&rss).unwrap_or_default();
+        let others = median(&mut column("othersCores")).map_or_else(|| "n/a".to_owned(), |c| format!("{c:.2}"));
         out.push_str(&format!(
-            "| {} | {} | {} ({}–{}) | {} | {:.1} ({:.1}–{:.1}) | {} |\n",
+            "| {} | {} | {} ({}–{}) | {} ({}–{}) | {:.1} ({:.1}–{:.1}) | {others} | {} |\n",
             case.label,
             thousands(events),
             millis(median(&mut wall).unwrap_or_default()),
             millis(wall_lo),
             millis(wall_hi),
             thousands(median(&mut rate).unwrap_or_default()),
+            thousands(rate_lo),
+            thousands(rate_hi),
             median(&mut rss).unwrap_or_default(),
             rss_lo,
             rss_hi,
@@ -98,7 +102,7 @@ mod tests {
             .collect();
         let text = table(&[CaseRuns { label: "stream:1000000".into(), lines }]);
         assert!(
-            text.ends_with("| stream:1000000 | 250,010 | 120.0 (100.0–140.0) | 2,000,000 | 21.0 (20.0–22.0) | 3 |\n"),
+            text.ends_with("| stream:1000000 | 250,010 | 120.0 (100.0–140.0) | 2,000,000 (1,800,000–2,500,000) | 21.0 (20.0–22.0) | n/a | 3 |\n"),
             "{text}"
         );
         assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));

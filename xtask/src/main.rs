@@ -4,8 +4,9 @@
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
 //! cargo xtask catalog [--check]                the model catalog as JSON; --check: against the reference
-//! cargo xtask bench [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
-//!                                              the shared/bench workloads, one process and JSON line each
+//! cargo xtask bench [--runs N] [--threads N] [WORKLOAD[:SIZE] ...]
+//!                                              the shared/bench workloads (faux and HTTP), one process
+//!                                              and JSON line each
 //! cargo xtask diff-fuzz --seed S --count N     random scenarios, reference vs ours (needs node)
 //! cargo xtask sync-fixtures                    re-vendor ../shared conformance and provider fixtures
 //! cargo xtask gen-streaming-json-fixtures      regenerate the streaming-JSON fixtures with node
@@ -13,9 +14,11 @@
 //! cargo xtask proxy-interop                    our proxy server against the reference streamProxy client
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
 //! cargo xtask public-api [--check]             record (check) each library crate's public API in docs/api
+//! cargo xtask sse-floor [API ...]              SSE decoding rates beside a memchr floor
 //! ```
 
 mod bench_args;
+mod bench_load;
 mod bench_runs;
 mod catalog;
 mod diff_fuzz;
@@ -23,6 +26,7 @@ mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
 mod public_api;
+mod sse_floor;
 mod streaming_fixtures;
 
 use std::io::Write;
@@ -36,18 +40,27 @@ commands:
   replay-provider CASE.json       replay a recorded provider response, print its trace
   catalog [--check]               print the model catalog as one JSON object {provider: [model, ...]};
                                   --check: compare it field by field with the reference's (needs node, npm)
-  bench [--runs N] [--threads N] [--no-usage-estimate] [WORKLOAD[:SIZE] ...]
+  bench [--runs N] [--threads N] [--no-usage-estimate] [--quiet C] [--max-wait S] [WORKLOAD[:SIZE] ...]
                                   run benchmark workloads (stream, tools, turns, agents, args, loopstream,
-                                  prompts), each in its own process; --runs N: N interleaved rounds, then a
-                                  table of medians; --threads N: multi-thread runtime with N workers (default
-                                  current_thread); --no-usage-estimate: the faux provider gets an empty
-                                  transcript (turns, prompts)
+                                  prompts; over HTTP: sse-API, sse-args-API, sse-thinking-API with API one of
+                                  anthropic, completions, responses, google, and sse-agents), each in its own
+                                  process; --runs N: N interleaved rounds, then a table of medians;
+                                  --threads N: multi-thread runtime with N workers (default current_thread);
+                                  --no-usage-estimate: the faux provider gets an empty transcript (turns,
+                                  prompts); --max-wait S: before each run wait up to S s (default 0) until
+                                  other processes use < C cores (--quiet, default 0.3). HTTP cases use
+                                  BENCH_SSE_URL or start `node sse-server.mjs` (vendored in pi-testkit)
   diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
   gen-streaming-json-fixtures     regenerate crates/pi-json/tests/fixtures/streaming-json.json (needs node)
   gen-validation-fixtures         regenerate crates/pi-schema/tests/fixtures/validation.json (needs node)
   proxy-interop                   drive our proxy server with the reference streamProxy client (needs node, npm)
-  proxy-load [--streams N] [--chars N]  N concurrent proxy streams over loopback (default 500)
+  sse-floor [--runs N] [--chars N] [API ...]
+                                  bytes/s of each API's SSE body: memchr scan and loopback read floors
+                                  beside the sse-API workload's rate per core (needs node)
+  proxy-load [--release] [--streams N] [--chars N] [--tokens-per-second R]
+                                  N concurrent proxy streams over loopback (default 500): throughput, latency
+                                  per event against the provider direct, RSS per stream
   public-api [--check]            write each publishable library crate's public API to docs/api/<crate>.txt;
                                   --check: fail if one differs from its file (rustdoc JSON via RUSTC_BOOTSTRAP)";
 
@@ -86,7 +99,8 @@ fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
 }
 
 /// Run each case in its own process (peak RSS is per process), one JSON line each; with
-/// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`).
+/// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`). HTTP cases
+/// (`sse-*`) talk to `BENCH_SSE_URL`, or to a `sse-server.mjs` started here for all runs.
 fn bench(args: &[String]) -> ExitCode {
     let parsed = match bench_args::parse(args) {
         Ok(parsed) => parsed,
@@ -95,6 +109,17 @@ fn bench(args: &[String]) -> ExitCode {
     let exe = match bench_args::one_case_binary() {
         Ok(exe) => exe,
         Err(error) => return fail(error),
+    };
+    let needs_server = parsed.specs.iter().any(|(workload, _)| workload.starts_with("sse-"));
+    let server = match needs_server && std::env::var_os("BENCH_SSE_URL").is_none() {
+        true => match pi_testkit::bench_sse::SseServer::start() {
+            Ok(server) => {
+                eprintln!("sse-server.mjs (pid {}) at {}", server.pid(), server.url());
+                Some(server)
+            }
+            Err(error) => return fail(error),
+        },
+        false => None,
     };
     let mut flags = Vec::new();
     if let Some(threads) = parsed.options.threads {
@@ -111,24 +136,50 @@ fn bench(args: &[String]) -> ExitCode {
             bench_runs::CaseRuns { label: label.join(" "), lines: Vec::new() }
         })
         .collect();
+    let max_wait = std::time::Duration::from_secs(parsed.max_wait_s);
     for _round in 0..parsed.runs {
         for ((workload, size), case) in parsed.specs.iter().zip(cases.iter_mut()) {
-            let output = std::process::Command::new(&exe)
-                .arg(format!("{workload}:{size}"))
-                .args(&flags)
-                .stderr(std::process::Stdio::inherit())
-                .output();
+            let waited_s = bench_load::wait_for_quiet(parsed.quiet, max_wait);
+            let mut command = std::process::Command::new(&exe);
+            command.arg(format!("{workload}:{size}")).args(&flags).stderr(std::process::Stdio::inherit());
+            if let Some(server) = &server {
+                command.env("BENCH_SSE_URL", server.url());
+            }
+            let cpu_before = bench_load::cpu_ticks();
+            let server_before = server.as_ref().map(|s| bench_load::process_ticks(s.pid()));
+            let output = command.output();
+            let server_ticks = server
+                .as_ref()
+                .zip(server_before)
+                .map(|(s, before)| bench_load::process_ticks(s.pid()).saturating_sub(before));
+            let cpu_after = bench_load::cpu_ticks();
             match output {
                 Ok(output) if output.status.success() => {
                     let text = String::from_utf8_lossy(&output.stdout);
-                    print!("{text}");
-                    case.lines.extend(text.lines().filter_map(|line| serde_json::from_str(line).ok()));
+                    for line in text.lines() {
+                        let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(line) else { continue };
+                        let own_cpu_s = fields.get("cpuS").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+                        let load = cpu_before
+                            .zip(cpu_after)
+                            .map(|(before, after)| bench_load::run_load(before, after, own_cpu_s, server_ticks));
+                        if let Some(load) = &load {
+                            fields.insert("othersCores".into(), load.others_cores.into());
+                            if let Some(server) = load.server_cores {
+                                fields.insert("serverCores".into(), server.into());
+                            }
+                            fields.insert("waitedS".into(), waited_s.into());
+                        }
+                        let value = serde_json::Value::Object(fields);
+                        println!("{value}");
+                        case.lines.push(value);
+                    }
                 }
                 Ok(output) => return fail(format!("{workload}:{size} failed: {}", output.status)),
                 Err(error) => return fail(error),
             }
         }
     }
+    drop(server);
     if parsed.runs > 1 {
         println!();
         print!("{}", bench_runs::table(&cases));
@@ -223,6 +274,7 @@ fn main() -> ExitCode {
         (Some("public-api"), Some(flag)) if flag == "--check" => {
             print_line(public_api::check(&repo_root()).map_err(|e| e.to_string()))
         }
+        (Some("sse-floor"), _) => print_trace(sse_floor::run(&args[1..])),
         _ => fail(USAGE),
     }
 }

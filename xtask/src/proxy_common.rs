@@ -40,6 +40,10 @@ pub async fn start(providers: &[&FauxProvider], limits: Limits) -> Result<Server
     for faux in providers {
         models.set_provider(registered(faux));
     }
+    serve_models(models, limits).await
+}
+
+async fn serve_models(models: Models, limits: Limits) -> Result<Server, String> {
     let mut config = ServerConfig::new(Arc::new(models), vec![ProxyToken::new("xtask", TOKEN)]);
     config.limits = limits;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| format!("bind: {e}"))?;
@@ -49,6 +53,17 @@ pub async fn start(providers: &[&FauxProvider], limits: Limits) -> Result<Server
         let _ = stopped.await;
     }));
     Ok(Server { url, _stop: stop })
+}
+
+/// Start a server whose one provider is `faux`'s, streamed by `adapter` (e.g. a wrapper of it).
+pub async fn start_with(
+    faux: &FauxProvider,
+    adapter: Arc<dyn pi_types::StreamFn>,
+    limits: Limits,
+) -> Result<Server, String> {
+    let models = Models::new();
+    models.set_provider(registered(faux).with_api(faux.api(), adapter));
+    serve_models(models, limits).await
 }
 
 /// An event as compared across clients: numbers as floats (JavaScript has one number type),

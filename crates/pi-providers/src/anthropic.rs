@@ -20,8 +20,9 @@ use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
-use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "anthropic-messages";
@@ -366,31 +367,32 @@ async fn run(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::SplitCrLfAcrossChunks);
-    let mut events: Vec<SseEvent> = Vec::new();
     let mut state = BlockState { open: HashMap::new(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
+    // Without a hook that sees every event as a `Value`, delta events take the typed decode.
+    let typed = options.on_provider_stream_event.is_none();
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                decoder.push(&bytes, &mut events);
+                decoder.push_bytes(&bytes);
                 false
             }
             Read::End => {
-                decoder.finish(&mut events);
+                decoder.finish_bytes();
                 true
             }
             Read::Aborted => return Err(Stop::aborted("Request was aborted")),
             Read::Failed(message) => return Err(Stop::error(message)),
         };
-        for sse in std::mem::take(&mut events) {
+        while let Some(sse) = decoder.next_event() {
             if body.is_cancelled() {
                 return Err(Stop::aborted("Request was aborted"));
             }
-            let name = sse.event.clone().unwrap_or_default();
+            let name = sse.event.as_deref().unwrap_or_default();
             if name == "error" {
-                return Err(Stop::error(sse.data));
+                return Err(Stop::error(sse.data.into_owned()));
             }
             if !matches!(
-                name.as_str(),
+                name,
                 "message_start"
                     | "message_delta"
                     | "message_stop"
@@ -400,11 +402,20 @@ async fn run(
             ) {
                 continue;
             }
+            if typed {
+                if let Some(delta) = typed::decode::<typed::AnthropicDelta<'_>>(&sse.data) {
+                    if &*delta.kind == "content_block_delta" {
+                        state.delta(delta, out).await;
+                        continue;
+                    }
+                }
+            }
             let event = jsonx::parse_with_repair(&sse.data).map_err(|message| {
+                let raw: Vec<_> = sse.raw().collect();
                 Stop::error(format!(
                     "Could not parse Anthropic SSE event {name}: {message}; data={}; raw={}",
                     sse.data,
-                    sse.raw.join("\\n")
+                    raw.join("\\n")
                 ))
             })?;
             match event.get("type").and_then(Value::as_str) {
@@ -480,7 +491,38 @@ fn map_stop_reason(reason: &str, details: Option<&Value>) -> Result<(StopReason,
     })
 }
 
+/// A `content_block_delta` of the kind given, with its text, into the block at `content_index`.
+/// A delta of another kind than its block is ignored (the builder refuses it), as the reference
+/// ignores it.
+async fn apply_delta(out: &mut AssistantMessageBuilder, content_index: usize, kind: Option<&str>, text: &str) {
+    match kind {
+        Some("text_delta") => out.text_delta(content_index, text).await.ok(),
+        Some("thinking_delta") => out.thinking_delta(content_index, text).await.ok(),
+        Some("input_json_delta") => out.tool_call_delta(content_index, text).await.ok(),
+        Some("signature_delta") => out.thinking_mut(content_index).ok().map(|block| {
+            block.thinking_signature.get_or_insert_with(String::new).push_str(text);
+        }),
+        _ => None,
+    };
+}
+
 impl BlockState {
+    /// A `content_block_delta` from its typed decode (as [`BlockState::handle`] takes it).
+    async fn delta(&mut self, event: typed::AnthropicDelta<'_>, out: &mut AssistantMessageBuilder) {
+        let index = event.index.map_or(-1, |typed::Int(i)| i);
+        let Some(&content_index) = self.open.get(&index) else { return };
+        let delta = event.delta.map(|typed::Obj(d)| d);
+        let kind = delta.as_ref().and_then(|d| d.kind.as_deref());
+        let text = delta.as_ref().and_then(|d| match kind {
+            Some("text_delta") => d.text.as_deref(),
+            Some("thinking_delta") => d.thinking.as_deref(),
+            Some("input_json_delta") => d.partial_json.as_deref(),
+            Some("signature_delta") => d.signature.as_deref(),
+            _ => None,
+        });
+        apply_delta(out, content_index, kind, text.unwrap_or_default()).await;
+    }
+
     async fn handle(&mut self, model: &Model, event: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
         let index = event.get("index").and_then(Value::as_f64).map(|f| f as i64).unwrap_or(-1);
         match event.get("type").and_then(Value::as_str) {
@@ -543,19 +585,17 @@ impl BlockState {
             }
             Some("content_block_delta") => {
                 let Some(&content_index) = self.open.get(&index) else { return Ok(()) };
-                let delta = event.get("delta").cloned().unwrap_or(Value::Null);
-                let text_of = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or("");
-                // A delta of another kind than its block is ignored (the builder refuses it), as
-                // the reference ignores it.
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => out.text_delta(content_index, text_of("text")).await.ok(),
-                    Some("thinking_delta") => out.thinking_delta(content_index, text_of("thinking")).await.ok(),
-                    Some("input_json_delta") => out.tool_call_delta(content_index, text_of("partial_json")).await.ok(),
-                    Some("signature_delta") => out.thinking_mut(content_index).ok().map(|block| {
-                        block.thinking_signature.get_or_insert_with(String::new).push_str(text_of("signature"));
-                    }),
-                    _ => None,
+                let delta = event.get("delta");
+                let text_of = |key: &str| delta.and_then(|d| d.get(key)).and_then(Value::as_str).unwrap_or("");
+                let kind = delta.and_then(|d| d.get("type")).and_then(Value::as_str);
+                let text = match kind {
+                    Some("text_delta") => text_of("text"),
+                    Some("thinking_delta") => text_of("thinking"),
+                    Some("input_json_delta") => text_of("partial_json"),
+                    Some("signature_delta") => text_of("signature"),
+                    _ => "",
                 };
+                apply_delta(out, content_index, kind, text).await;
             }
             Some("content_block_stop") => {
                 let Some(content_index) = self.open.remove(&index) else { return Ok(()) };

@@ -5,6 +5,7 @@
 //! `<name>_<unix ms>_<n>` from a [`ToolCallIds`] source (a process-wide counter by default,
 //! injectable for deterministic tests).
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,8 +25,9 @@ use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
-use crate::sse::{GeminiFramer, GeminiItem};
+use crate::sse::GeminiFramer;
 use crate::transform::{sanitize_id, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "google-generative-ai";
@@ -548,6 +550,10 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
 
 /// The SDK's check of a decoded text for a whole error object.
 fn stream_error_chunk(text: &str) -> Option<String> {
+    // Only an object has an `error` member: anything else is not parsed at all.
+    if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
+        return None;
+    }
     let value = jsonx::parse(text).ok()?;
     let error = value.get("error").filter(|e| e.is_object())?;
     let code = error.get("code").and_then(Value::as_f64)?;
@@ -636,14 +642,18 @@ pub(crate) async fn stream_response(
 
     let mut body = Body::new(response, options);
     let mut framer = GeminiFramer::default();
-    let mut items = Vec::new();
     let mut current: Option<usize> = None;
     // The arguments merged so far of a call streamed in pieces (see below).
     let mut merged = Value::Null;
+    // Without a hook that sees every chunk as a `Value`, text chunks take the typed decode.
+    let typed = options.on_provider_stream_event.is_none();
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                framer.push(&bytes, &mut items);
+                let text = framer.push_text(&bytes);
+                if let Some(message) = stream_error_chunk(&text) {
+                    return Err(Stop::error(message));
+                }
                 false
             }
             Read::End => {
@@ -653,24 +663,25 @@ pub(crate) async fn stream_response(
             Read::Aborted => return Err(Stop::aborted("This operation was aborted")),
             Read::Failed(message) => return Err(Stop::error(message)),
         };
-        for item in std::mem::take(&mut items) {
-            match item {
-                GeminiItem::Chunk(text) => {
-                    if let Some(message) = stream_error_chunk(&text) {
-                        return Err(Stop::error(message));
-                    }
+        while let Some(text) = framer.next_data() {
+            let fast = match typed {
+                true => typed::decode::<typed::GeminiChunk<'_>>(text).filter(|c| c.error.is_none()),
+                false => None,
+            };
+            let handled = match fast {
+                Some(chunk) => handle_typed_chunk(model, chunk, out, &mut current, &mut merged).await?,
+                None => false,
+            };
+            if !handled {
+                if let Some(message) = stream_error_chunk(text) {
+                    return Err(Stop::error(message));
                 }
-                GeminiItem::Data(text) => {
-                    if let Some(message) = stream_error_chunk(&text) {
-                        return Err(Stop::error(message));
-                    }
-                    let chunk = jsonx::parse(&text).map_err(Stop::error)?;
-                    common::on_event(options, model, &chunk).await;
-                    handle_chunk(model, &chunk, out, &mut current, &mut merged, ids).await?;
-                    if body.is_cancelled() {
-                        return Err(Stop::aborted("This operation was aborted"));
-                    }
-                }
+                let chunk = jsonx::parse(text).map_err(Stop::error)?;
+                common::on_event(options, model, &chunk).await;
+                handle_chunk(model, &chunk, out, &mut current, &mut merged, ids).await?;
+            }
+            if body.is_cancelled() {
+                return Err(Stop::aborted("This operation was aborted"));
             }
         }
         if ended {
@@ -693,6 +704,90 @@ pub(crate) async fn stream_response(
     }
 }
 
+/// A text part (a thought when `thinking`) into the open block of its kind, or a new one.
+async fn text_part(
+    out: &mut AssistantMessageBuilder,
+    current: &mut Option<usize>,
+    merged: &mut Value,
+    text: &str,
+    thinking: bool,
+    signature: Option<&str>,
+) -> Result<(), Stop> {
+    if let Some(index) = streamed_call(out, *current) {
+        *current = None;
+        end_streamed_call(out, index, merged).await?;
+    }
+    let current_block =
+        current.map(|i| (i, matches!(out.message().content.get(i), Some(AssistantContent::Thinking(_)))));
+    let index = match current_block {
+        Some((index, is_thinking)) if is_thinking == thinking => index,
+        _ => {
+            if let Some(index) = *current {
+                out.end_block(index).await?;
+            }
+            let index = if thinking { out.start_thinking().await } else { out.start_text().await };
+            *current = Some(index);
+            index
+        }
+    };
+    // The part's signature is on the block before the delta's event.
+    if thinking {
+        if let Some(sig) = signature {
+            out.thinking_mut(index)?.thinking_signature = Some(sig.to_owned());
+        }
+        out.thinking_delta(index, text).await?;
+    } else {
+        if let Some(sig) = signature {
+            out.text_mut(index)?.text_signature = Some(sig.to_owned());
+        }
+        out.text_delta(index, text).await?;
+    }
+    Ok(())
+}
+
+/// A chunk from its typed decode, as [`handle_chunk`] takes it; `Ok(false)` when it holds what
+/// only the generic path handles (a function call, a finish reason), before anything of it was
+/// applied.
+async fn handle_typed_chunk(
+    model: &Model,
+    chunk: typed::GeminiChunk<'_>,
+    out: &mut AssistantMessageBuilder,
+    current: &mut Option<usize>,
+    merged: &mut Value,
+) -> Result<bool, Stop> {
+    let (typed::Obj(candidate),) = chunk.candidates;
+    let (typed::Obj(part),) = candidate.content.0.parts;
+    if candidate.finish_reason.is_some() || part.function_call.is_some() {
+        return Ok(false);
+    }
+    if out.message().response_id.as_deref().is_none_or(str::is_empty) {
+        if let Some(id) = chunk.response_id.as_deref() {
+            out.metadata_mut().response_id = Some(id.to_owned().into());
+        }
+    }
+    if let Some(text) = part.text.as_deref() {
+        let signature = part.thought_signature.as_deref().filter(|s| !s.is_empty());
+        text_part(out, current, merged, text, part.thought == Some(true), signature).await?;
+    }
+    if let Some(typed::Obj(usage)) = chunk.usage_metadata {
+        let prompt = typed::Int::count(usage.prompt_token_count);
+        let cached = typed::Int::count(usage.cached_content_token_count);
+        let thoughts = typed::Int::count(usage.thoughts_token_count);
+        let mut m = out.metadata_mut();
+        m.usage = pi_types::Usage {
+            input: prompt.saturating_sub(cached),
+            output: typed::Int::count(usage.candidates_token_count).saturating_add(thoughts),
+            cache_read: cached,
+            cache_write: 0,
+            reasoning: Some(thoughts),
+            total_tokens: typed::Int::count(usage.total_token_count),
+            ..Default::default()
+        };
+        crate::cost::calculate_cost(model, &mut m.usage);
+    }
+    Ok(true)
+}
+
 async fn handle_chunk(
     model: &Model,
     chunk: &Value,
@@ -711,37 +806,9 @@ async fn handle_chunk(
     for part in parts.into_iter().flatten() {
         let signature = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
-            if let Some(index) = streamed_call(out, *current) {
-                *current = None;
-                end_streamed_call(out, index, merged).await?;
-            }
-            let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
+            let text = text.as_str().map_or_else(|| jsonx::stringify(text).into(), Cow::Borrowed);
             let thinking = part.get("thought") == Some(&Value::Bool(true));
-            let current_block =
-                current.map(|i| (i, matches!(out.message().content.get(i), Some(AssistantContent::Thinking(_)))));
-            let index = match current_block {
-                Some((index, is_thinking)) if is_thinking == thinking => index,
-                _ => {
-                    if let Some(index) = *current {
-                        out.end_block(index).await?;
-                    }
-                    let index = if thinking { out.start_thinking().await } else { out.start_text().await };
-                    *current = Some(index);
-                    index
-                }
-            };
-            // The part's signature is on the block before the delta's event.
-            if thinking {
-                if let Some(sig) = signature {
-                    out.thinking_mut(index)?.thinking_signature = Some(sig.to_owned());
-                }
-                out.thinking_delta(index, text).await?;
-            } else {
-                if let Some(sig) = signature {
-                    out.text_mut(index)?.text_signature = Some(sig.to_owned());
-                }
-                out.text_delta(index, text).await?;
-            }
+            text_part(out, current, merged, &text, thinking, signature).await?;
         }
         if let Some(call) = part.get("functionCall").filter(|c| http::truthy(c)) {
             if let Some(index) = streamed_call(out, *current) {

@@ -100,6 +100,8 @@ mod azure_completions;
 mod cloudflare;
 #[cfg(feature = "http")]
 mod opencode;
+#[cfg(feature = "http")]
+mod typed;
 
 #[cfg(feature = "http")]
 pub mod anthropic;

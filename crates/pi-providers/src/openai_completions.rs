@@ -21,8 +21,9 @@ use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::jsonx;
 use crate::simple;
-use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "openai-completions";
@@ -370,35 +371,47 @@ async fn run(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut events: Vec<SseEvent> = Vec::new();
     let mut chunks = Chunks::default();
     let mut finished_body = false;
+    // Without a hook that sees every chunk as a `Value`, delta chunks take the typed decode.
+    let typed = options.on_provider_stream_event.is_none();
     'read: while !finished_body {
         match body.next().await {
-            Read::Chunk(bytes) => decoder.push(&bytes, &mut events),
+            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
             Read::End => {
-                decoder.finish(&mut events);
+                decoder.finish_bytes();
                 finished_body = true;
             }
             Read::Aborted => break 'read,
             Read::Failed(message) => return Err(Stop::error(message)),
         }
-        for event in std::mem::take(&mut events) {
+        while let Some(event) = decoder.next_event() {
             if event.data == "[DONE]" {
                 break 'read;
             }
-            let Ok(data) = jsonx::parse(&event.data) else {
-                return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
+            let is_error = event.event.as_deref() == Some("error");
+            let fast = match typed && !is_error {
+                true => typed::decode::<typed::CompletionsChunk<'_>>(&event.data).filter(|c| c.error.is_none()),
+                false => None,
             };
-            if event.event.as_deref() == Some("error") {
-                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                return Err(stream_error(error));
+            let handled = match fast {
+                Some(chunk) => chunks.handle_typed(model, chunk, out).await?,
+                None => false,
+            };
+            if !handled {
+                let Ok(data) = jsonx::parse(&event.data) else {
+                    return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
+                };
+                if is_error {
+                    let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                    return Err(stream_error(error));
+                }
+                if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                    return Err(stream_error(error));
+                }
+                common::on_event(options, model, &data).await;
+                chunks.handle(model, &data, out, state).await?;
             }
-            if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
-                return Err(stream_error(error));
-            }
-            common::on_event(options, model, &data).await;
-            chunks.handle(model, &data, out, state).await?;
             if body.is_cancelled() {
                 break 'read;
             }
@@ -709,6 +722,67 @@ impl Chunks {
         Ok(())
     }
 
+    /// A chunk from its typed decode, as [`Chunks::handle`] takes it; `Ok(false)` when the chunk
+    /// holds what only the generic path handles (usage, a finish reason, reasoning details),
+    /// before anything of it was applied.
+    async fn handle_typed(
+        &mut self,
+        model: &Model,
+        chunk: typed::CompletionsChunk<'_>,
+        out: &mut AssistantMessageBuilder,
+    ) -> Result<bool, Stop> {
+        let Some((typed::Obj(choice),)) = chunk.choices else { return Ok(false) };
+        let delta = choice.delta.map(|typed::Obj(d)| d);
+        if chunk.usage.is_some()
+            || choice.usage.is_some()
+            || choice.finish_reason.is_some()
+            || delta.as_ref().is_some_and(|d| d.reasoning_details.is_some())
+        {
+            return Ok(false);
+        }
+        {
+            let mut m = out.metadata_mut();
+            if m.response_id.as_deref().is_none_or(str::is_empty) {
+                if let Some(id) = chunk.id.as_deref() {
+                    m.response_id = Some(id.to_owned().into());
+                }
+            }
+            if let Some(response_model) = chunk.model.as_deref() {
+                if !response_model.is_empty()
+                    && response_model != model.id
+                    && m.response_model.as_deref().is_none_or(str::is_empty)
+                {
+                    m.response_model = Some(response_model.to_owned().into());
+                }
+            }
+        }
+        let Some(delta) = delta else { return Ok(true) };
+        let reasoning = [
+            ("reasoning_content", &delta.reasoning_content),
+            ("reasoning", &delta.reasoning),
+            ("reasoning_text", &delta.reasoning_text),
+        ]
+        .into_iter()
+        .find_map(|(field, text)| text.as_deref().filter(|t| !t.is_empty()).map(|t| (field, t)));
+        if let Some((field, text)) = reasoning {
+            let signature =
+                if model.provider == "opencode-go" && field == "reasoning" { "reasoning_content" } else { field };
+            let index = self.ensure_thinking(out, signature).await;
+            out.thinking_delta(index, text).await?;
+        }
+        if let Some(content) = delta.content.as_deref().filter(|c| !c.is_empty()) {
+            self.text(out, content).await?;
+        }
+        if let Some((typed::Obj(call),)) = delta.tool_calls {
+            let function = call.function.map(|typed::Obj(f)| f);
+            let name = function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or("");
+            let arguments = function.as_ref().and_then(|f| f.arguments.as_deref());
+            let stream_index = call.index.map(|typed::Int(i)| i);
+            self.tool_call_parts(stream_index, call.id.as_deref(), name, arguments, out).await?;
+        }
+        Ok(true)
+    }
+
     /// Appends `content` to the text block, started on first use.
     async fn text(&mut self, out: &mut AssistantMessageBuilder, content: &str) -> Result<(), Stop> {
         let index = match self.text_block {
@@ -725,9 +799,24 @@ impl Chunks {
 
     async fn tool_call(&mut self, call: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
         let stream_index = call.get("index").and_then(Value::as_f64).map(|f| f as i64);
-        let id = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned);
+        let id = call.get("id").and_then(Value::as_str);
         let function = call.get("function");
-        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("").to_owned();
+        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
+        let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str);
+        self.tool_call_parts(stream_index, id, name, arguments, out).await
+    }
+
+    /// One tool call of a delta: its `index`, `id`, `function.name` and `function.arguments`.
+    async fn tool_call_parts(
+        &mut self,
+        stream_index: Option<i64>,
+        id: Option<&str>,
+        name: &str,
+        arguments: Option<&str>,
+        out: &mut AssistantMessageBuilder,
+    ) -> Result<(), Stop> {
+        let id = id.filter(|s| !s.is_empty()).map(str::to_owned);
+        let name = name.to_owned();
         let mut block = stream_index.and_then(|i| self.by_index.get(&i).copied());
         if block.is_none() {
             if let Some(id) = &id {
@@ -757,7 +846,7 @@ impl Chunks {
         if let Some(id) = &id {
             self.by_id.insert(id.clone(), index);
         }
-        let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str).filter(|a| !a.is_empty());
+        let arguments = arguments.filter(|a| !a.is_empty());
         {
             let mut block = out.tool_call_mut(index)?;
             if block.id.is_empty() {

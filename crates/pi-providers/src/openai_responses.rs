@@ -22,8 +22,9 @@ use crate::http::{self, ApiError, Body, Dialect, Read};
 use crate::jsonx;
 use crate::openai_completions::{openai_status_error, openai_stream_error};
 use crate::simple;
-use crate::sse::{LineMode, SseDecoder, SseEvent};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
+use crate::typed;
 
 /// The API id.
 pub const API: &str = "openai-responses";
@@ -698,41 +699,55 @@ pub(crate) async fn send_and_stream(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut events: Vec<SseEvent> = Vec::new();
     let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
     let mut ended = false;
+    // Without a hook that sees every event as a `Value`, delta events take the typed decode.
+    let typed = options.on_provider_stream_event.is_none();
     'read: while !ended {
         match body.next().await {
-            Read::Chunk(bytes) => decoder.push(&bytes, &mut events),
+            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
             Read::End => {
-                decoder.finish(&mut events);
+                decoder.finish_bytes();
                 ended = true;
             }
             Read::Aborted => break 'read,
             Read::Failed(message) => return Err(fail(message)),
         }
-        for event in std::mem::take(&mut events) {
+        while let Some(event) = decoder.next_event() {
             if event.data == "[DONE]" {
                 break 'read;
             }
-            let Ok(data) = jsonx::parse(&event.data) else {
-                return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
+            let is_error = event.event.as_deref() == Some("error");
+            let fast = match typed && !is_error {
+                true => typed::decode::<typed::ResponsesDelta<'_>>(&event.data).filter(|e| e.error.is_none()),
+                false => None,
             };
-            if event.event.as_deref() == Some("error") {
-                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-            }
-            if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
-                return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-            }
-            common::on_event(options, model, &data).await;
-            state
-                .handle(model, options, &data, out)
-                .await
-                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
-            if state.saw_terminal {
-                // A terminal response event ends the protocol: nothing after it is read or waited for.
-                break 'read;
+            let handled = match fast {
+                Some(delta) => {
+                    state.delta(delta, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
+                }
+                None => false,
+            };
+            if !handled {
+                let Ok(data) = jsonx::parse(&event.data) else {
+                    return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
+                };
+                if is_error {
+                    let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+                }
+                if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+                }
+                common::on_event(options, model, &data).await;
+                state
+                    .handle(model, options, &data, out)
+                    .await
+                    .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
+                if state.saw_terminal {
+                    // A terminal response event ends the protocol: nothing after it is read or waited for.
+                    break 'read;
+                }
             }
             if body.is_cancelled() {
                 break 'read;
@@ -904,6 +919,33 @@ impl ResponsesState {
     /// A fresh state pricing service tiers as given.
     pub(crate) fn with_pricing(tier_pricing: TierPricing) -> Self {
         Self { tier_pricing, ..Default::default() }
+    }
+
+    /// A delta event from its typed decode, as [`ResponsesState::handle`] takes it; `Ok(false)`
+    /// for another event type (nothing applied).
+    pub(crate) async fn delta(
+        &mut self,
+        event: typed::ResponsesDelta<'_>,
+        out: &mut AssistantMessageBuilder,
+    ) -> Result<bool, Stop> {
+        let kind = match &*event.kind {
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => SlotKind::Thinking,
+            "response.output_text.delta" | "response.refusal.delta" => SlotKind::Text,
+            "response.function_call_arguments.delta" => SlotKind::ToolCall,
+            _ => return Ok(false),
+        };
+        let mut key = [0u8; 24];
+        let key = event.output_index.text(&mut key);
+        let Some(index) = self.slots.get(key).filter(|s| s.kind == kind).map(|s| s.content_index) else {
+            return Ok(true);
+        };
+        let text = event.delta.as_deref().unwrap_or_default();
+        match kind {
+            SlotKind::Thinking => out.thinking_delta(index, text).await?,
+            SlotKind::Text => out.text_delta(index, text).await?,
+            _ => out.tool_call_delta(index, text).await?,
+        }
+        Ok(true)
     }
 
     fn slot(&self, event: &Value, kind: SlotKind) -> Option<usize> {

@@ -122,18 +122,80 @@ pub enum LineMode {
     SplitCrLfAcrossChunks,
 }
 
+/// What one line of an event holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    /// `event:`; the value starts at the offset.
+    Event(usize),
+    /// `data:`; the value starts at the offset.
+    Data(usize),
+    /// A comment or another field (kept for [`SseEventRef::raw`] only).
+    Other,
+}
+
+/// One non-empty line of a pending event: its bytes in the decoder's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    start: usize,
+    end: usize,
+    field: Field,
+}
+
 /// Incremental SSE decoder: feed bytes, get complete events.
+///
+/// Lines are split as the bytes arrive, but not copied: an event is a run of line ranges in
+/// the decoder's buffer until it is handed out as an [`SseEventRef`] that borrows its `event`
+/// and (single-line) `data` values from there. [`SseDecoder::push`] and
+/// [`SseDecoder::finish`] hand out owned [`SseEvent`]s instead.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     mode: LineMode,
     buffer: Vec<u8>,
-    /// Search resumes here (everything before has no line break).
+    /// Search resumes here (everything before has no line break left to find).
     scan: usize,
+    /// Where the line being read starts.
+    line_start: usize,
     skip_leading_lf: bool,
-    event: Option<String>,
-    data: Vec<String>,
+    /// Lines of the events ready to be handed out, then of the event being read.
+    lines: Vec<Line>,
+    /// Ends (in `lines`) of the events ready to be handed out, in order; the first starts at
+    /// `delivered`, each next one where the previous ended.
+    ready: std::collections::VecDeque<usize>,
+    /// Lines before this index belong to events already handed out.
+    delivered: usize,
+    /// The event being read starts at this line: lines of a block that was not dispatched (no
+    /// data, no event name) stay part of it, as the reference keeps its fields.
+    event_start: usize,
+    /// The event being read has a `data:` line.
     has_data: bool,
-    raw: Vec<String>,
+}
+
+/// One dispatched server-sent event, borrowed from the decoder's buffer.
+#[derive(Debug)]
+pub struct SseEventRef<'a> {
+    /// The `event:` field, if any.
+    pub event: Option<Cow<'a, str>>,
+    /// The `data:` lines joined by `\n` (borrowed when there is one and it is valid UTF-8).
+    pub data: Cow<'a, str>,
+    buffer: &'a [u8],
+    lines: &'a [Line],
+}
+
+impl<'a> SseEventRef<'a> {
+    /// Every non-empty line of the event as received (comments included).
+    pub fn raw(&self) -> impl Iterator<Item = Cow<'a, str>> + 'a {
+        let buffer = self.buffer;
+        self.lines.iter().map(move |line| decode_lossy(&buffer[line.start..line.end]))
+    }
+
+    /// The owned event.
+    pub fn to_owned_event(&self) -> SseEvent {
+        SseEvent {
+            event: self.event.as_ref().map(|e| e.clone().into_owned()),
+            data: self.data.clone().into_owned(),
+            raw: self.raw().map(Cow::into_owned).collect(),
+        }
+    }
 }
 
 impl SseDecoder {
@@ -144,6 +206,26 @@ impl SseDecoder {
 
     /// Feed one network chunk; complete events are appended to `out`.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
+        self.push_bytes(chunk);
+        self.drain_into(out);
+    }
+
+    /// The stream ended: the unterminated last line and a pending event.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
+        self.finish_bytes();
+        self.drain_into(out);
+    }
+
+    fn drain_into(&mut self, out: &mut Vec<SseEvent>) {
+        while let Some(event) = self.next_event() {
+            out.push(event.to_owned_event());
+        }
+    }
+
+    /// Feed one network chunk; the events it completes are then taken with
+    /// [`SseDecoder::next_event`] (take them all before the next chunk: events not taken yet
+    /// are kept, and their bytes with them).
+    pub fn push_bytes(&mut self, chunk: &[u8]) {
         let mut chunk = chunk;
         if self.skip_leading_lf {
             self.skip_leading_lf = false;
@@ -154,8 +236,8 @@ impl SseDecoder {
         if chunk.is_empty() {
             return;
         }
+        self.compact();
         self.buffer.extend_from_slice(chunk);
-        let mut start = 0;
         let mut search = self.scan;
         while let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buffer[search..]) {
             let index = search + offset;
@@ -169,65 +251,123 @@ impl SseDecoder {
                     self.skip_leading_lf = true;
                 }
             }
-            let line = decode_lossy(&self.buffer[start..index]).into_owned();
-            self.line(line, out);
-            start = next;
+            self.line(self.line_start, index);
+            self.line_start = next;
             search = next;
         }
-        self.buffer.drain(..start);
         self.scan = self.buffer.len();
     }
 
-    /// The stream ended: the unterminated last line and a pending event.
-    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
-        if !self.buffer.is_empty() {
-            let line = decode_lossy(&self.buffer).into_owned();
-            self.buffer.clear();
-            self.line(line, out);
+    /// The stream ended: the unterminated last line and a pending event become available to
+    /// [`SseDecoder::next_event`].
+    pub fn finish_bytes(&mut self) {
+        if self.line_start < self.buffer.len() {
+            self.line(self.line_start, self.buffer.len());
+            self.line_start = self.buffer.len();
         }
-        self.scan = 0;
+        self.scan = self.buffer.len();
         self.skip_leading_lf = false;
-        if let Some(event) = self.dispatch() {
-            out.push(event);
+        self.dispatch();
+    }
+
+    /// The next complete event, if any.
+    pub fn next_event(&mut self) -> Option<SseEventRef<'_>> {
+        let end = self.ready.pop_front()?;
+        let lines = &self.lines[self.delivered..end];
+        self.delivered = end;
+        let buffer = &self.buffer[..];
+        let value = |line: &Line, from: usize| decode_lossy(&buffer[from..line.end]);
+        let event = lines.iter().rev().find_map(|line| match line.field {
+            Field::Event(from) => Some(value(line, from)),
+            _ => None,
+        });
+        let mut data_lines = lines.iter().filter_map(|line| match line.field {
+            Field::Data(from) => Some(value(line, from)),
+            _ => None,
+        });
+        let data = match data_lines.next() {
+            None => Cow::Borrowed(""),
+            Some(first) => match data_lines.next() {
+                None => first,
+                Some(second) => {
+                    let mut joined = first.into_owned();
+                    for line in std::iter::once(second).chain(data_lines) {
+                        joined.push('\n');
+                        joined.push_str(&line);
+                    }
+                    Cow::Owned(joined)
+                }
+            },
+        };
+        Some(SseEventRef { event, data, buffer, lines })
+    }
+
+    /// Drop the bytes and lines of the events handed out (once per chunk, so that a chunk of
+    /// many events moves the rest of the buffer once).
+    fn compact(&mut self) {
+        let keep_line = self.delivered.min(self.event_start);
+        let keep = self.lines.get(keep_line).map_or(self.line_start, |line| line.start.min(self.line_start));
+        if keep_line > 0 {
+            self.lines.drain(..keep_line);
+            self.ready.iter_mut().for_each(|end| *end -= keep_line);
+            self.delivered -= keep_line;
+            self.event_start -= keep_line;
+        }
+        if keep > 0 {
+            self.buffer.drain(..keep);
+            for line in &mut self.lines {
+                line.start -= keep;
+                line.end -= keep;
+                if let Field::Event(from) | Field::Data(from) = &mut line.field {
+                    *from -= keep;
+                }
+            }
+            self.scan -= keep;
+            self.line_start -= keep;
         }
     }
 
-    fn line(&mut self, line: String, out: &mut Vec<SseEvent>) {
-        if line.is_empty() {
-            if let Some(event) = self.dispatch() {
-                out.push(event);
-            }
+    /// The line `buffer[start..end]` (without its line break).
+    fn line(&mut self, start: usize, end: usize) {
+        if start == end {
+            self.dispatch();
             return;
         }
-        if !line.starts_with(':') {
-            let (field, value) = match line.find(':') {
-                Some(i) => (&line[..i], &line[i + 1..]),
-                None => (line.as_str(), ""),
+        let bytes = &self.buffer[start..end];
+        let field = if bytes[0] == b':' {
+            Field::Other
+        } else {
+            let (name, value) = match memchr::memchr(b':', bytes) {
+                Some(i) => (&bytes[..i], start + i + 1),
+                None => (bytes, end),
             };
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            if field == "event" {
-                self.event = Some(value.to_owned());
-            } else if field == "data" {
-                self.data.push(value.to_owned());
-                self.has_data = true;
+            let value = if self.buffer.get(value) == Some(&b' ') && value < end { value + 1 } else { value };
+            match name {
+                b"event" => Field::Event(value),
+                b"data" => {
+                    self.has_data = true;
+                    Field::Data(value)
+                }
+                _ => Field::Other,
             }
-        }
-        self.raw.push(line);
+        };
+        self.lines.push(Line { start, end, field });
     }
 
-    fn dispatch(&mut self) -> Option<SseEvent> {
-        // An event with an empty `event:` value and no data is not dispatched (JS `!""`).
-        let has_event = self.event.as_deref().is_some_and(|e| !e.is_empty());
-        if !has_event && !self.has_data {
-            return None;
+    /// A blank line: the event being read is handed out if it has data or a non-empty event
+    /// name (an empty `event:` value and no data is not dispatched, JS `!""`).
+    fn dispatch(&mut self) {
+        let event = &self.lines[self.event_start..];
+        let named = event.iter().rev().find_map(|line| match line.field {
+            Field::Event(from) => Some(from < line.end),
+            _ => None,
+        });
+        if !self.has_data && named != Some(true) {
+            return;
         }
-        let event = SseEvent {
-            event: self.event.take(),
-            data: std::mem::take(&mut self.data).join("\n"),
-            raw: std::mem::take(&mut self.raw),
-        };
+        self.ready.push_back(self.lines.len());
+        self.event_start = self.lines.len();
         self.has_data = false;
-        Some(event)
     }
 }
 
@@ -294,6 +434,8 @@ pub struct GeminiFramer {
     buffer: String,
     /// Search resumes here (no delimiter starts before it).
     scan: usize,
+    /// The events before this offset were handed out.
+    start: usize,
     /// Bytes decoded, appended, searched, moved and copied so far (see [`GeminiFramer::work`]).
     work: u64,
 }
@@ -314,16 +456,47 @@ impl GeminiFramer {
     /// length of a delimiter that may straddle chunks), and consumed events are removed from
     /// the buffer once per chunk.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<GeminiItem>) {
+        let text = self.push_text(chunk);
+        out.push(GeminiItem::Chunk(text));
+        while let Some(data) = self.next_data() {
+            let data = data.to_owned();
+            // Copied into the item.
+            self.work = self.work.saturating_add(data.len() as u64);
+            out.push(GeminiItem::Data(data));
+        }
+    }
+
+    /// Feed one network chunk and get its decoded text (the SDK checks it for a whole error
+    /// object); then take the events it completes with [`GeminiFramer::next_data`].
+    pub fn push_text(&mut self, chunk: &[u8]) -> String {
+        // The events handed out since the last chunk leave the buffer (the rest moves once).
+        if self.start > 0 {
+            let rest = self.buffer.len() - self.start;
+            self.buffer.drain(..self.start);
+            self.scan = self.scan.saturating_sub(self.start);
+            self.start = 0;
+            self.work = self.work.saturating_add(rest as u64);
+        }
         let text = self.utf8.push(chunk);
         // Decoded, then appended.
-        let mut work = chunk.len().saturating_add(text.len());
+        self.work = self.work.saturating_add(chunk.len().saturating_add(text.len()) as u64);
         self.buffer.push_str(&text);
-        out.push(GeminiItem::Chunk(text));
-        let bytes = self.buffer.as_bytes();
-        let mut start = 0;
-        let mut search = self.scan;
-        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[search..]) {
-            work = work.saturating_add(offset + 1);
+        text
+    }
+
+    /// The JSON text of the next complete `data:` event, borrowed from the buffer.
+    pub fn next_data(&mut self) -> Option<&str> {
+        loop {
+            let bytes = self.buffer.as_bytes();
+            let search = self.scan.max(self.start);
+            let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[search..]) else {
+                // This search ran to the end.
+                self.work = self.work.saturating_add((bytes.len() - search) as u64);
+                // A delimiter (at most 4 bytes) not found yet starts within the last 3 bytes.
+                self.scan = bytes.len().saturating_sub(3).max(self.start);
+                return None;
+            };
+            self.work = self.work.saturating_add(offset as u64 + 1);
             let index = search + offset;
             let rest = &bytes[index..];
             let len = if rest.starts_with(b"\n\n") || rest.starts_with(b"\r\r") {
@@ -331,27 +504,17 @@ impl GeminiFramer {
             } else if rest.starts_with(b"\r\n\r\n") {
                 4
             } else {
-                search = index + 1;
+                self.scan = index + 1;
                 continue;
             };
-            let trimmed = crate::jsonx::js_trim(&self.buffer[start..index]);
+            let event = self.start..index;
+            self.start = index + len;
+            self.scan = self.start;
+            let trimmed = crate::jsonx::js_trim(&self.buffer[event]);
             if let Some(rest) = trimmed.strip_prefix("data:") {
-                let data = crate::jsonx::js_trim(rest);
-                work = work.saturating_add(data.len());
-                out.push(GeminiItem::Data(data.to_owned()));
+                return Some(crate::jsonx::js_trim(rest));
             }
-            start = index + len;
-            search = start;
         }
-        // The last search ran to the end; removing the consumed events moves the rest.
-        work = work.saturating_add(bytes.len() - search);
-        if start > 0 {
-            work = work.saturating_add(bytes.len() - start);
-        }
-        self.buffer.drain(..start);
-        // A delimiter (at most 4 bytes) not found yet starts within the last 3 bytes.
-        self.scan = self.buffer.len().saturating_sub(3);
-        self.work = self.work.saturating_add(work as u64);
     }
 
     /// Bytes this framer has decoded, appended to its buffer, searched for delimiters, moved
@@ -365,7 +528,7 @@ impl GeminiFramer {
     pub fn finish(&mut self) -> Result<(), String> {
         let tail = self.utf8.finish();
         self.buffer.push_str(&tail);
-        if crate::jsonx::js_trim(&self.buffer).is_empty() {
+        if crate::jsonx::js_trim(&self.buffer[self.start..]).is_empty() {
             Ok(())
         } else {
             Err("Incomplete JSON segment at the end".to_owned())
@@ -376,6 +539,166 @@ impl GeminiFramer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The decoder before events were borrowed (every line copied into a string): the oracle of
+    // `borrowed_events_match_the_copying_decoder`.
+    /// Incremental SSE decoder: feed bytes, get complete events.
+    #[derive(Debug, Default)]
+    struct OldDecoder {
+        mode: LineMode,
+        buffer: Vec<u8>,
+        /// Search resumes here (everything before has no line break).
+        scan: usize,
+        skip_leading_lf: bool,
+        event: Option<String>,
+        data: Vec<String>,
+        has_data: bool,
+        raw: Vec<String>,
+    }
+
+    impl OldDecoder {
+        /// A decoder with the given line mode.
+        fn new(mode: LineMode) -> Self {
+            Self { mode, ..Self::default() }
+        }
+
+        /// Feed one network chunk; complete events are appended to `out`.
+        fn push(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
+            let mut chunk = chunk;
+            if self.skip_leading_lf {
+                self.skip_leading_lf = false;
+                if chunk.first() == Some(&b'\n') {
+                    chunk = &chunk[1..];
+                }
+            }
+            if chunk.is_empty() {
+                return;
+            }
+            self.buffer.extend_from_slice(chunk);
+            let mut start = 0;
+            let mut search = self.scan;
+            while let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buffer[search..]) {
+                let index = search + offset;
+                let mut next = index + 1;
+                if self.buffer[index] == b'\r' {
+                    if next < self.buffer.len() {
+                        if self.buffer[next] == b'\n' {
+                            next += 1;
+                        }
+                    } else if self.mode == LineMode::Standard {
+                        self.skip_leading_lf = true;
+                    }
+                }
+                let line = decode_lossy(&self.buffer[start..index]).into_owned();
+                self.line(line, out);
+                start = next;
+                search = next;
+            }
+            self.buffer.drain(..start);
+            self.scan = self.buffer.len();
+        }
+
+        /// The stream ended: the unterminated last line and a pending event.
+        fn finish(&mut self, out: &mut Vec<SseEvent>) {
+            if !self.buffer.is_empty() {
+                let line = decode_lossy(&self.buffer).into_owned();
+                self.buffer.clear();
+                self.line(line, out);
+            }
+            self.scan = 0;
+            self.skip_leading_lf = false;
+            if let Some(event) = self.dispatch() {
+                out.push(event);
+            }
+        }
+
+        fn line(&mut self, line: String, out: &mut Vec<SseEvent>) {
+            if line.is_empty() {
+                if let Some(event) = self.dispatch() {
+                    out.push(event);
+                }
+                return;
+            }
+            if !line.starts_with(':') {
+                let (field, value) = match line.find(':') {
+                    Some(i) => (&line[..i], &line[i + 1..]),
+                    None => (line.as_str(), ""),
+                };
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                if field == "event" {
+                    self.event = Some(value.to_owned());
+                } else if field == "data" {
+                    self.data.push(value.to_owned());
+                    self.has_data = true;
+                }
+            }
+            self.raw.push(line);
+        }
+
+        fn dispatch(&mut self) -> Option<SseEvent> {
+            // An event with an empty `event:` value and no data is not dispatched (JS `!""`).
+            let has_event = self.event.as_deref().is_some_and(|e| !e.is_empty());
+            if !has_event && !self.has_data {
+                return None;
+            }
+            let event = SseEvent {
+                event: self.event.take(),
+                data: std::mem::take(&mut self.data).join("\n"),
+                raw: std::mem::take(&mut self.raw),
+            };
+            self.has_data = false;
+            Some(event)
+        }
+    }
+
+    /// Random event streams, split at random, decode as the copying decoder decodes them.
+    #[test]
+    fn borrowed_events_match_the_copying_decoder() {
+        let alphabet: [&[u8]; 14] = [
+            b"data: x",
+            b"data:",
+            b"data",
+            b"event: e",
+            b"event:",
+            b": c",
+            b"id: 1",
+            b"\n",
+            b"\r",
+            b"\r\n",
+            b"\xff",
+            b"\xc3\xa9",
+            b"\xe2\x82",
+            b"data: {\"a\":1}",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for case in 0..3000 {
+            let body: Vec<u8> = (0..next(40)).flat_map(|_| alphabet[next(alphabet.len())].iter().copied()).collect();
+            let mut cuts: Vec<usize> = (0..next(6)).map(|_| next(body.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for cut in cuts {
+                chunks.push(&body[from..cut]);
+                from = cut;
+            }
+            chunks.push(&body[from..]);
+            for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
+                let mut old = OldDecoder::new(mode);
+                let mut expected = Vec::new();
+                for chunk in &chunks {
+                    old.push(chunk, &mut expected);
+                }
+                old.finish(&mut expected);
+                assert_eq!(decode_all(mode, &chunks), expected, "case {case}: {:?}", String::from_utf8_lossy(&body));
+            }
+        }
+    }
 
     fn decode_all(mode: LineMode, chunks: &[&[u8]]) -> Vec<SseEvent> {
         let mut decoder = SseDecoder::new(mode);

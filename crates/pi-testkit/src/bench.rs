@@ -32,7 +32,7 @@ use serde_json::json;
 
 const SYSTEM_PROMPT: &str = "You are a benchmark agent.";
 const USER_PROMPT: &str = "Run the benchmark.";
-const FINAL_TEXT: &str = "done";
+pub(crate) const FINAL_TEXT: &str = "done";
 const AGENT_FINAL_TEXT_CHARS: usize = 200;
 
 /// The result line of one run.
@@ -60,6 +60,12 @@ pub struct BenchLine {
     /// `agents`: growth of the resident set during the run per agent, in KB.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rss_per_agent_kb: Option<f64>,
+    /// HTTP workloads: requests the server answered during the run (its `/stats`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// HTTP workloads: connections that carried those requests (its `/stats`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
 }
 
 /// How to run a workload.
@@ -81,8 +87,12 @@ impl Default for BenchOptions {
 /// The workloads.
 pub const WORKLOADS: [&str; 7] = ["stream", "tools", "turns", "agents", "args", "loopstream", "prompts"];
 
-/// Default size of a workload.
+/// Default size of a workload (with the `sse-bench` feature, also of the HTTP workloads).
 pub fn default_size(workload: &str) -> Option<usize> {
+    #[cfg(feature = "sse-bench")]
+    if let Some(size) = crate::bench_sse::default_size(workload) {
+        return Some(size);
+    }
     Some(match workload {
         "stream" | "loopstream" => 1_000_000,
         "tools" => 1_000,
@@ -94,7 +104,7 @@ pub fn default_size(workload: &str) -> Option<usize> {
 }
 
 /// `text(n)` of the workloads: the alphabet repeated, cut at `n` characters (ASCII).
-fn text(n: usize) -> String {
+pub(crate) fn text(n: usize) -> String {
     const ALPHABET: &str = "abcdefghijklmnopqrstuvwxyz";
     let mut text = ALPHABET.repeat(n.div_ceil(ALPHABET.len()));
     text.truncate(n);
@@ -117,7 +127,7 @@ fn text_message(body: &str) -> FauxResponse {
 }
 
 /// A tool with one required string parameter that returns "ok" at once.
-fn ok_tool(name: &str, parameter: &str) -> Result<Arc<dyn pi_types::AgentTool>, String> {
+pub(crate) fn ok_tool(name: &str, parameter: &str) -> Result<Arc<dyn pi_types::AgentTool>, String> {
     let spec = ToolSpec::new(Tool {
         name: name.into(),
         description: name.into(),
@@ -244,7 +254,7 @@ struct Counts {
 }
 
 impl Counts {
-    fn count(&self, event: &AgentEvent) {
+    pub(crate) fn count(&self, event: &AgentEvent) {
         let add = |counter: &AtomicUsize, amount: usize| {
             counter.store(counter.load(Ordering::Relaxed).wrapping_add(amount), Ordering::Relaxed);
         };
@@ -257,7 +267,14 @@ impl Counts {
 /// directly; agents' listeners add their tallies at the end).
 #[derive(Default)]
 #[repr(align(64))]
-struct Counters(Counts);
+pub(crate) struct Counters(Counts);
+
+impl Counters {
+    /// Events counted, and the length of their type names added up.
+    pub(crate) fn totals(&self) -> (usize, usize) {
+        (self.0.events.load(Ordering::Relaxed), self.0.type_chars.load(Ordering::Relaxed))
+    }
+}
 
 /// One agent's listener counts, kept in the listener's own allocation (not cache-line aligned
 /// as the totals are) and added to the totals when the listener is dropped: with `--threads`
@@ -275,7 +292,7 @@ impl Drop for Tally {
     }
 }
 
-fn check_last<'a>(
+pub(crate) fn check_last<'a>(
     workload: &str,
     size: usize,
     mut messages: impl DoubleEndedIterator<Item = &'a AgentMessage> + ExactSizeIterator,
@@ -298,6 +315,13 @@ pub fn run(
     runtime: &tokio::runtime::Runtime,
     options: BenchOptions,
 ) -> Result<BenchLine, String> {
+    #[cfg(feature = "sse-bench")]
+    if workload.starts_with("sse-") {
+        let url = std::env::var("BENCH_SSE_URL").map_err(|_| {
+            format!("{workload}: BENCH_SSE_URL is not set (start `node sse-server.mjs --port 0` or use `cargo xtask bench`)")
+        })?;
+        return crate::bench_sse::run(workload, size, runtime, options, &url);
+    }
     if !WORKLOADS.contains(&workload) {
         return Err(format!("unknown workload `{workload}` (one of {})", WORKLOADS.join(", ")));
     }
@@ -329,34 +353,12 @@ pub fn run(
     } else {
         let agent_count = if workload == "agents" { size } else { 1 };
         let prompt_count = if workload == "prompts" { size } else { 1 };
-        runtime.block_on(async {
-            let mut agents = Vec::with_capacity(agent_count);
-            let mut subscriptions = Vec::with_capacity(agent_count);
-            for _ in 0..agent_count {
-                let options = AgentOptions::new(Arc::clone(&stream_fn))
-                    .with_system_prompt(SYSTEM_PROMPT)
-                    .with_model(Arc::clone(&model))
-                    .with_tools([Arc::clone(&tool)])
-                    .with_tool_execution(ToolExecutionMode::Parallel);
-                let agent = Agent::new(options);
-                let tally = Tally { own: Counts::default(), total: Arc::clone(&counters) };
-                subscriptions.push(agent.subscribe_fn(move |event| tally.own.count(event)));
-                agents.push(agent);
-            }
-            for _ in 0..prompt_count {
-                // Every prompt starts its run as a task of its own, so waiting for the runs in
-                // turn lets them all go on at once, as `Promise.all` does, without a joined
-                // future (and its bookkeeping) per agent.
-                let runs: Vec<_> = agents.iter().map(|a| a.prompt(USER_PROMPT)).collect();
-                for run in runs {
-                    run.await.map_err(|e| e.to_string())?;
-                }
-            }
-            // The runs are over (their tasks, and the listener views they held, are gone): each
-            // listener, dropped when it is unsubscribed, adds its tally to the totals.
-            subscriptions.into_iter().for_each(Subscription::unsubscribe);
-            Ok::<_, String>(agents)
-        })?
+        run_agents(
+            runtime,
+            &Fleet { stream_fn: &stream_fn, model: &model, tool: &tool, counters: &counters },
+            agent_count,
+            prompt_count,
+        )?
     };
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
 
@@ -386,6 +388,54 @@ pub fn run(
         threads: options.threads,
         no_usage_estimate: !options.usage_estimate,
         rss_per_agent_kb,
+        requests: None,
+        connections: None,
+    })
+}
+
+/// What every agent of a run shares: the stream function, the model, the tool and the totals.
+pub(crate) struct Fleet<'a> {
+    pub stream_fn: &'a Arc<dyn StreamFn>,
+    pub model: &'a Arc<Model>,
+    pub tool: &'a Arc<dyn pi_types::AgentTool>,
+    pub counters: &'a Arc<Counters>,
+}
+
+/// The timed part of an agent workload: `agent_count` agents constructed, each with its counting
+/// listener, then prompted `prompt_count` times, all agents at once.
+pub(crate) fn run_agents(
+    runtime: &tokio::runtime::Runtime,
+    fleet: &Fleet<'_>,
+    agent_count: usize,
+    prompt_count: usize,
+) -> Result<Vec<Agent>, String> {
+    runtime.block_on(async {
+        let mut agents = Vec::with_capacity(agent_count);
+        let mut subscriptions = Vec::with_capacity(agent_count);
+        for _ in 0..agent_count {
+            let options = AgentOptions::new(Arc::clone(fleet.stream_fn))
+                .with_system_prompt(SYSTEM_PROMPT)
+                .with_model(Arc::clone(fleet.model))
+                .with_tools([Arc::clone(fleet.tool)])
+                .with_tool_execution(ToolExecutionMode::Parallel);
+            let agent = Agent::new(options);
+            let tally = Tally { own: Counts::default(), total: Arc::clone(fleet.counters) };
+            subscriptions.push(agent.subscribe_fn(move |event| tally.own.count(event)));
+            agents.push(agent);
+        }
+        for _ in 0..prompt_count {
+            // Every prompt starts its run as a task of its own, so waiting for the runs in
+            // turn lets them all go on at once, as `Promise.all` does, without a joined
+            // future (and its bookkeeping) per agent.
+            let runs: Vec<_> = agents.iter().map(|a| a.prompt(USER_PROMPT)).collect();
+            for run in runs {
+                run.await.map_err(|e| e.to_string())?;
+            }
+        }
+        // The runs are over (their tasks, and the listener views they held, are gone): each
+        // listener, dropped when it is unsubscribed, adds its tally to the totals.
+        subscriptions.into_iter().for_each(Subscription::unsubscribe);
+        Ok::<_, String>(agents)
     })
 }
 

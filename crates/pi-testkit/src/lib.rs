@@ -25,6 +25,8 @@
 
 mod agent_replay;
 pub mod bench;
+#[cfg(feature = "sse-bench")]
+pub mod bench_sse;
 mod error;
 pub mod grammar;
 pub mod normalize;

@@ -4,6 +4,9 @@
 
 #[path = "../bench_args.rs"]
 mod bench_args;
+#[allow(dead_code)] // the one-case binary reads only its own CPU time
+#[path = "../bench_load.rs"]
+mod bench_load;
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
