@@ -16,10 +16,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
-use crate::simple;
+use crate::js_json;
+use crate::request_options;
 use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 use crate::typed;
@@ -118,9 +118,9 @@ impl StreamFn for AnthropicMessages {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, &model.api);
+            let mut out = adapter_support::builder(tx, &model, &model.api);
             let result = run(&model, context, &options, &mut out).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -134,12 +134,12 @@ struct Thinking {
 }
 
 fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Thinking {
-    let base = simple::base_max_tokens(model, context, options.max_tokens);
+    let base = request_options::base_max_tokens(model, context, options.max_tokens);
     let Some(level) = options.reasoning.filter(|l| *l != ThinkingLevel::Off) else {
         return Thinking { enabled: false, budget: None, effort: None, max_tokens: base };
     };
     if compat.force_adaptive_thinking {
-        let effort = match simple::mapped_level(model, level) {
+        let effort = match request_options::mapped_level(model, level) {
             Some(Some(value)) => value.to_owned(),
             _ => match level {
                 ThinkingLevel::Minimal | ThinkingLevel::Low => "low",
@@ -150,13 +150,13 @@ fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &Stream
         };
         return Thinking { enabled: true, budget: None, effort: Some(effort), max_tokens: base };
     }
-    let (adjusted, budget) = simple::adjust_max_tokens_for_thinking(
+    let (adjusted, budget) = request_options::adjust_max_tokens_for_thinking(
         Some(base),
         model.max_tokens,
         level,
         options.thinking_budgets.as_deref(),
     );
-    let max_tokens = simple::clamp_max_tokens_to_context(model, context, adjusted);
+    let max_tokens = request_options::clamp_max_tokens_to_context(model, context, adjusted);
     let budget = budget.min(max_tokens.saturating_sub(1024));
     Thinking { enabled: true, budget: Some(budget), effort: None, max_tokens }
 }
@@ -176,7 +176,7 @@ fn effort_messages(model: &Model, compat: &Compat, thinking: &Thinking) -> bool 
 }
 
 fn thinking_disabled(model: &Model, thinking: &Thinking) -> bool {
-    model.reasoning && !thinking.enabled && !simple::off_is_null(model)
+    model.reasoning && !thinking.enabled && !request_options::off_is_null(model)
 }
 
 /// The request body the adapter sends (for tests and debugging).
@@ -197,7 +197,7 @@ struct AnthropicDialect;
 impl Dialect for AnthropicDialect {
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
         let text = String::from_utf8_lossy(body).into_owned();
-        let parsed = jsonx::parse(&text).ok();
+        let parsed = js_json::parse(&text).ok();
         let message_text = if parsed.is_some() { None } else { Some(text.as_str()) };
         let message = http::sdk_make_message(Some(status), parsed.as_ref(), message_text);
         ApiError {
@@ -241,7 +241,9 @@ fn beta_features(
     oauth: bool,
 ) -> Option<Vec<String>> {
     let mut configured: Option<Option<String>> = None;
-    for (name, value) in common::model_headers(model).into_iter().chain(common::option_headers(options)) {
+    for (name, value) in
+        adapter_support::model_headers(model).into_iter().chain(adapter_support::option_headers(options))
+    {
         if name.eq_ignore_ascii_case("anthropic-beta") {
             configured = Some(value);
         }
@@ -298,7 +300,7 @@ async fn run(
     let compat = Compat::for_model(model);
     let key = options.api_key.clone().filter(|k| !k.is_empty());
     let header_auth =
-        ["authorization", "x-api-key", "cf-aig-authorization"].iter().any(|h| common::has_header(options, h));
+        ["authorization", "x-api-key", "cf-aig-authorization"].iter().any(|h| adapter_support::has_header(options, h));
     if key.is_none() && !header_auth {
         return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
     }
@@ -311,7 +313,7 @@ async fn run(
         out.metadata_mut().provider_thinking_level =
             Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
     }
-    let mut params = common::apply_on_payload(options, model, params).await;
+    let mut params = adapter_support::apply_on_payload(options, model, params).await;
     if let Some(map) = params.as_object_mut() {
         map.insert("stream".into(), json!(true));
     }
@@ -344,13 +346,13 @@ async fn run(
             affinity.push((name.to_owned(), Some(session)));
         }
     }
-    let mut headers = common::merge_headers(&[
-        common::identity_headers(model, options),
+    let mut headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         base,
         affinity,
-        common::model_headers(model),
-        common::copilot_headers(model, context.messages()),
-        common::option_headers(options),
+        adapter_support::model_headers(model),
+        adapter_support::copilot_headers(model, context.messages()),
+        adapter_support::option_headers(options),
     ]);
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
     if let Some(features) = beta_features(model, &context, options, &compat, &thinking, oauth).filter(|f| !f.is_empty())
@@ -360,7 +362,7 @@ async fn run(
     let request = http::Request {
         url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
         headers,
-        body: jsonx::stringify(&params).into_bytes(),
+        body: js_json::stringify(&params).into_bytes(),
     };
     let response = http::send(&request, model, options, &AnthropicDialect).await?;
     out.start().await;
@@ -410,7 +412,7 @@ async fn run(
                     }
                 }
             }
-            let event = jsonx::parse_with_repair(&sse.data).map_err(|message| {
+            let event = js_json::parse_with_repair(&sse.data).map_err(|message| {
                 let raw: Vec<_> = sse.raw().collect();
                 Stop::error(format!(
                     "Could not parse Anthropic SSE event {name}: {message}; data={}; raw={}",
@@ -423,7 +425,7 @@ async fn run(
                 Some("message_stop") => state.saw_stop = true,
                 _ => {}
             }
-            common::on_event(options, model, &event).await;
+            adapter_support::on_event(options, model, &event).await;
             state.handle(model, &event, out).await?;
             if state.saw_stop {
                 // `message_stop` ends the protocol: nothing after it is read or waited for.
@@ -604,7 +606,7 @@ impl BlockState {
             Some("message_delta") => {
                 let delta = event.get("delta");
                 if let Some(reason) = delta.and_then(|d| d.get("stop_reason")).filter(|r| http::truthy(r)) {
-                    let reason = reason.as_str().map_or_else(|| jsonx::stringify(reason), str::to_owned);
+                    let reason = reason.as_str().map_or_else(|| js_json::stringify(reason), str::to_owned);
                     let (stop, error) = map_stop_reason(&reason, delta.and_then(|d| d.get("stop_details")))?;
                     let mut m = out.metadata_mut();
                     m.raw_stop_reason = Some(reason.into());
@@ -727,9 +729,10 @@ fn convert_tools(tools: &[Tool], oauth: bool, compat: &Compat, cache_control: Op
         .enumerate()
         .map(|(index, tool)| {
             let strict =
-                common::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported)).unwrap_or(None);
+                adapter_support::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported))
+                    .unwrap_or(None);
             let parameters = if strict == Some(true) {
-                common::make_strict_json_schema(&tool.parameters, Some(is_strict_unsupported))
+                adapter_support::make_strict_json_schema(&tool.parameters, Some(is_strict_unsupported))
                     .unwrap_or_else(|_| (*tool.parameters).clone())
             } else {
                 (*tool.parameters).clone()
@@ -982,14 +985,14 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
             }
             Message::User(user) => match &user.content {
                 UserMessageContent::Text(text) => {
-                    if !jsonx::js_trim(text).is_empty() {
+                    if !js_json::js_trim(text).is_empty() {
                         params.push(json!({"role": "user", "content": text}));
                     }
                 }
                 UserMessageContent::Blocks(blocks) => {
                     let converted: Vec<Value> = blocks
                         .iter()
-                        .filter(|b| !matches!(b, UserContent::Text(t) if jsonx::js_trim(&t.text).is_empty()))
+                        .filter(|b| !matches!(b, UserContent::Text(t) if js_json::js_trim(&t.text).is_empty()))
                         .map(|b| match b {
                             UserContent::Text(t) => json!({"type": "text", "text": t.text}),
                             UserContent::Image(img) => image_block(img),
@@ -1005,7 +1008,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                 for block in &assistant.content {
                     match block {
                         AssistantContent::Text(t) => {
-                            if !jsonx::js_trim(&t.text).is_empty() {
+                            if !js_json::js_trim(&t.text).is_empty() {
                                 blocks.push(json!({"type": "text", "text": t.text}));
                             }
                         }
@@ -1014,8 +1017,8 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                                 blocks.push(json!({"type": "redacted_thinking", "data": t.thinking_signature}));
                                 continue;
                             }
-                            let signature = t.thinking_signature.as_deref().filter(|s| !jsonx::js_trim(s).is_empty());
-                            if jsonx::js_trim(&t.thinking).is_empty() && signature.is_none() {
+                            let signature = t.thinking_signature.as_deref().filter(|s| !js_json::js_trim(s).is_empty());
+                            if js_json::js_trim(&t.thinking).is_empty() && signature.is_none() {
                                 continue;
                             }
                             match signature {

@@ -29,11 +29,11 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http;
-use crate::jsonx;
+use crate::js_json;
 use crate::openai_responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
-use crate::simple;
+use crate::request_options;
 
 /// The API id.
 pub const API: &str = "azure-openai-responses";
@@ -102,10 +102,10 @@ impl AzureOpenAIResponses {
     /// The normalized base URL a request for `model` goes to, or the configuration error.
     pub fn resolve_base_url(&self, model: &Model, options: &StreamOptions) -> Result<String, String> {
         let base =
-            self.base_url.as_deref().map(jsonx::js_trim).filter(|b| !b.is_empty()).map(str::to_owned).or_else(|| {
+            self.base_url.as_deref().map(js_json::js_trim).filter(|b| !b.is_empty()).map(str::to_owned).or_else(|| {
                 options
                     .env_var("AZURE_OPENAI_BASE_URL")
-                    .map(|b| jsonx::js_trim(&b).to_owned())
+                    .map(|b| js_json::js_trim(&b).to_owned())
                     .filter(|b| !b.is_empty())
             });
         let resource = self
@@ -152,7 +152,7 @@ impl AzureOpenAIResponses {
 fn parse_deployment_map(value: &str) -> IndexMap<String, String> {
     let mut map = IndexMap::new();
     for entry in value.split(',') {
-        let entry = jsonx::js_trim(entry);
+        let entry = js_json::js_trim(entry);
         if entry.is_empty() {
             continue;
         }
@@ -161,7 +161,7 @@ fn parse_deployment_map(value: &str) -> IndexMap<String, String> {
         if id.is_empty() || deployment.is_empty() {
             continue;
         }
-        map.insert(jsonx::js_trim(id).to_owned(), jsonx::js_trim(deployment).to_owned());
+        map.insert(js_json::js_trim(id).to_owned(), js_json::js_trim(deployment).to_owned());
     }
     map
 }
@@ -172,7 +172,7 @@ fn is_azure_host(host: &str) -> bool {
 
 /// The reference's `normalizeAzureBaseUrl`.
 fn normalize_base_url(raw: &str) -> Result<String, String> {
-    let trimmed = jsonx::js_trim(raw).trim_end_matches('/');
+    let trimmed = js_json::js_trim(raw).trim_end_matches('/');
     let mut url = reqwest::Url::parse(trimmed).map_err(|_| format!("Invalid Azure OpenAI base URL: {raw}"))?;
     let path = url.path().trim_end_matches('/').to_owned();
     if url.host_str().is_some_and(is_azure_host) && matches!(path.as_str(), "" | "/openai" | "/openai/v1/responses") {
@@ -232,7 +232,7 @@ fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
     options
         .reasoning
         .filter(|l| *l != ThinkingLevel::Off)
-        .map(|l| simple::clamp_thinking_level(model, l))
+        .map(|l| request_options::clamp_thinking_level(model, l))
         .filter(|l| *l != ThinkingLevel::Off)
 }
 
@@ -245,7 +245,7 @@ fn build_params(
 ) -> Value {
     let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
     let input = convert_messages(model, context, compat, None);
-    let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
     let mut params = Map::new();
     params.insert("model".into(), json!(deployment));
     params.insert("input".into(), Value::Array(input));
@@ -273,17 +273,19 @@ fn build_params(
         if let Some(level) = effort {
             params.insert(
                 "reasoning".into(),
-                json!({"effort": simple::mapped_or_level(model, level), "summary": "auto"}),
+                json!({"effort": request_options::mapped_or_level(model, level), "summary": "auto"}),
             );
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else if !simple::off_is_null(model) {
-            let off = simple::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
+        } else if !request_options::off_is_null(model) {
+            let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
             params.insert("reasoning".into(), json!({"effort": off}));
         }
     }
-    if let Some(sampling) =
-        simple::resolve_sampling_params(model, effort.unwrap_or(ThinkingLevel::Off), options.sampling_params.as_deref())
-    {
+    if let Some(sampling) = request_options::resolve_sampling_params(
+        model,
+        effort.unwrap_or(ThinkingLevel::Off),
+        options.sampling_params.as_deref(),
+    ) {
         for (k, v) in sampling {
             params.insert(k, v);
         }
@@ -296,9 +298,9 @@ impl StreamFn for AzureOpenAIResponses {
         let model = model.clone();
         let adapter = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, API);
+            let mut out = adapter_support::builder(tx, &model, API);
             let result = adapter.run(&model, context, &options, &mut out).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -319,19 +321,19 @@ impl AzureOpenAIResponses {
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
         let params = build_params(model, &context, options, &compat, &deployment);
-        let params = common::apply_on_payload(options, model, params).await;
+        let params = adapter_support::apply_on_payload(options, model, params).await;
         let base = vec![
             ("Accept".to_owned(), Some("application/json".to_owned())),
             ("Content-Type".to_owned(), Some("application/json".to_owned())),
             ("api-key".to_owned(), Some(key)),
         ];
-        let headers = common::merge_headers(&[
-            common::identity_headers(model, options),
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
             base,
-            common::model_headers(model),
-            common::option_headers(options),
+            adapter_support::model_headers(model),
+            adapter_support::option_headers(options),
         ]);
-        let request = http::Request { url, headers, body: jsonx::stringify(&params).into_bytes() };
+        let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
         let flavor = Flavor {
             prefix: ERROR_PREFIX.to_owned(),
             hints: false,

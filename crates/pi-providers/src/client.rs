@@ -117,7 +117,7 @@ pub fn shared() -> Result<reqwest::Client, ClientError> {
 
 pub(crate) fn shared_ref() -> Result<&'static reqwest::Client, ClientError> {
     SHARED
-        .get_or_init(|| builder().build().map_err(|e| ClientError::Build(crate::http::deepest_cause(&e))))
+        .get_or_init(|| builder().build().map_err(|e| ClientError::Build(deepest_cause(&e))))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -229,12 +229,12 @@ impl EnvProxy {
         let no_proxy = || self.no_proxy.as_deref().and_then(reqwest::NoProxy::from_string);
         if let Some(url) = &self.http {
             let proxy = reqwest::Proxy::http(url.as_str())
-                .map_err(|e| ClientError::Proxy { variable: "HTTP_PROXY", reason: crate::http::deepest_cause(&e) })?;
+                .map_err(|e| ClientError::Proxy { variable: "HTTP_PROXY", reason: deepest_cause(&e) })?;
             builder = builder.proxy(proxy.no_proxy(no_proxy()));
         }
         if let Some(url) = &self.https {
             let proxy = reqwest::Proxy::https(url.as_str())
-                .map_err(|e| ClientError::Proxy { variable: "HTTPS_PROXY", reason: crate::http::deepest_cause(&e) })?;
+                .map_err(|e| ClientError::Proxy { variable: "HTTPS_PROXY", reason: deepest_cause(&e) })?;
             builder = builder.proxy(proxy.no_proxy(no_proxy()));
         }
         Ok(builder)
@@ -275,7 +275,16 @@ fn with_scheme(value: &str) -> String {
 /// A client with pi's settings ([`builder`]) that honours the proxy variables of the process
 /// environment ([`EnvProxy::from_env`]), read now: the opt-in for users behind a proxy.
 pub fn with_env_proxy() -> Result<reqwest::Client, ClientError> {
-    EnvProxy::from_env().apply(builder())?.build().map_err(|e| ClientError::Build(crate::http::deepest_cause(&e)))
+    EnvProxy::from_env().apply(builder())?.build().map_err(|e| ClientError::Build(deepest_cause(&e)))
+}
+
+/// The most specific message of an error's source chain.
+pub(crate) fn deepest_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current: &(dyn std::error::Error + 'static) = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current.to_string()
 }
 
 #[cfg(test)]

@@ -187,7 +187,7 @@ pub(crate) async fn token_grant(
     let send = client
         .post(url)
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(crate::common::form_encode(form))
+        .body(crate::adapter_support::form_encode(form))
         .send();
     let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
         Err(_) => return Err(timed_out()),
@@ -388,7 +388,7 @@ mod tests {
 
     #[test]
     fn form_encoding_matches_url_search_params() {
-        assert_eq!(crate::common::form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
+        assert_eq!(crate::adapter_support::form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
     }
 
     #[test]

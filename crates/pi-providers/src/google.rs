@@ -21,10 +21,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
-use crate::simple;
+use crate::js_json;
+use crate::request_options;
 use crate::sse::GeminiFramer;
 use crate::transform::{sanitize_id, take_units, transform_messages};
 use crate::typed;
@@ -86,9 +86,9 @@ impl StreamFn for GoogleGenerativeAi {
         let model = model.clone();
         let ids = Arc::clone(&self.ids);
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, API);
+            let mut out = adapter_support::builder(tx, &model, API);
             let result = run(&model, context, &options, &mut out, ids.as_ref()).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -105,12 +105,12 @@ impl Dialect for GoogleDialect {
         let is_json =
             headers.get("content-type").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("application/json"));
         let message = if is_json {
-            match jsonx::parse(&text) {
-                Ok(value) => jsonx::stringify(&value),
+            match js_json::parse(&text) {
+                Ok(value) => js_json::stringify(&value),
                 Err(message) => return ApiError::other(message),
             }
         } else {
-            jsonx::stringify(&json!({"error": {"message": text, "code": status, "status": status_text(status)}}))
+            js_json::stringify(&json!({"error": {"message": text, "code": status, "status": status_text(status)}}))
         };
         ApiError { kind: ApiErrorKind::Status, status: Some(status), headers: None, message, body: None }
     }
@@ -196,7 +196,7 @@ fn requires_tool_call_id(model_id: &str) -> bool {
 }
 
 fn resolve_level(model: &Model, level: ThinkingLevel) -> Result<&'static str, String> {
-    let mapped = simple::mapped_level(model, level);
+    let mapped = request_options::mapped_level(model, level);
     let resolved = match mapped {
         Some(Some(value)) => value.to_lowercase(),
         _ => level.as_str().to_owned(),
@@ -255,13 +255,13 @@ fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Valu
         return Ok(None);
     }
     let requested = options.reasoning.filter(|l| *l != ThinkingLevel::Off);
-    let level = requested.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
+    let level = requested.map(|l| request_options::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
     match level {
         None => {
             if !uses_thinking_level(model) {
                 return Ok(Some(json!({"thinkingBudget": 0})));
             }
-            let fallback = simple::clamp_thinking_level(model, ThinkingLevel::Off);
+            let fallback = request_options::clamp_thinking_level(model, ThinkingLevel::Off);
             if fallback == ThinkingLevel::Off {
                 return Ok(Some(json!({"thinkingBudget": 0})));
             }
@@ -297,7 +297,7 @@ pub(crate) fn build_params(
     let contents = convert_messages(model, context);
     let tools = current_tools(context.messages());
     let system = initial_system_message(context.messages()).map(system_message_text).unwrap_or_default();
-    let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
     let strict_supported = leading_gemini_major(&model.id).is_some_and(|m| m >= 3);
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents));
@@ -306,8 +306,9 @@ pub(crate) fn build_params(
     }
     if !tools.is_empty() {
         body.insert("tools".into(), json!([{"functionDeclarations": convert_tools(&tools, strict_supported)}]));
-        let strict =
-            tools.iter().any(|t| common::resolve_strict(t, strict_supported, None).ok().flatten() == Some(true));
+        let strict = tools
+            .iter()
+            .any(|t| adapter_support::resolve_strict(t, strict_supported, None).ok().flatten() == Some(true));
         let mode = match options.tool_choice {
             Some(ToolChoice::None) => Some("NONE"),
             _ if strict => Some("VALIDATED"),
@@ -381,11 +382,11 @@ fn convert_tools(tools: &[Tool], strict_supported: bool) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {
-            let strict = common::resolve_strict(tool, strict_supported, None).unwrap_or(None);
+            let strict = adapter_support::resolve_strict(tool, strict_supported, None).unwrap_or(None);
             json!({
                 "name": tool.name,
                 "description": tool.description,
-                "parametersJsonSchema": rewrite_const_as_enum(&common::tool_parameters(tool, strict), false),
+                "parametersJsonSchema": rewrite_const_as_enum(&adapter_support::tool_parameters(tool, strict), false),
             })
         })
         .collect()
@@ -443,7 +444,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                     match block {
                         AssistantContent::Text(t) => {
                             let signature = if same { valid_signature(t.text_signature.as_deref()) } else { None };
-                            if jsonx::js_trim(&t.text).is_empty() && signature.is_none() {
+                            if js_json::js_trim(&t.text).is_empty() && signature.is_none() {
                                 continue;
                             }
                             let mut part = json!({"text": t.text});
@@ -455,7 +456,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                         AssistantContent::Thinking(t) => {
                             if same {
                                 let signature = valid_signature(t.thinking_signature.as_deref());
-                                if jsonx::js_trim(&t.thinking).is_empty() && signature.is_none() {
+                                if js_json::js_trim(&t.thinking).is_empty() && signature.is_none() {
                                     continue;
                                 }
                                 let mut part = json!({"thought": true, "text": t.thinking});
@@ -463,7 +464,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                                     part["thoughtSignature"] = json!(sig);
                                 }
                                 parts.push(part);
-                            } else if !jsonx::js_trim(&t.thinking).is_empty() {
+                            } else if !js_json::js_trim(&t.thinking).is_empty() {
                                 parts.push(json!({"text": t.thinking}));
                             }
                         }
@@ -502,7 +503,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                 } else {
                     Vec::new()
                 };
-                let has_text = !jsonx::js_trim(&text).is_empty();
+                let has_text = !js_json::js_trim(&text).is_empty();
                 let value = if has_text {
                     text
                 } else if !images.is_empty() {
@@ -554,7 +555,7 @@ fn stream_error_chunk(text: &str) -> Option<String> {
     if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
         return None;
     }
-    let value = jsonx::parse(text).ok()?;
+    let value = js_json::parse(text).ok()?;
     let error = value.get("error").filter(|e| e.is_object())?;
     let code = error.get("code").and_then(Value::as_f64)?;
     if !(400.0..600.0).contains(&code) {
@@ -563,9 +564,9 @@ fn stream_error_chunk(text: &str) -> Option<String> {
     let status = match error.get("status") {
         None => "undefined".to_owned(),
         Some(Value::String(s)) => s.clone(),
-        Some(other) => jsonx::stringify(other),
+        Some(other) => js_json::stringify(other),
     };
-    Some(format!("got status: {status}. {}", jsonx::stringify(&value)))
+    Some(format!("got status: {status}. {}", js_json::stringify(&value)))
 }
 
 fn map_stop_reason(reason: &str) -> Result<StopReason, Stop> {
@@ -608,21 +609,21 @@ async fn run(
     };
     let context = collapse_system_messages(context);
     let params = build_params(model, &context, options).map_err(Stop::error)?;
-    let params = common::apply_on_payload(options, model, params).await;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
     let base = vec![
         ("Content-Type".to_owned(), Some("application/json".to_owned())),
         ("x-goog-api-key".to_owned(), Some(key)),
     ];
-    let headers = common::merge_headers(&[
-        common::identity_headers(model, options),
+    let headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         base,
-        common::model_headers(model),
-        common::option_headers(options),
+        adapter_support::model_headers(model),
+        adapter_support::option_headers(options),
     ]);
     let request = http::Request {
         url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
         headers,
-        body: jsonx::stringify(&params).into_bytes(),
+        body: js_json::stringify(&params).into_bytes(),
     };
     let response = http::send(&request, model, options, &GoogleDialect).await?;
     stream_response(response, model, options, out, ids, "Google stream ended without a finish reason").await
@@ -676,8 +677,8 @@ pub(crate) async fn stream_response(
                 if let Some(message) = stream_error_chunk(text) {
                     return Err(Stop::error(message));
                 }
-                let chunk = jsonx::parse(text).map_err(Stop::error)?;
-                common::on_event(options, model, &chunk).await;
+                let chunk = js_json::parse(text).map_err(Stop::error)?;
+                adapter_support::on_event(options, model, &chunk).await;
                 handle_chunk(model, &chunk, out, &mut current, &mut merged, ids).await?;
             }
             if body.is_cancelled() {
@@ -806,7 +807,7 @@ async fn handle_chunk(
     for part in parts.into_iter().flatten() {
         let signature = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
-            let text = text.as_str().map_or_else(|| jsonx::stringify(text).into(), Cow::Borrowed);
+            let text = text.as_str().map_or_else(|| js_json::stringify(text).into(), Cow::Borrowed);
             let thinking = part.get("thought") == Some(&Value::Bool(true));
             text_part(out, current, merged, &text, thinking, signature).await?;
         }
@@ -832,7 +833,7 @@ async fn handle_chunk(
                 None => "undefined".to_owned(),
                 Some(Value::Null) => "null".to_owned(),
                 Some(Value::String(name)) => name.clone(),
-                Some(other) => jsonx::stringify(other),
+                Some(other) => js_json::stringify(other),
             };
             let name = call.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
             let provided = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty());
@@ -851,7 +852,7 @@ async fn handle_chunk(
             };
             if starts_streamed_call(call) {
                 *merged = Value::Object(tool_call.arguments.clone());
-                let text = jsonx::stringify(merged);
+                let text = js_json::stringify(merged);
                 let index = out.start_tool_call_with_arguments(tool_call, &text).await;
                 // The opening piece may carry arguments too, and may be the only piece.
                 merge_partial_args(merged, call);
@@ -937,7 +938,7 @@ async fn end_open_block(out: &mut AssistantMessageBuilder, index: usize, merged:
 /// arguments (taken from `merged`), then `toolcall_end`.
 async fn end_streamed_call(out: &mut AssistantMessageBuilder, index: usize, merged: &mut Value) -> Result<(), Stop> {
     let text = match std::mem::take(merged) {
-        Value::Object(arguments) => jsonx::stringify(&Value::Object(arguments)),
+        Value::Object(arguments) => js_json::stringify(&Value::Object(arguments)),
         _ => "{}".to_owned(),
     };
     // The argument text restarts empty (no event) and receives the whole text as one delta.

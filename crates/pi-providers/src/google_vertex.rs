@@ -41,10 +41,10 @@ use pi_types::{
 };
 use serde_json::Value;
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::google::{self, GoogleDialect, ToolCallIds};
 use crate::http;
-use crate::jsonx;
+use crate::js_json;
 
 /// The API id.
 pub const API: &str = "google-vertex";
@@ -104,9 +104,9 @@ impl StreamFn for GoogleVertex {
         let model = model.clone();
         let ids = Arc::clone(&self.ids);
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, API);
+            let mut out = adapter_support::builder(tx, &model, API);
             let result = run(&model, context, &options, &mut out, ids.as_ref()).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -138,7 +138,7 @@ impl std::fmt::Debug for VertexAuth {
 
 /// The request's API key, unless it is blank, the credentials marker or a `<placeholder>`.
 pub fn resolve_api_key(options: &StreamOptions) -> Option<String> {
-    let key = options.api_key.as_deref().map(jsonx::js_trim)?;
+    let key = options.api_key.as_deref().map(js_json::js_trim)?;
     let placeholder =
         key.len() > 2 && key.starts_with('<') && key.ends_with('>') && !key[1..key.len() - 1].contains('>');
     if key.is_empty() || key == CREDENTIALS_MARKER || placeholder {
@@ -165,7 +165,7 @@ pub fn resolve_auth(options: &StreamOptions) -> Result<VertexAuth, String> {
 
 /// The model's base URL when it is a usable custom one (not blank, no `{location}` template).
 fn custom_base_url(model: &Model) -> Option<&str> {
-    let trimmed = jsonx::js_trim(&model.base_url);
+    let trimmed = js_json::js_trim(&model.base_url);
     (!trimmed.is_empty() && !trimmed.contains("{location}")).then_some(trimmed)
 }
 
@@ -274,7 +274,7 @@ async fn run(
 ) -> Result<(), Stop> {
     let auth = resolve_auth(options).map_err(Stop::error)?;
     let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-    let params = common::apply_on_payload(options, model, params).await;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
     let url = endpoint(model, &auth).map_err(Stop::error)?;
     let credential = match auth {
         VertexAuth::ApiKey(key) => ("x-goog-api-key".to_owned(), Some(key)),
@@ -282,7 +282,7 @@ async fn run(
             ("Authorization".to_owned(), Some(format!("Bearer {}", adc::access_token(options).await?)))
         }
     };
-    let user_headers = [common::model_headers(model), common::option_headers(options)].concat();
+    let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
     // A caller's own credential header wins over the resolved one, as with the SDK.
     let caller_auth =
         user_headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&credential.0) && value.is_some());
@@ -290,8 +290,9 @@ async fn run(
     if !caller_auth {
         base.push(credential);
     }
-    let headers = common::merge_headers(&[common::identity_headers(model, options), base, user_headers]);
-    let request = http::Request { url, headers, body: jsonx::stringify(&params).into_bytes() };
+    let headers =
+        adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
+    let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
     let response = http::send(&request, model, options, &GoogleDialect).await?;
     google::stream_response(response, model, options, out, ids, "Google Vertex stream ended without a finish reason")
         .await
@@ -313,8 +314,8 @@ mod adc {
     use serde_json::Value;
 
     use super::CLOUD_PLATFORM_SCOPE;
-    use crate::common::Stop;
-    use crate::jsonx;
+    use crate::adapter_support::Stop;
+    use crate::js_json;
 
     const NO_CREDENTIALS: &str = "Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication/getting-started for more information.";
     const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
@@ -441,13 +442,15 @@ mod adc {
                 }
             }
             let body = match &self.kind {
-                GrantKind::RefreshToken { client_id, client_secret, refresh_token } => crate::common::form_encode(&[
-                    ("grant_type", "refresh_token"),
-                    ("client_id", client_id),
-                    ("client_secret", client_secret),
-                    ("refresh_token", refresh_token),
-                ]),
-                GrantKind::ServiceAccount { account, email } => crate::common::form_encode(&[
+                GrantKind::RefreshToken { client_id, client_secret, refresh_token } => {
+                    crate::adapter_support::form_encode(&[
+                        ("grant_type", "refresh_token"),
+                        ("client_id", client_id),
+                        ("client_secret", client_secret),
+                        ("refresh_token", refresh_token),
+                    ])
+                }
+                GrantKind::ServiceAccount { account, email } => crate::adapter_support::form_encode(&[
                     ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
                     ("assertion", &assertion(account, email, &self.token_uri)?),
                 ]),
@@ -469,7 +472,7 @@ mod adc {
             let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !status.is_success() {
                 // The error body of a token endpoint names the problem, never a token.
-                let reason = value.get("error_description").or_else(|| value.get("error")).map(jsonx::stringify);
+                let reason = value.get("error_description").or_else(|| value.get("error")).map(js_json::stringify);
                 return Err(format!(
                     "Vertex AI credentials: token request failed with status {}{}",
                     status.as_u16(),
@@ -528,7 +531,7 @@ mod adc {
 mod adc {
     use pi_types::StreamOptions;
 
-    use crate::common::Stop;
+    use crate::adapter_support::Stop;
 
     pub(super) async fn access_token(_options: &StreamOptions) -> Result<String, Stop> {
         Err(Stop::error(

@@ -45,14 +45,7 @@ pub fn client() -> Result<&'static reqwest::Client, String> {
     crate::client::shared_ref().map_err(|e| e.to_string())
 }
 
-/// The most specific message of an error's source chain.
-pub(crate) fn deepest_cause(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut current: &(dyn std::error::Error + 'static) = error;
-    while let Some(next) = current.source() {
-        current = next;
-    }
-    current.to_string()
-}
+pub(crate) use crate::client::deepest_cause;
 
 /// What kind of failure an [`ApiError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -371,7 +364,7 @@ fn is_retryable(error: &ApiError, dialect: &dyn Dialect) -> bool {
 
 /// JavaScript's `Number.parseFloat`: the longest numeric prefix after leading whitespace.
 pub(crate) fn parse_float_prefix(text: &str) -> Option<f64> {
-    let text = crate::jsonx::js_trim(text);
+    let text = crate::js_json::js_trim(text);
     if let Some(rest) = text.strip_prefix("Infinity").or_else(|| text.strip_prefix("+Infinity")) {
         let _ = rest;
         return Some(f64::INFINITY);
@@ -541,7 +534,7 @@ pub(crate) fn utf16_len(text: &str) -> usize {
 
 /// pi-ai's body extraction: trimmed, empty = none, truncated to 4000 UTF-16 units.
 pub(crate) fn normalize_body(text: &str) -> Option<String> {
-    let trimmed = crate::jsonx::js_trim(text);
+    let trimmed = crate::js_json::js_trim(text);
     if trimmed.is_empty() {
         return None;
     }
@@ -605,10 +598,10 @@ pub(crate) fn sdk_make_message(
     let msg: Option<String> = match error {
         Some(error) if error.get("message").is_some_and(truthy) => match error.get("message") {
             Some(serde_json::Value::String(text)) => Some(text.clone()),
-            Some(other) => Some(crate::jsonx::stringify(other)),
+            Some(other) => Some(crate::js_json::stringify(other)),
             None => None,
         },
-        Some(error) if truthy(error) => Some(crate::jsonx::stringify(error)),
+        Some(error) if truthy(error) => Some(crate::js_json::stringify(error)),
         _ => message.map(str::to_owned).filter(|m| !m.is_empty()),
     };
     match (status, msg) {

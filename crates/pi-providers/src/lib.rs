@@ -81,12 +81,12 @@
 pub mod faux;
 
 #[cfg(feature = "http")]
-mod common;
+mod adapter_support;
 #[cfg(feature = "http")]
 mod http;
 // Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
-mod jsonx;
+mod js_json;
 #[cfg(feature = "http")]
 mod transform;
 // Their functions are re-exported below.
@@ -134,7 +134,7 @@ pub mod pi_messages;
 pub mod registry;
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
-pub mod simple;
+pub mod request_options;
 pub mod sse;
 
 pub use classify::{is_context_overflow, is_recoverable_length, is_retryable_error};

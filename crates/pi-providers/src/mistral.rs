@@ -43,10 +43,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
-use crate::simple;
+use crate::js_json;
+use crate::request_options;
 use crate::sse::Utf8Stream;
 use crate::transform::transform_messages;
 
@@ -71,9 +71,9 @@ impl StreamFn for MistralConversations {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, &model.api);
+            let mut out = adapter_support::builder(tx, &model, &model.api);
             let result = run(&model, context, &options, &mut out).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -107,10 +107,10 @@ struct Settings {
 
 impl Settings {
     fn new(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
-        let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+        let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
         let level = options
             .reasoning
-            .map(|level| simple::clamp_thinking_level(model, level))
+            .map(|level| request_options::clamp_thinking_level(model, level))
             .filter(|level| *level != ThinkingLevel::Off);
         // Models with a thinking-level map take `reasoning_effort`; other reasoning models
         // take `prompt_mode`.
@@ -167,11 +167,11 @@ fn headers(model: &Model, options: &StreamOptions, key: &str) -> Vec<(String, St
     if let Some(session) = uses_prompt_caching(options).filter(|_| !explicit_affinity) {
         affinity.push(("x-affinity".to_owned(), Some(session.to_owned())));
     }
-    common::merge_headers(&[
-        common::identity_headers(model, options),
+    adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         base,
-        common::model_headers(model),
-        common::option_headers(options),
+        adapter_support::model_headers(model),
+        adapter_support::option_headers(options),
         affinity,
     ])
 }
@@ -225,11 +225,11 @@ async fn run(
     let context = resolve_transcript(context, supports_mid_convo_system_messages(model));
     let settings = Settings::new(model, &context, options);
     let payload = build_payload(model, &context, options, &settings).map_err(Stop::error)?;
-    let payload = common::apply_on_payload(options, model, payload).await;
+    let payload = adapter_support::apply_on_payload(options, model, payload).await;
     let request = http::Request {
         url: endpoint(&model.base_url)?,
         headers: headers(model, options, &key),
-        body: jsonx::stringify(&to_wire_payload(&payload)).into_bytes(),
+        body: js_json::stringify(&to_wire_payload(&payload)).into_bytes(),
     };
     // The reference's own time-to-headers default. Retries follow `max_retries` as for every
     // adapter (the reference never retries Mistral; see the docs).
@@ -293,7 +293,7 @@ async fn read_stream(
                 Parsed::Nothing => {}
                 Parsed::Done => return Ok(()),
                 Parsed::Chunk(chunk) => {
-                    common::on_event(options, model, &chunk).await;
+                    adapter_support::on_event(options, model, &chunk).await;
                     chunks.handle(model, &chunk, out).await?;
                 }
             }
@@ -336,7 +336,7 @@ impl Framer {
         let tail = self.utf8.finish();
         self.append(&tail);
         self.cut(out);
-        if !jsonx::js_trim(&self.buffer).is_empty() {
+        if !js_json::js_trim(&self.buffer).is_empty() {
             out.push(std::mem::take(&mut self.buffer));
         }
         self.buffer.clear();
@@ -388,18 +388,18 @@ fn parse_event(raw: &str) -> Result<Parsed, Stop> {
     let mut data = Vec::new();
     for line in split_lines(raw) {
         if let Some(value) = line.strip_prefix("data:") {
-            data.push(jsonx::js_trim_start(value));
+            data.push(js_json::js_trim_start(value));
         }
     }
     let joined = data.join("\n");
-    let data = jsonx::js_trim(&joined);
+    let data = js_json::js_trim(&joined);
     if data.is_empty() {
         return Ok(Parsed::Nothing);
     }
     if data == "[DONE]" {
         return Ok(Parsed::Done);
     }
-    let chunk = jsonx::parse(data).map_err(Stop::error)?;
+    let chunk = js_json::parse(data).map_err(Stop::error)?;
     if !chunk.get("choices").is_some_and(Value::is_array) {
         return Err(Stop::error("Invalid Mistral streaming event"));
     }
@@ -465,7 +465,7 @@ fn js_string(value: &Value) -> String {
             .map(|item| if item.is_null() { String::new() } else { js_string(item) })
             .collect::<Vec<_>>()
             .join(","),
-        other => jsonx::stringify(other),
+        other => js_json::stringify(other),
     }
 }
 
@@ -687,7 +687,7 @@ impl Chunks {
         let Some(function) = function else { return Err(missing(call.get("function"), "arguments")) };
         let arguments = match function.get("arguments") {
             Some(Value::String(text)) => text.clone(),
-            Some(value) if http::truthy(value) => jsonx::stringify(value),
+            Some(value) if http::truthy(value) => js_json::stringify(value),
             _ => "{}".to_owned(),
         };
         out.tool_call_delta(index, arguments).await.map_err(Stop::from)
@@ -715,7 +715,7 @@ fn derive_id(id: &str, attempt: u32) -> String {
     }
     let base = if normalized.is_empty() { id } else { normalized.as_str() };
     let seed = if attempt == 0 { base.to_owned() } else { format!("{base}:{attempt}") };
-    common::short_hash(&seed).chars().filter(char::is_ascii_alphanumeric).take(TOOL_CALL_ID_LENGTH).collect()
+    adapter_support::short_hash(&seed).chars().filter(char::is_ascii_alphanumeric).take(TOOL_CALL_ID_LENGTH).collect()
 }
 
 /// Renames ids consistently within one request, never giving two ids the same name.
@@ -795,13 +795,13 @@ fn convert_tools(tools: &[Tool], model: &Model) -> Result<Vec<Value>, String> {
     tools
         .iter()
         .map(|tool| {
-            let strict = common::resolve_strict(tool, supports_strict, None)?;
+            let strict = adapter_support::resolve_strict(tool, supports_strict, None)?;
             Ok(json!({
                 "type": "function",
                 "function": {
                     "name": tool.name,
                     "description": tool.description,
-                    "parameters": common::tool_parameters(tool, strict),
+                    "parameters": adapter_support::tool_parameters(tool, strict),
                     "strict": strict.unwrap_or(false),
                 },
             }))
@@ -852,12 +852,12 @@ fn convert_messages(messages: &[Message], model: &Model) -> Vec<Value> {
                 for block in &assistant.content {
                     match block {
                         AssistantContent::Text(text) => {
-                            if !jsonx::js_trim(&text.text).is_empty() {
+                            if !js_json::js_trim(&text.text).is_empty() {
                                 parts.push(json!({"type": "text", "text": text.text}));
                             }
                         }
                         AssistantContent::Thinking(thinking) => {
-                            if !jsonx::js_trim(&thinking.thinking).is_empty() {
+                            if !js_json::js_trim(&thinking.thinking).is_empty() {
                                 parts.push(json!({
                                     "type": "thinking",
                                     "thinking": [{"type": "text", "text": thinking.thinking}],
@@ -869,7 +869,7 @@ fn convert_messages(messages: &[Message], model: &Model) -> Vec<Value> {
                             "type": "function",
                             "function": {
                                 "name": call.name,
-                                "arguments": jsonx::stringify(&Value::Object(call.arguments.clone())),
+                                "arguments": js_json::stringify(&Value::Object(call.arguments.clone())),
                             },
                             "index": 0,
                         })),
@@ -917,7 +917,7 @@ fn convert_messages(messages: &[Message], model: &Model) -> Vec<Value> {
 }
 
 fn tool_result_text(text: &str, has_images: bool, supports_images: bool, is_error: bool) -> String {
-    let trimmed = jsonx::js_trim(text);
+    let trimmed = js_json::js_trim(text);
     let prefix = if is_error { "[tool error] " } else { "" };
     if !trimmed.is_empty() {
         let suffix =
@@ -1012,7 +1012,7 @@ mod tests {
         frames
             .iter()
             .filter_map(|raw| match parse_event(raw) {
-                Ok(Parsed::Chunk(v)) => Some(jsonx::stringify(&v)),
+                Ok(Parsed::Chunk(v)) => Some(js_json::stringify(&v)),
                 Ok(Parsed::Done) => Some("[DONE]".into()),
                 _ => None,
             })

@@ -30,12 +30,12 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::adapter_support::{self, Stop};
 use crate::codex_auth;
-use crate::common::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
+use crate::js_json;
 use crate::openai_responses::{convert_messages, convert_tools, Compat, ResponsesState, TierPricing};
-use crate::simple;
+use crate::request_options;
 use crate::sse::MAX_EVENT_BYTES;
 
 /// The API id.
@@ -97,7 +97,7 @@ impl OpenAICodexResponses {
 
 /// The request URL for a base URL.
 pub fn codex_url(base_url: &str) -> String {
-    let raw = if jsonx::js_trim(base_url).is_empty() { DEFAULT_BASE_URL } else { base_url };
+    let raw = if js_json::js_trim(base_url).is_empty() { DEFAULT_BASE_URL } else { base_url };
     let normalized = raw.trim_end_matches('/');
     if normalized.ends_with("/codex/responses") {
         normalized.to_owned()
@@ -127,7 +127,8 @@ fn session_id(options: &StreamOptions) -> Option<String> {
 /// The effort `streamSimple` hands the adapter: the clamped level, `none` for a reasoning model
 /// without one, else nothing.
 fn requested_effort(model: &Model, options: &StreamOptions) -> Option<String> {
-    let level = options.reasoning.map(|l| simple::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
+    let level =
+        options.reasoning.map(|l| request_options::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
     match level {
         Some(level) => Some(level_name(level)),
         None if model.reasoning => Some("none".to_owned()),
@@ -142,13 +143,13 @@ fn level_name(level: ThinkingLevel) -> String {
 /// The provider's effort for a requested one; `None` when the model takes no reasoning field.
 fn resolve_effort(model: &Model, effort: &str) -> Option<String> {
     if effort == "none" {
-        return match simple::mapped_level(model, ThinkingLevel::Off) {
+        return match request_options::mapped_level(model, ThinkingLevel::Off) {
             None => Some("none".to_owned()),
             Some(mapped) => mapped.map(str::to_owned),
         };
     }
     let level: Option<ThinkingLevel> = serde_json::from_value(json!(effort)).ok();
-    Some(level.map_or_else(|| effort.to_owned(), |l| simple::mapped_or_level(model, l)))
+    Some(level.map_or_else(|| effort.to_owned(), |l| request_options::mapped_or_level(model, l)))
 }
 
 fn configuration_update_effort(model: &Model, compat: &Compat, effort: Option<&str>) -> Option<String> {
@@ -172,7 +173,7 @@ impl OpenAICodexResponses {
     ) -> Value {
         let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
         let input = convert_messages(model, context, compat, update_effort.as_deref());
-        let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+        let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
         let mut body = Map::new();
         body.insert("model".into(), json!(model.id));
         body.insert("store".into(), json!(false));
@@ -210,8 +211,8 @@ impl OpenAICodexResponses {
                     body.insert("reasoning".into(), json!({"effort": sent, "summary": summary}));
                 }
             }
-            None if model.reasoning && !simple::off_is_null(model) => {
-                let off = simple::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
+            None if model.reasoning && !request_options::off_is_null(model) => {
+                let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
                 body.insert("reasoning".into(), json!({"effort": off}));
             }
             None => {}
@@ -230,10 +231,10 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
     } else {
         "Request failed".to_owned()
     };
-    let Ok(parsed) = jsonx::parse(&raw) else { return fallback };
+    let Ok(parsed) = js_json::parse(&raw) else { return fallback };
     let Some(error) = parsed.get("error").filter(|e| http::truthy(e)) else { return fallback };
     let text = |v: Option<&Value>| -> Option<String> {
-        v.filter(|v| http::truthy(v)).map(|v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned))
+        v.filter(|v| http::truthy(v)).map(|v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned))
     };
     let code = text(error.get("code")).or_else(|| text(error.get("type"))).unwrap_or_default();
     let lower = code.to_lowercase();
@@ -252,7 +253,7 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
             Some(at) => {
                 let at = match at {
                     Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-                    Value::String(s) => jsonx::js_trim(s).parse::<f64>().unwrap_or(f64::NAN),
+                    Value::String(s) => js_json::js_trim(s).parse::<f64>().unwrap_or(f64::NAN),
                     _ => f64::NAN,
                 };
                 let minutes = ((at * 1000.0 - pi_types::now_ms() as f64) / 60000.0 + 0.5).floor();
@@ -318,14 +319,14 @@ fn is_retryable_status(status: u16, text: &str) -> bool {
 fn server_delay_ms(headers: &HeaderMap) -> Option<f64> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = get("retry-after-ms") {
-        let trimmed = jsonx::js_trim(ms);
+        let trimmed = js_json::js_trim(ms);
         let value = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
         if let Some(value) = value.filter(|v| v.is_finite()) {
             return Some(value.max(0.0));
         }
     }
     let after = get("retry-after").filter(|v| !v.is_empty())?;
-    let trimmed = jsonx::js_trim(after);
+    let trimmed = js_json::js_trim(after);
     let seconds = if trimmed.is_empty() { Some(0.0) } else { trimmed.parse::<f64>().ok() };
     if let Some(seconds) = seconds.filter(|v| v.is_finite()) {
         return Some((seconds * 1000.0).max(0.0));
@@ -431,7 +432,7 @@ impl Frames {
         self.searched = 0;
         let rest = std::mem::take(&mut self.buffer);
         let text = String::from_utf8_lossy(&rest).into_owned();
-        if jsonx::js_trim(&text).is_empty() {
+        if js_json::js_trim(&text).is_empty() {
             return;
         }
         let mut text = text + "\n\n";
@@ -446,11 +447,11 @@ impl Frames {
 /// The data of a frame: its `data:` lines, trimmed and joined; `None` for no data.
 fn frame_data(frame: &str) -> Option<String> {
     let lines: Vec<&str> =
-        frame.split('\n').filter_map(|line| line.strip_prefix("data:")).map(jsonx::js_trim).collect();
+        frame.split('\n').filter_map(|line| line.strip_prefix("data:")).map(js_json::js_trim).collect();
     if lines.is_empty() {
         return None;
     }
-    let data = jsonx::js_trim(&lines.join("\n")).to_owned();
+    let data = js_json::js_trim(&lines.join("\n")).to_owned();
     (!data.is_empty() && data != "[DONE]").then_some(data)
 }
 
@@ -492,9 +493,9 @@ impl StreamFn for OpenAICodexResponses {
         let model = model.clone();
         let adapter = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, API);
+            let mut out = adapter_support::builder(tx, &model, API);
             let result = adapter.run(&model, context, &options, &mut out).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -522,13 +523,13 @@ impl OpenAICodexResponses {
         };
         let session = session_id(options);
         let body = self.build_body(model, &context, options, &compat, session.as_deref(), effort.as_deref(), update);
-        let body = common::apply_on_payload(options, model, body).await;
-        let body = jsonx::stringify(&body).into_bytes();
+        let body = adapter_support::apply_on_payload(options, model, body).await;
+        let body = js_json::stringify(&body).into_bytes();
         if let Some(diagnostic) = record_fallback(options, session.as_deref(), body.len()) {
             out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
         }
         let mut identity = vec![("originator".to_owned(), Some("pi".to_owned()))];
-        identity.extend(common::identity_headers(model, options));
+        identity.extend(adapter_support::identity_headers(model, options));
         let mut fixed = vec![
             ("Authorization".to_owned(), Some(format!("Bearer {token}"))),
             ("chatgpt-account-id".to_owned(), Some(account)),
@@ -540,8 +541,12 @@ impl OpenAICodexResponses {
             fixed.push(("session-id".to_owned(), Some(session.clone())));
             fixed.push(("x-client-request-id".to_owned(), Some(session.clone())));
         }
-        let headers =
-            common::merge_headers(&[identity, common::model_headers(model), common::option_headers(options), fixed]);
+        let headers = adapter_support::merge_headers(&[
+            identity,
+            adapter_support::model_headers(model),
+            adapter_support::option_headers(options),
+            fixed,
+        ]);
         let request = http::Request { url: codex_url(&model.base_url), headers, body };
         let dialect = CodexDialect { timeout_ms: options.timeout_ms };
         let response = http::send(&request, model, options, &dialect).await.map_err(|failure| {
@@ -610,8 +615,8 @@ async fn read_stream(
         };
         for frame in std::mem::take(&mut pending) {
             let Some(data) = frame_data(&frame) else { continue };
-            let event = jsonx::parse(&data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
-            common::on_event(options, model, &event).await;
+            let event = js_json::parse(&data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
+            adapter_support::on_event(options, model, &event).await;
             let Some(kind) = event.get("type").and_then(Value::as_str) else { continue };
             match kind {
                 "error" => return Err(Stop::error(event_error(&event))),
@@ -620,7 +625,7 @@ async fn read_stream(
                     let message = error
                         .and_then(|e| e.get("message"))
                         .filter(|m| http::truthy(m))
-                        .map(|m| m.as_str().map_or_else(|| jsonx::stringify(m), str::to_owned))
+                        .map(|m| m.as_str().map_or_else(|| js_json::stringify(m), str::to_owned))
                         .unwrap_or_else(|| "Codex response failed".to_owned());
                     return Err(Stop::error(message));
                 }
@@ -674,7 +679,7 @@ fn event_error(event: &Value) -> String {
     let detail = field("message")
         .filter(|m| !m.is_empty())
         .or_else(|| field("code").filter(|c| !c.is_empty()))
-        .unwrap_or_else(|| jsonx::stringify(event));
+        .unwrap_or_else(|| js_json::stringify(event));
     format!("Codex error: {detail}")
 }
 

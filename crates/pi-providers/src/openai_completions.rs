@@ -17,10 +17,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
-use crate::simple;
+use crate::js_json;
+use crate::request_options;
 use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
 use crate::typed;
@@ -207,13 +207,13 @@ impl StreamFn for OpenAICompletions {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, &model.api);
+            let mut out = adapter_support::builder(tx, &model, &model.api);
             let mut state = StreamState::default();
             let result = run(&model, context, &options, &mut out, &mut state).await;
             if result.is_err() {
                 state.apply_reasoning_details(&mut out);
             }
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -234,11 +234,11 @@ struct Resolved {
 
 impl Resolved {
     fn new(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
-        let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+        let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
         let effort = options
             .reasoning
             .filter(|l| *l != ThinkingLevel::Off)
-            .map(|l| simple::clamp_thinking_level(model, l))
+            .map(|l| request_options::clamp_thinking_level(model, l))
             .filter(|l| *l != ThinkingLevel::Off);
         Self { max_tokens, effort }
     }
@@ -262,7 +262,7 @@ struct StreamState {
 impl StreamState {
     /// The reasoning details as the thinking blocks' signature, if any arrived.
     fn signature(&self) -> Option<String> {
-        self.reasoning_details.as_ref().map(|details| jsonx::stringify(&Value::Array(details.clone())))
+        self.reasoning_details.as_ref().map(|details| js_json::stringify(&Value::Array(details.clone())))
     }
 
     fn apply_reasoning_details(&self, out: &mut AssistantMessageBuilder) {
@@ -290,7 +290,7 @@ impl Dialect for CompletionsDialect {
 /// The OpenAI SDK's error for a non-2xx response.
 pub(crate) fn openai_status_error(status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
     let text = String::from_utf8_lossy(body).into_owned();
-    let parsed = jsonx::parse(&text).ok();
+    let parsed = js_json::parse(&text).ok();
     let message_text = if parsed.is_some() { None } else { Some(text.as_str()) };
     let normalized = match parsed {
         Some(Value::Object(map)) if map.get("error").is_none_or(Value::is_null) => Some(json!({ "error": map })),
@@ -299,14 +299,14 @@ pub(crate) fn openai_status_error(status: u16, headers: &HeaderMap, body: &[u8])
     };
     let error = normalized.as_ref().and_then(|n| n.get("error")).filter(|e| !e.is_null());
     let message = http::sdk_make_message(Some(status), error, message_text);
-    let body = http::plain_non_empty_object(error).and_then(|e| http::normalize_body(&jsonx::stringify(e)));
+    let body = http::plain_non_empty_object(error).and_then(|e| http::normalize_body(&js_json::stringify(e)));
     ApiError { kind: ApiErrorKind::Status, status: Some(status), headers: Some(headers.clone()), message, body }
 }
 
 /// An `APIError` raised from a stream payload (`data.error` or `event: error`).
 pub(crate) fn openai_stream_error(error: &Value) -> ApiError {
     let message = http::sdk_make_message(None, Some(error), None);
-    let body = http::plain_non_empty_object(Some(error)).and_then(|e| http::normalize_body(&jsonx::stringify(e)));
+    let body = http::plain_non_empty_object(Some(error)).and_then(|e| http::normalize_body(&js_json::stringify(e)));
     ApiError { kind: ApiErrorKind::Other, status: None, headers: None, message, body }
 }
 
@@ -314,7 +314,9 @@ fn api_key(model: &Model, options: &StreamOptions) -> Result<String, Stop> {
     if let Some(key) = options.api_key.as_deref().filter(|k| !k.is_empty()) {
         return Ok(key.to_owned());
     }
-    if common::has_header(options, "authorization") || common::has_header(options, "cf-aig-authorization") {
+    if adapter_support::has_header(options, "authorization")
+        || adapter_support::has_header(options, "cf-aig-authorization")
+    {
         return Ok("unused".to_owned());
     }
     Err(Stop::error(format!("No API key for provider: {}", model.provider)))
@@ -332,7 +334,7 @@ async fn run(
     let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
     let resolved = Resolved::new(model, &context, options);
     let params = build_params(model, &context, options, &compat, &resolved);
-    let params = common::apply_on_payload(options, model, params).await;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
 
     let retention = cache_retention(options);
     let session = options.session_id.clone().filter(|_| retention != pi_types::CacheRetention::None);
@@ -353,18 +355,18 @@ async fn run(
         ("Content-Type".to_owned(), Some("application/json".to_owned())),
         ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
     ];
-    let headers = common::merge_headers(&[
-        common::identity_headers(model, options),
+    let headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         base,
-        common::model_headers(model),
-        common::copilot_headers(model, context.messages()),
+        adapter_support::model_headers(model),
+        adapter_support::copilot_headers(model, context.messages()),
         extra,
-        common::option_headers(options),
+        adapter_support::option_headers(options),
     ]);
     let request = http::Request {
         url: format!("{}/chat/completions", model.base_url.trim_end_matches('/')),
         headers,
-        body: jsonx::stringify(&params).into_bytes(),
+        body: js_json::stringify(&params).into_bytes(),
     };
     let response = http::send(&request, model, options, &CompletionsDialect).await?;
     out.start().await;
@@ -399,7 +401,7 @@ async fn run(
                 None => false,
             };
             if !handled {
-                let Ok(data) = jsonx::parse(&event.data) else {
+                let Ok(data) = js_json::parse(&event.data) else {
                     return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
                 };
                 if is_error {
@@ -409,7 +411,7 @@ async fn run(
                 if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
                     return Err(stream_error(error));
                 }
-                common::on_event(options, model, &data).await;
+                adapter_support::on_event(options, model, &data).await;
                 chunks.handle(model, &data, out, state).await?;
             }
             if body.is_cancelled() {
@@ -451,7 +453,7 @@ fn stream_error(error: &Value) -> Stop {
     if let Some(raw) = error.get("metadata").and_then(|m| m.get("raw")).filter(|r| http::truthy(r)) {
         let raw = match raw {
             Value::String(s) => s.clone(),
-            other => jsonx::stringify(other),
+            other => js_json::stringify(other),
         };
         if !message.contains(&raw) {
             message.push('\n');
@@ -657,7 +659,7 @@ impl Chunks {
         if let Some(reason) = choice.get("finish_reason").filter(|r| http::truthy(r)) {
             let reason_text = match reason {
                 Value::String(s) => s.clone(),
-                other => jsonx::stringify(other),
+                other => js_json::stringify(other),
             };
             let (stop, error) = map_stop_reason(&reason_text);
             let mut m = out.metadata_mut();
@@ -974,7 +976,7 @@ fn build_params(
         }
     }
     let level = resolved.effort.unwrap_or(ThinkingLevel::Off);
-    if let Some(sampling) = simple::resolve_sampling_params(model, level, options.sampling_params.as_deref()) {
+    if let Some(sampling) = request_options::resolve_sampling_params(model, level, options.sampling_params.as_deref()) {
         for (k, v) in sampling {
             params.insert(k, v);
         }
@@ -1001,17 +1003,17 @@ fn apply_thinking(
                 .iter()
                 .find_map(|k| params.get(*k).and_then(Value::as_u64))
                 .unwrap_or(model.max_tokens);
-            let budget = simple::clamp_thinking_budget_to_answer_room(
-                simple::thinking_budget_for_level(level, options.thinking_budgets.as_deref()),
+            let budget = request_options::clamp_thinking_budget_to_answer_room(
+                request_options::thinking_budget_for_level(level, options.thinking_budgets.as_deref()),
                 ceiling,
             );
             (budget > 0).then_some(budget)
         }
         _ => None,
     };
-    let mapped_or = |level: ThinkingLevel| simple::mapped_or_level(model, level);
-    let off_null = simple::off_is_null(model);
-    let off_value = simple::mapped_level(model, ThinkingLevel::Off).flatten().map(str::to_owned);
+    let mapped_or = |level: ThinkingLevel| request_options::mapped_or_level(model, level);
+    let off_null = request_options::off_is_null(model);
+    let off_value = request_options::mapped_level(model, ThinkingLevel::Off).flatten().map(str::to_owned);
     let format = compat.thinking_format.as_str();
     if !model.reasoning {
         // Only the budget field below could apply, and it needs a reasoning model.
@@ -1025,7 +1027,7 @@ fn apply_thinking(
             },
         );
         if let Some(level) = effort.filter(|_| compat.supports_reasoning_effort) {
-            match simple::mapped_level(model, level) {
+            match request_options::mapped_level(model, level) {
                 None => {
                     params.insert("reasoning_effort".into(), json!(level.as_str()));
                 }
@@ -1055,8 +1057,8 @@ fn apply_thinking(
         }
         if compat.supports_reasoning_effort {
             let mapped = match effort {
-                Some(level) => simple::mapped_level(model, level),
-                None => simple::mapped_level(model, ThinkingLevel::Off),
+                Some(level) => request_options::mapped_level(model, level),
+                None => request_options::mapped_level(model, ThinkingLevel::Off),
             };
             let value = match mapped {
                 None => effort.map(|l| l.as_str().to_owned()),
@@ -1082,7 +1084,7 @@ fn apply_thinking(
             params.insert("reasoning".into(), json!({"effort": off_value.unwrap_or_else(|| "none".into())}));
         }
     } else if format == "ant-ling" {
-        if let Some(value) = effort.and_then(|level| simple::mapped_level(model, level).flatten()) {
+        if let Some(value) = effort.and_then(|level| request_options::mapped_level(model, level).flatten()) {
             params.insert("reasoning".into(), json!({"effort": value}));
         }
     } else if format == "together" {
@@ -1131,8 +1133,8 @@ fn chat_template_values(
                     budget.map(|b| json!(b))
                 } else {
                     let mapped = match effort {
-                        Some(level) => simple::mapped_level(model, level),
-                        None => simple::mapped_level(model, ThinkingLevel::Off),
+                        Some(level) => request_options::mapped_level(model, level),
+                        None => request_options::mapped_level(model, ThinkingLevel::Off),
                     };
                     match mapped {
                         None => effort.map(|l| json!(l.as_str())),
@@ -1162,11 +1164,11 @@ fn convert_tools(tools: &[Tool], compat: &Compat) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {
-            let strict = common::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None);
+            let strict = adapter_support::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None);
             let mut function = Map::new();
             function.insert("name".into(), json!(tool.name));
             function.insert("description".into(), json!(tool.description));
-            function.insert("parameters".into(), common::tool_parameters(tool, strict));
+            function.insert("parameters".into(), adapter_support::tool_parameters(tool, strict));
             if compat.supports_strict_mode {
                 function.insert("strict".into(), json!(strict.unwrap_or(false)));
             }
@@ -1224,7 +1226,7 @@ fn normalize_tool_call_id(id: &str, model: &Model) -> String {
         if combined.len() <= 40 {
             return combined;
         }
-        let hash: String = common::short_hash(id).chars().take(8).collect();
+        let hash: String = adapter_support::short_hash(id).chars().take(8).collect();
         let prefix: String = call_id.chars().take(40usize.saturating_sub(hash.len() + 1).max(1)).collect();
         return format!("{prefix}_{hash}");
     }
@@ -1235,13 +1237,13 @@ fn normalize_tool_call_id(id: &str, model: &Model) -> String {
 }
 
 fn parse_reasoning_details(signature: Option<&str>) -> Option<Vec<Value>> {
-    let parsed = jsonx::parse(signature.filter(|s| !s.is_empty())?).ok()?;
+    let parsed = js_json::parse(signature.filter(|s| !s.is_empty())?).ok()?;
     let items = parsed.as_array()?;
     (!items.is_empty() && items.iter().all(is_reasoning_detail)).then(|| items.clone())
 }
 
 fn parse_legacy_encrypted_detail(signature: Option<&str>) -> Option<Value> {
-    let parsed = jsonx::parse(signature.filter(|s| !s.is_empty())?).ok()?;
+    let parsed = js_json::parse(signature.filter(|s| !s.is_empty())?).ok()?;
     let ok = is_reasoning_detail(&parsed)
         && parsed.get("type").and_then(Value::as_str) == Some("reasoning.encrypted")
         && parsed.get("id").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
@@ -1324,7 +1326,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
                 while let Some(Message::ToolResult(result)) = transformed.get(j) {
                     let text = pi_types::content_text(&result.content, "\n");
                     let has_images = result.content.iter().any(|c| matches!(c, UserContent::Image(_)));
-                    let content = if !jsonx::js_trim(&text).is_empty() {
+                    let content = if !js_json::js_trim(&text).is_empty() {
                         text
                     } else if has_images {
                         "(see attached image)".to_owned()
@@ -1375,7 +1377,7 @@ fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::Assis
         .content
         .iter()
         .filter_map(|b| match b {
-            AssistantContent::Text(t) if !jsonx::js_trim(&t.text).is_empty() => Some(t),
+            AssistantContent::Text(t) if !js_json::js_trim(&t.text).is_empty() => Some(t),
             _ => None,
         })
         .collect();
@@ -1394,7 +1396,7 @@ fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::Assis
         calls.iter().filter_map(|c| parse_legacy_encrypted_detail(c.thought_signature.as_deref())).collect();
     let preserved = signed.or_else(|| (!legacy.is_empty()).then_some(legacy));
     let non_empty: Vec<&&ThinkingContent> =
-        thinking.iter().filter(|t| !jsonx::js_trim(&t.thinking).is_empty()).collect();
+        thinking.iter().filter(|t| !js_json::js_trim(&t.thinking).is_empty()).collect();
     if !non_empty.is_empty() {
         if compat.requires_thinking_as_text {
             let thinking_text = non_empty.iter().map(|t| t.thinking.as_str()).collect::<Vec<_>>().join("\n\n");
@@ -1426,7 +1428,7 @@ fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::Assis
                 json!({
                     "id": c.id,
                     "type": "function",
-                    "function": {"name": c.name, "arguments": jsonx::stringify(&Value::Object(c.arguments.clone()))},
+                    "function": {"name": c.name, "arguments": js_json::stringify(&Value::Object(c.arguments.clone()))},
                 })
             })
             .collect();

@@ -17,11 +17,11 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, Body, Dialect, Read};
-use crate::jsonx;
+use crate::js_json;
 use crate::openai_completions::{openai_status_error, openai_stream_error};
-use crate::simple;
+use crate::request_options;
 use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
 use crate::typed;
@@ -108,9 +108,9 @@ impl StreamFn for OpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, &model.api);
+            let mut out = adapter_support::builder(tx, &model, &model.api);
             let result = run(&model, context, &options, &mut out).await;
-            common::finish(out, result).await;
+            adapter_support::finish(out, result).await;
         })
     }
 }
@@ -227,7 +227,7 @@ fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
     options
         .reasoning
         .filter(|l| *l != ThinkingLevel::Off)
-        .map(|l| simple::clamp_thinking_level(model, l))
+        .map(|l| request_options::clamp_thinking_level(model, l))
         .filter(|l| *l != ThinkingLevel::Off)
 }
 
@@ -249,7 +249,7 @@ fn configuration_update_effort(model: &Model, options: &StreamOptions, compat: &
     if !compat.supports_mid_convo_effort || is_chatgpt_sign_in(model, options) {
         return None;
     }
-    effort_of(model, options).map(|level| simple::mapped_or_level(model, level))
+    effort_of(model, options).map(|level| request_options::mapped_or_level(model, level))
 }
 
 fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Value {
@@ -258,7 +258,7 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     let input = convert_messages(model, context, compat, update_effort.as_deref());
     let retention = cache_retention(options);
     let omit = is_chatgpt_sign_in(model, options);
-    let max_tokens = simple::base_max_tokens(model, context, options.max_tokens);
+    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
     let mut params = Map::new();
     params.insert("model".into(), json!(model.id));
     params.insert("input".into(), Value::Array(input));
@@ -298,21 +298,26 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     let effort = effort_of(model, options);
     if model.reasoning {
         if let Some(level) = effort {
-            let effort =
-                if update_effort.is_some() { "medium".to_owned() } else { simple::mapped_or_level(model, level) };
+            let effort = if update_effort.is_some() {
+                "medium".to_owned()
+            } else {
+                request_options::mapped_or_level(model, level)
+            };
             params.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else if model.provider != "github-copilot" && !simple::off_is_null(model) {
-            let off = simple::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
+        } else if model.provider != "github-copilot" && !request_options::off_is_null(model) {
+            let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
             params.insert("reasoning".into(), json!({"effort": off}));
         }
         if model.provider == "xai" {
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
         }
     }
-    if let Some(sampling) =
-        simple::resolve_sampling_params(model, effort.unwrap_or(ThinkingLevel::Off), options.sampling_params.as_deref())
-    {
+    if let Some(sampling) = request_options::resolve_sampling_params(
+        model,
+        effort.unwrap_or(ThinkingLevel::Off),
+        options.sampling_params.as_deref(),
+    ) {
         for (k, v) in sampling {
             params.insert(k, v);
         }
@@ -324,14 +329,14 @@ pub(crate) fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool
     tools
         .iter()
         .map(|tool| {
-            let strict = common::resolve_strict(tool, compat.supports_strict_mode, None)
+            let strict = adapter_support::resolve_strict(tool, compat.supports_strict_mode, None)
                 .unwrap_or(None)
                 .or(compat.default_strict);
             let mut function = Map::new();
             function.insert("type".into(), json!("function"));
             function.insert("name".into(), json!(tool.name));
             function.insert("description".into(), json!(tool.description));
-            function.insert("parameters".into(), common::tool_parameters(tool, strict));
+            function.insert("parameters".into(), adapter_support::tool_parameters(tool, strict));
             if search_result {
                 function.insert("defer_loading".into(), json!(true));
             }
@@ -350,7 +355,7 @@ fn normalize_id_part(part: &str) -> String {
 fn parse_text_signature(signature: Option<&str>) -> Option<(String, Option<String>)> {
     let signature = signature.filter(|s| !s.is_empty())?;
     if signature.starts_with('{') {
-        if let Ok(parsed) = jsonx::parse(signature) {
+        if let Ok(parsed) = js_json::parse(signature) {
             if parsed.get("v").and_then(Value::as_f64) == Some(1.0) {
                 if let Some(id) = parsed.get("id").and_then(Value::as_str) {
                     let phase = parsed
@@ -391,7 +396,7 @@ pub(crate) fn convert_messages(
         let item_id = parts.next().unwrap_or("");
         let foreign = source.provider != model.provider || source.api != model.api;
         let mut item = if foreign {
-            take_units(&format!("fc_{}", common::short_hash(item_id)), 64)
+            take_units(&format!("fc_{}", adapter_support::short_hash(item_id)), 64)
         } else {
             normalize_id_part(item_id)
         };
@@ -431,7 +436,7 @@ pub(crate) fn convert_messages(
                                 let names: Vec<&str> = added.iter().map(|t| t.name.as_str()).collect();
                                 let call_id = format!(
                                     "pi_tool_load_{}",
-                                    common::short_hash(&format!("system:{msg_index}:{}", names.join(",")))
+                                    adapter_support::short_hash(&format!("system:{msg_index}:{}", names.join(",")))
                                 );
                                 items.push(json!({
                                     "type": "tool_search_call",
@@ -512,7 +517,7 @@ pub(crate) fn convert_messages(
                     match block {
                         AssistantContent::Thinking(thinking) => {
                             if let Some(signature) = thinking.thinking_signature.as_deref().filter(|s| !s.is_empty()) {
-                                if let Ok(item) = jsonx::parse(signature) {
+                                if let Ok(item) = js_json::parse(signature) {
                                     output.push(item);
                                 }
                             }
@@ -528,7 +533,7 @@ pub(crate) fn convert_messages(
                             let id = match parsed.as_ref().map(|(id, _)| id.clone()).filter(|id| !id.is_empty()) {
                                 None => fallback,
                                 Some(id) if id.encode_utf16().count() > 64 => {
-                                    format!("msg_{}", common::short_hash(&id))
+                                    format!("msg_{}", adapter_support::short_hash(&id))
                                 }
                                 Some(id) => id,
                             };
@@ -557,7 +562,7 @@ pub(crate) fn convert_messages(
                             item.insert("name".into(), json!(call.name));
                             item.insert(
                                 "arguments".into(),
-                                json!(jsonx::stringify(&Value::Object(call.arguments.clone()))),
+                                json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
                             );
                             if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
                                 item.insert("namespace".into(), json!(namespace));
@@ -600,7 +605,7 @@ fn tool_output(model: &Model, content: &[UserContent]) -> Value {
             UserContent::Text(_) => None,
         })
         .collect();
-    let has_text = !jsonx::js_trim(&text).is_empty();
+    let has_text = !js_json::js_trim(&text).is_empty();
     if images.is_empty() || !model.input.contains(&InputModality::Image) {
         let value = if has_text {
             text
@@ -633,7 +638,9 @@ async fn run(
 ) -> Result<(), Stop> {
     let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
         Some(key) => key,
-        None if common::has_header(options, "authorization") || common::has_header(options, "cf-aig-authorization") => {
+        None if adapter_support::has_header(options, "authorization")
+            || adapter_support::has_header(options, "cf-aig-authorization") =>
+        {
             "unused".to_owned()
         }
         None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
@@ -644,7 +651,7 @@ async fn run(
     if let Some(effort) = configuration_update_effort(model, options, &compat) {
         out.metadata_mut().provider_thinking_level = Some(effort.into());
     }
-    let params = common::apply_on_payload(options, model, params).await;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
     let mut session_headers = Vec::new();
     if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
         if compat.session_affinity_format == "openrouter" {
@@ -661,18 +668,18 @@ async fn run(
         ("Content-Type".to_owned(), Some("application/json".to_owned())),
         ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
     ];
-    let headers = common::merge_headers(&[
-        common::identity_headers(model, options),
+    let headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         base,
-        common::model_headers(model),
-        common::copilot_headers(model, context.messages()),
+        adapter_support::model_headers(model),
+        adapter_support::copilot_headers(model, context.messages()),
         session_headers,
-        common::option_headers(options),
+        adapter_support::option_headers(options),
     ]);
     let request = http::Request {
         url: format!("{}/responses", model.base_url.trim_end_matches('/')),
         headers,
-        body: jsonx::stringify(&params).into_bytes(),
+        body: js_json::stringify(&params).into_bytes(),
     };
     let flavor = Flavor {
         prefix: prefix(model),
@@ -729,7 +736,7 @@ pub(crate) async fn send_and_stream(
                 None => false,
             };
             if !handled {
-                let Ok(data) = jsonx::parse(&event.data) else {
+                let Ok(data) = js_json::parse(&event.data) else {
                     return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
                 };
                 if is_error {
@@ -739,7 +746,7 @@ pub(crate) async fn send_and_stream(
                 if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
                     return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
                 }
-                common::on_event(options, model, &data).await;
+                adapter_support::on_event(options, model, &data).await;
                 state
                     .handle(model, options, &data, out)
                     .await
@@ -837,12 +844,12 @@ impl CustomInput {
         if std::mem::replace(&mut self.started, true) {
             String::new()
         } else {
-            format!("{{{}:\"", jsonx::stringify(&json!(CUSTOM_INPUT_PROPERTY)))
+            format!("{{{}:\"", js_json::stringify(&json!(CUSTOM_INPUT_PROPERTY)))
         }
     }
 
     fn escaped(text: &str) -> String {
-        let quoted = jsonx::stringify(&json!(text));
+        let quoted = js_json::stringify(&json!(text));
         quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("").to_owned()
     }
 
@@ -900,7 +907,7 @@ impl CustomInput {
 
 fn slot_key(event: &Value) -> String {
     match event.get("output_index") {
-        Some(v) => jsonx::stringify(v),
+        Some(v) => js_json::stringify(v),
         None => "undefined".to_owned(),
     }
 }
@@ -908,7 +915,7 @@ fn slot_key(event: &Value) -> String {
 /// A string member of an output item as a JavaScript template string shows it.
 fn id_text(item: &Value, key: &str) -> String {
     item.get(key)
-        .map_or_else(|| "undefined".to_owned(), |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned))
+        .map_or_else(|| "undefined".to_owned(), |v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned))
 }
 
 fn n(value: Option<&Value>) -> u64 {
@@ -973,7 +980,7 @@ impl ResponsesState {
                 let id_part = |k: &str| {
                     item.get(k).map_or_else(
                         || "undefined".to_owned(),
-                        |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned),
+                        |v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned),
                     )
                 };
                 let call = ToolCall {
@@ -1105,7 +1112,7 @@ impl ResponsesState {
                         };
                         let summary = join("summary");
                         let content = join("content");
-                        let signature = jsonx::stringify(&item);
+                        let signature = js_json::stringify(&item);
                         let block = out.thinking_mut(index)?;
                         // The final item restates the reasoning.
                         if !summary.is_empty() {
@@ -1148,7 +1155,7 @@ impl ResponsesState {
                         }
                         let block = out.text_mut(index)?;
                         block.text = text;
-                        block.text_signature = Some(jsonx::stringify(&Value::Object(signature)));
+                        block.text_signature = Some(js_json::stringify(&Value::Object(signature)));
                         out.end_text(index).await?;
                         self.slots.remove(&key);
                     }
@@ -1207,7 +1214,7 @@ impl ResponsesState {
                 let text_of = |v: Option<&Value>, default: &str| {
                     v.filter(|v| http::truthy(v)).map_or_else(
                         || default.to_owned(),
-                        |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned),
+                        |v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned),
                     )
                 };
                 let message = if let Some(error) = error {
@@ -1245,7 +1252,7 @@ impl ResponsesState {
                 continue;
             };
             if let Ok(block) = out.thinking_mut(*index) {
-                let Some(stored) = block.thinking_signature.as_deref().and_then(|s| jsonx::parse(s).ok()) else {
+                let Some(stored) = block.thinking_signature.as_deref().and_then(|s| js_json::parse(s).ok()) else {
                     continue;
                 };
                 if stored.get("encrypted_content").is_some_and(http::truthy) {
@@ -1253,7 +1260,7 @@ impl ResponsesState {
                 }
                 let mut stored = stored.as_object().cloned().unwrap_or_default();
                 stored.insert("encrypted_content".into(), encrypted.clone());
-                block.thinking_signature = Some(jsonx::stringify(&Value::Object(stored)));
+                block.thinking_signature = Some(js_json::stringify(&Value::Object(stored)));
             }
         }
         let has_tool_call = out.message().tool_calls().next().is_some();

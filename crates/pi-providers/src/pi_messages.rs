@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::{common, jsonx};
+use crate::{adapter_support, js_json};
 
 /// The API id.
 pub const API: &str = "pi-messages";
@@ -62,7 +62,7 @@ impl StreamFn for PiMessages {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, &model.api);
+            let mut out = adapter_support::builder(tx, &model, &model.api);
             let redact = Redact(options.api_key.clone().filter(|key| key.len() >= MIN_REDACTED_KEY_BYTES));
             match run(&model, &context, options, &mut out).await {
                 Ok(reason) => {
@@ -79,7 +79,7 @@ impl StreamFn for PiMessages {
                 Err(Failure::Error { message, diagnostic }) => {
                     // The reference reports a failed request or a broken stream with a new
                     // message: no content, zero usage, only the error (and its diagnostic).
-                    let mut fresh = common::builder(out.into_sender(), &model, &model.api);
+                    let mut fresh = adapter_support::builder(out.into_sender(), &model, &model.api);
                     if let Some(diagnostic) = diagnostic {
                         fresh.metadata_mut().diagnostics = Some(vec![redact.diagnostic(diagnostic)]);
                     }
@@ -110,9 +110,9 @@ impl Redact {
             error.message = self.text(std::mem::take(&mut error.message));
         }
         if let (Some(key), Some(details)) = (&self.0, diagnostic.details.as_mut()) {
-            let text = jsonx::stringify(&Value::Object(details.clone()));
+            let text = js_json::stringify(&Value::Object(details.clone()));
             if text.contains(key.as_str()) {
-                if let Ok(Value::Object(clean)) = jsonx::parse(&text.replace(key.as_str(), "<redacted>")) {
+                if let Ok(Value::Object(clean)) = js_json::parse(&text.replace(key.as_str(), "<redacted>")) {
                     *details = clean;
                 }
             }
@@ -217,16 +217,19 @@ async fn run(
         return Err(Failure::error(format!("No API key provided for provider \"{}\"", model.provider)));
     };
     let body = build_request_body(model, context, &options);
-    let body = common::apply_on_payload(&options, model, body).await;
+    let body = adapter_support::apply_on_payload(&options, model, body).await;
     let base = vec![
         ("authorization".to_owned(), Some(format!("Bearer {key}"))),
         ("accept".to_owned(), Some("text/event-stream".to_owned())),
         ("content-type".to_owned(), Some("application/json".to_owned())),
     ];
-    let headers =
-        common::merge_headers(&[common::identity_headers(model, &options), base, common::option_headers(&options)]);
+    let headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, &options),
+        base,
+        adapter_support::option_headers(&options),
+    ]);
     let url = messages_url(model);
-    let request = http::Request { url: url.clone(), headers, body: jsonx::stringify(&body).into_bytes() };
+    let request = http::Request { url: url.clone(), headers, body: js_json::stringify(&body).into_bytes() };
     let dialect = PiDialect { model, url, failure: Mutex::new(None) };
     let response = match http::send(&request, model, &options, &dialect).await {
         Ok(response) => response,
@@ -248,8 +251,8 @@ async fn run(
         };
         for frame in frames {
             let Some(data) = frame_data(&frame) else { continue };
-            let event = jsonx::parse(data).map_err(Failure::error)?;
-            common::on_event(&options, model, &event).await;
+            let event = js_json::parse(data).map_err(Failure::error)?;
+            adapter_support::on_event(&options, model, &event).await;
             if let Some(reason) = apply(out, event).await.map_err(Failure::error)? {
                 return Ok(reason);
             }
@@ -296,7 +299,7 @@ impl Dialect for PiDialect<'_> {
 fn status_failure(model: &Model, url: &str, status: u16, body: &str) -> (String, AssistantMessageDiagnostic) {
     let status_text = reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
     // `{"error": {...}}` with an object `error`, else the body as text.
-    let error = jsonx::parse(body).ok().and_then(|parsed| parsed.get("error").filter(|e| e.is_object()).cloned());
+    let error = js_json::parse(body).ok().and_then(|parsed| parsed.get("error").filter(|e| e.is_object()).cloned());
     let field = |name: &str| error.as_ref().and_then(|e| e.get(name)).and_then(Value::as_str).map(str::to_owned);
     let code = field("code");
     let suffix = field("message").unwrap_or_else(|| body.to_owned());
@@ -374,7 +377,7 @@ impl Framer {
         let text = self.utf8.finish();
         let mut frames = self.append(&text, true);
         let rest = std::mem::take(&mut self.buffer);
-        if !jsonx::js_trim(&rest).is_empty() {
+        if !js_json::js_trim(&rest).is_empty() {
             frames.push(rest);
         }
         frames
@@ -414,7 +417,7 @@ impl Framer {
 /// The data of a frame: its first `data:` line, trimmed; `None` for none, empty or `[DONE]`.
 fn frame_data(frame: &str) -> Option<&str> {
     let line = frame.split('\n').find(|line| line.starts_with("data:"))?;
-    let data = jsonx::js_trim(line.get(5..).unwrap_or_default());
+    let data = js_json::js_trim(line.get(5..).unwrap_or_default());
     (!data.is_empty() && data != "[DONE]").then_some(data)
 }
 
@@ -682,7 +685,7 @@ fn check_index(event: &Value, kind: &str, blocks: usize) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!("Invalid contentIndex {} in pi-messages {kind} event", jsonx::stringify(index)))
+        Err(format!("Invalid contentIndex {} in pi-messages {kind} event", js_json::stringify(index)))
     }
 }
 
@@ -918,6 +921,6 @@ mod tests {
             serde_json::json!({"model": "m", "context": {"messages": []},
                 "options": {"temperature": 0.5, "maxTokens": 100, "sessionId": "s"}})
         );
-        assert!(!jsonx::stringify(&body).contains("sk-secret-key"));
+        assert!(!js_json::stringify(&body).contains("sk-secret-key"));
     }
 }

@@ -510,9 +510,9 @@ impl GeminiFramer {
             let event = self.start..index;
             self.start = index + len;
             self.scan = self.start;
-            let trimmed = crate::jsonx::js_trim(&self.buffer[event]);
+            let trimmed = crate::js_json::js_trim(&self.buffer[event]);
             if let Some(rest) = trimmed.strip_prefix("data:") {
-                return Some(crate::jsonx::js_trim(rest));
+                return Some(crate::js_json::js_trim(rest));
             }
         }
     }
@@ -528,7 +528,7 @@ impl GeminiFramer {
     pub fn finish(&mut self) -> Result<(), String> {
         let tail = self.utf8.finish();
         self.buffer.push_str(&tail);
-        if crate::jsonx::js_trim(&self.buffer[self.start..]).is_empty() {
+        if crate::js_json::js_trim(&self.buffer[self.start..]).is_empty() {
             Ok(())
         } else {
             Err("Incomplete JSON segment at the end".to_owned())

@@ -113,7 +113,7 @@ pub(crate) fn transform_messages(
                             }
                             let signed = thinking.redacted == Some(true)
                                 || thinking.thinking_signature.as_deref().is_some_and(|s| !s.is_empty());
-                            if !signed && crate::jsonx::js_trim(&thinking.thinking).is_empty() {
+                            if !signed && crate::js_json::js_trim(&thinking.thinking).is_empty() {
                                 changed = true;
                                 continue;
                             }

@@ -7,7 +7,7 @@
 //! a field here with the one JSON type it handles (objects only as objects, arrays with exactly
 //! the expected length, integers only as integers), and a duplicate member fails. Whatever the
 //! typed decode rejects (another shape, another type, a float, an escape in a name) goes the
-//! generic way, `jsonx::parse` into a `Value`, with the reference's semantics.
+//! generic way, `js_json::parse` into a `Value`, with the reference's semantics.
 
 use std::borrow::Cow;
 use std::fmt;

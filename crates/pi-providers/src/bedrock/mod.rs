@@ -38,9 +38,9 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::common::{self, Stop};
+use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::jsonx;
+use crate::js_json;
 
 pub use request::build_request_body;
 
@@ -63,7 +63,7 @@ impl StreamFn for BedrockConverseStream {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = common::builder(tx, &model, API);
+            let mut out = adapter_support::builder(tx, &model, API);
             let mut state = State::default();
             let result = run(&model, context, &options, &mut out, &mut state).await;
             finish(out, state, result).await;
@@ -169,8 +169,11 @@ impl Dialect for BedrockDialect {
         details.insert("status".into(), json!(status));
         let request_id = request_id_of(headers);
         let text = String::from_utf8_lossy(body);
-        let parsed =
-            if jsonx::js_trim(&text).is_empty() { Ok(Value::Object(JsonObject::new())) } else { jsonx::parse(&text) };
+        let parsed = if js_json::js_trim(&text).is_empty() {
+            Ok(Value::Object(JsonObject::new()))
+        } else {
+            js_json::parse(&text)
+        };
         let message = match parsed {
             Ok(data) => {
                 let header_code =
@@ -193,7 +196,7 @@ impl Dialect for BedrockDialect {
                     .filter(|v| !v.is_null())
                     .map_or_else(
                         || "UnknownError".to_owned(),
-                        |v| v.as_str().map_or_else(|| jsonx::stringify(v), str::to_owned),
+                        |v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned),
                     );
                 if let Some(code) = error_code(&name) {
                     details.insert("errorCode".into(), json!(code));
@@ -241,18 +244,18 @@ async fn run(
     state: &mut State,
 ) -> Result<(), Stop> {
     let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-    let params = common::apply_on_payload(options, model, params).await;
-    let body = jsonx::stringify(&params).into_bytes();
+    let params = adapter_support::apply_on_payload(options, model, params).await;
+    let body = js_json::stringify(&params).into_bytes();
     let target = auth::target(model, options).await;
     let auth = auth::resolve(options, &target.region).await.map_err(Stop::error)?;
 
-    let custom: Vec<(String, Option<String>)> = common::model_headers(model)
+    let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
         .into_iter()
-        .chain(common::option_headers(options))
+        .chain(adapter_support::option_headers(options))
         .filter(|(name, _)| !is_reserved_header(name))
         .collect();
-    let mut headers = common::merge_headers(&[
-        common::identity_headers(model, options),
+    let mut headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
         vec![("content-type".to_owned(), Some("application/json".to_owned()))],
         custom,
     ]);
@@ -310,7 +313,7 @@ async fn run(
             else {
                 continue;
             };
-            common::on_event(options, model, &json!({ kind.as_str(): event })).await;
+            adapter_support::on_event(options, model, &json!({ kind.as_str(): event })).await;
             handle(model, &kind, &event, out, state).await?;
         }
         if ended {
@@ -387,7 +390,7 @@ fn unmarshal(message: &aws_smithy_types::event_stream::Message) -> Result<Option
             let Some(kind) = header_text(message, ":event-type").filter(|k| EVENTS.contains(&k.as_str())) else {
                 return Ok(None);
             };
-            let value = jsonx::parse(&payload).map_err(plain)?;
+            let value = js_json::parse(&payload).map_err(plain)?;
             Ok(Some((kind, value)))
         }
         Some("exception") => {
@@ -399,7 +402,7 @@ fn unmarshal(message: &aws_smithy_types::event_stream::Message) -> Result<Option
             if let Some(first) = name.get_mut(..1) {
                 first.make_ascii_uppercase();
             }
-            let data = jsonx::parse(&payload).map_err(plain)?;
+            let data = js_json::parse(&payload).map_err(plain)?;
             let text = data
                 .get("message")
                 .or_else(|| data.get("Message"))
@@ -423,7 +426,7 @@ fn unmarshal(message: &aws_smithy_types::event_stream::Message) -> Result<Option
 }
 
 fn block_key(event: &Value) -> String {
-    event.get("contentBlockIndex").map_or_else(|| "undefined".to_owned(), jsonx::stringify)
+    event.get("contentBlockIndex").map_or_else(|| "undefined".to_owned(), js_json::stringify)
 }
 
 fn count(value: Option<&Value>) -> u64 {
@@ -506,7 +509,7 @@ async fn delta(event: &Value, out: &mut AssistantMessageBuilder, state: &mut Sta
     let key = block_key(event);
     let Some(delta) = event.get("delta").filter(|d| d.is_object()) else { return };
     if let Some(text) = delta.get("text").filter(|t| !t.is_null()) {
-        let text = text.as_str().map_or_else(|| jsonx::stringify(text), str::to_owned);
+        let text = text.as_str().map_or_else(|| js_json::stringify(text), str::to_owned);
         let content_index = match state.open.get(&key) {
             Some(open) => open.content_index,
             None => {
@@ -586,7 +589,7 @@ async fn finish(mut out: AssistantMessageBuilder, mut state: State, result: Resu
         flush_redacted(&mut open, &mut out);
     }
     let stop = match result {
-        Ok(()) => return common::finish(out, Ok(())).await,
+        Ok(()) => return adapter_support::finish(out, Ok(())).await,
         Err(stop) => stop,
     };
     if !stop.aborted {
@@ -606,7 +609,7 @@ async fn finish(mut out: AssistantMessageBuilder, mut state: State, result: Resu
             out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
         }
     }
-    common::finish(out, Err(stop)).await;
+    adapter_support::finish(out, Err(stop)).await;
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::common;
-use crate::simple;
+use crate::adapter_support;
+use crate::request_options;
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 
 /// Text sent for a block that must not be empty.
@@ -289,11 +289,11 @@ fn tool_config(tools: &[Tool], options: &StreamOptions, model: &Model) -> Result
         model.compat.as_ref().and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool).unwrap_or(false);
     let mut specs = Vec::with_capacity(tools.len());
     for tool in tools {
-        let strict = common::resolve_strict(tool, supports_strict, None)?;
+        let strict = adapter_support::resolve_strict(tool, supports_strict, None)?;
         let mut spec = Map::new();
         spec.insert("name".into(), json!(tool.name));
         spec.insert("description".into(), json!(tool.description));
-        spec.insert("inputSchema".into(), json!({"json": common::tool_parameters(tool, strict)}));
+        spec.insert("inputSchema".into(), json!({"json": adapter_support::tool_parameters(tool, strict)}));
         if strict == Some(true) {
             spec.insert("strict".into(), json!(true));
         }
@@ -324,7 +324,7 @@ fn effort_for(model: &Model, level: ThinkingLevel) -> String {
     if level == ThinkingLevel::Xhigh && supports_native_xhigh(model) {
         return "xhigh".into();
     }
-    if let Some(Some(mapped)) = simple::mapped_level(model, level) {
+    if let Some(Some(mapped)) = request_options::mapped_level(model, level) {
         return mapped.to_owned();
     }
     match level {
@@ -344,13 +344,13 @@ pub(crate) struct Thinking {
 }
 
 pub(crate) fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Thinking {
-    let base = simple::base_max_tokens(model, context, options.max_tokens);
+    let base = request_options::base_max_tokens(model, context, options.max_tokens);
     let Some(level) = options.reasoning.filter(|l| *l != ThinkingLevel::Off) else {
         return Thinking { level: None, max_tokens: base, budget: None };
     };
     let budgets = options.thinking_budgets.as_deref();
     let custom = |level: ThinkingLevel| {
-        budgets.and_then(|b| match simple::clamp_reasoning(level) {
+        budgets.and_then(|b| match request_options::clamp_reasoning(level) {
             ThinkingLevel::Minimal => b.minimal,
             ThinkingLevel::Low => b.low,
             ThinkingLevel::Medium => b.medium,
@@ -359,9 +359,10 @@ pub(crate) fn resolve_thinking(model: &Model, context: &TranscriptContext, optio
         })
     };
     if is_claude(model) && !supports_adaptive_thinking(model) {
-        let (adjusted, budget) = simple::adjust_max_tokens_for_thinking(Some(base), model.max_tokens, level, budgets);
-        let max_tokens = simple::clamp_max_tokens_to_context(model, context, adjusted);
-        let budget = budget.min(max_tokens.saturating_sub(simple::MIN_ANSWER_TOKENS));
+        let (adjusted, budget) =
+            request_options::adjust_max_tokens_for_thinking(Some(base), model.max_tokens, level, budgets);
+        let max_tokens = request_options::clamp_max_tokens_to_context(model, context, adjusted);
+        let budget = budget.min(max_tokens.saturating_sub(request_options::MIN_ANSWER_TOKENS));
         return Thinking { level: Some(level), max_tokens, budget: Some(budget) };
     }
     let default = match level {
@@ -418,7 +419,7 @@ fn additional_fields(model: &Model, options: &StreamOptions, thinking: &Thinking
         return Some(json!({"reasoning_effort": effort}));
     }
     if candidates.iter().any(|c| c.contains("gpt-")) {
-        let effort = match simple::mapped_level(model, level) {
+        let effort = match request_options::mapped_level(model, level) {
             Some(Some(mapped)) => mapped.to_owned(),
             _ => match level {
                 ThinkingLevel::Minimal | ThinkingLevel::Low => "low".into(),

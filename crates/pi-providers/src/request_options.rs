@@ -44,7 +44,7 @@ fn blocks_chars(blocks: &[UserContent]) -> usize {
 }
 
 fn json_len<T: serde::Serialize>(value: &T) -> usize {
-    serde_json::to_value(value).map(|v| utf16(&crate::jsonx::stringify(&v))).unwrap_or(0)
+    serde_json::to_value(value).map(|v| utf16(&crate::js_json::stringify(&v))).unwrap_or(0)
 }
 
 /// Estimated tokens of one message (3.5 characters per token).

@@ -239,7 +239,7 @@ fn make_strict_node(schema: &mut Value, unsupported: Option<UnsupportedKeyword>)
     if let Some(check) = unsupported {
         for (key, value) in map.iter() {
             if check(key, value) {
-                return Err(format!("{key}: {} is unsupported", crate::jsonx::stringify(value)));
+                return Err(format!("{key}: {} is unsupported", crate::js_json::stringify(value)));
             }
         }
     }
