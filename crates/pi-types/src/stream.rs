@@ -70,12 +70,6 @@ struct Follow {
 /// A stream's copy of what a producer without a builder streamed.
 type StreamedCopy = (Arc<AssistantMessage>, StreamFollower);
 
-impl Follow {
-    fn observe(&mut self, event: &AssistantMessageEvent) {
-        observe(&mut self.copy, event);
-    }
-}
-
 /// Keeps `copy` current with `event`: made at `start`, brought up to date by block events.
 fn observe(copy: &mut Option<StreamedCopy>, event: &AssistantMessageEvent) {
     match event {
@@ -394,7 +388,7 @@ fn poll_events(
             Poll::Ready(Some(event)) => event,
             other => return other,
         };
-        follow.observe(&event);
+        observe(&mut follow.copy, &event);
         let consumer = match &follow.consumer {
             Some(Registered(consumer)) if is_block_event(&event) => consumer,
             _ => return Poll::Ready(Some(event)),
