@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig};
+use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig, MessageList};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{
     catch_failure, catch_panic, AgentEvent, AgentMessage, AgentTool, AssistantContent, AssistantMessage, BoxError,
-    ImageContent, MessageList, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
+    ImageContent, Model, StopReason, ThinkingLevel, UserContent, UserMessage, UserMessageContent,
 };
 use tokio::sync::SetOnce;
 use tokio::task::{AbortHandle, JoinHandle};

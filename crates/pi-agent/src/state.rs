@@ -5,9 +5,9 @@ use std::sync::Arc;
 use pi_types::transcript::current_system_prompt;
 
 use crate::pending::PendingToolCalls;
+use pi_loop::MessageList;
 use pi_types::{
-    AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEvent, MessageList, Model, StreamFollower,
-    ThinkingLevel,
+    AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEvent, Model, StreamFollower, ThinkingLevel,
 };
 
 /// The message being streamed: what the last `message_start` / `message_update` carried.

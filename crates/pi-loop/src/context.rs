@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use pi_types::{
-    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, MessageList, Model, ThinkingLevel, ToolCall,
-    ToolResultMessage, Usage, UserContent,
+    AgentMessage, AgentTool, AgentToolResult, AssistantMessage, Model, ThinkingLevel, ToolCall, ToolResultMessage,
+    Usage, UserContent,
 };
 use serde_json::Value;
+
+use crate::message_list::MessageList;
 
 /// The transcript and the executable tools of a run.
 #[derive(Clone, Default)]

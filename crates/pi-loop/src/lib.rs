@@ -38,6 +38,7 @@ mod emit_order;
 mod error;
 mod handoff;
 mod hooks;
+pub mod message_list;
 mod push;
 mod run;
 mod sink;
@@ -55,6 +56,7 @@ pub use hooks::{
     AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookFns, HookResult, Hooks,
     MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, TransformContextFn,
 };
+pub use message_list::MessageList;
 pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue};
 pub use sink::{AgentEventSink, Delivery, EventInfo, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};

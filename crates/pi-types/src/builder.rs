@@ -214,11 +214,6 @@ impl<T: Unpin> Future for Handover<'_, T> {
     }
 }
 
-/// Kinds of content block, for error messages.
-const TEXT: Kind = Kind::Text;
-const THINKING: Kind = Kind::Thinking;
-const TOOL_CALL: Kind = Kind::ToolCall;
-
 /// A content block's kind: compared per delta, so an enum rather than its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -239,9 +234,9 @@ impl Kind {
 
 fn kind_of(block: &AssistantContent) -> Kind {
     match block {
-        AssistantContent::Text(_) => TEXT,
-        AssistantContent::Thinking(_) => THINKING,
-        AssistantContent::ToolCall(_) => TOOL_CALL,
+        AssistantContent::Text(_) => Kind::Text,
+        AssistantContent::Thinking(_) => Kind::Thinking,
+        AssistantContent::ToolCall(_) => Kind::ToolCall,
     }
 }
 
@@ -310,8 +305,8 @@ impl AssistantMessageBuilder {
         self.blocks.push(state);
         let partial = Arc::clone(&self.message);
         let event = match kind {
-            TEXT => AssistantMessageEvent::TextStart { content_index: index, partial },
-            THINKING => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
+            Kind::Text => AssistantMessageEvent::TextStart { content_index: index, partial },
+            Kind::Thinking => AssistantMessageEvent::ThinkingStart { content_index: index, partial },
             _ => AssistantMessageEvent::ToolcallStart { content_index: index, announced: None, partial },
         };
         Handover::after(self.send(event), index)
@@ -420,7 +415,7 @@ impl AssistantMessageBuilder {
         delta: impl Into<CompactString>,
     ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
-        if let Err(error) = self.open_block(index, TEXT) {
+        if let Err(error) = self.open_block(index, Kind::Text) {
             return Handover::now(Err(error));
         }
         if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
@@ -438,7 +433,7 @@ impl AssistantMessageBuilder {
         delta: impl Into<CompactString>,
     ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
-        if let Err(error) = self.open_block(index, THINKING) {
+        if let Err(error) = self.open_block(index, Kind::Thinking) {
             return Handover::now(Err(error));
         }
         if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
@@ -506,13 +501,13 @@ impl AssistantMessageBuilder {
 
     /// Ends open text block `index`: sends `text_end` with the block's text.
     pub fn end_text(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
-        let outcome = self.open_block(index, TEXT).map(|()| self.close(index));
+        let outcome = self.open_block(index, Kind::Text).map(|()| self.close(index));
         self.finish(outcome)
     }
 
     /// Ends open thinking block `index`: sends `thinking_end` with the block's text.
     pub fn end_thinking(&mut self, index: usize) -> Handover<'_, Result<(), TypesError>> {
-        let outcome = self.open_block(index, THINKING).map(|()| self.close(index));
+        let outcome = self.open_block(index, Kind::Thinking).map(|()| self.close(index));
         self.finish(outcome)
     }
 
@@ -585,7 +580,7 @@ impl AssistantMessageBuilder {
     /// shows it). Append streamed text with [`text_delta`](Self::text_delta).
     pub fn text_mut(&mut self, index: usize) -> Result<&mut TextContent, TypesError> {
         if !matches!(self.message.content.get(index), Some(AssistantContent::Text(_))) {
-            return Err(self.not_kind(index, TEXT));
+            return Err(self.not_kind(index, Kind::Text));
         }
         match Arc::make_mut(&mut self.message).content.get_mut(index) {
             Some(AssistantContent::Text(block)) => Ok(block),
@@ -597,7 +592,7 @@ impl AssistantMessageBuilder {
     /// restate its text. Append streamed reasoning with [`thinking_delta`](Self::thinking_delta).
     pub fn thinking_mut(&mut self, index: usize) -> Result<&mut ThinkingContent, TypesError> {
         if !matches!(self.message.content.get(index), Some(AssistantContent::Thinking(_))) {
-            return Err(self.not_kind(index, THINKING));
+            return Err(self.not_kind(index, Kind::Thinking));
         }
         match Arc::make_mut(&mut self.message).content.get_mut(index) {
             Some(AssistantContent::Thinking(block)) => Ok(block),
@@ -611,7 +606,7 @@ impl AssistantMessageBuilder {
     /// and changes to them are discarded when it drops.
     pub fn tool_call_mut(&mut self, index: usize) -> Result<ToolCallMut<'_>, TypesError> {
         if !matches!(self.message.content.get(index), Some(AssistantContent::ToolCall(_))) {
-            return Err(self.not_kind(index, TOOL_CALL));
+            return Err(self.not_kind(index, Kind::ToolCall));
         }
         match Arc::make_mut(&mut self.message).content.get_mut(index) {
             Some(AssistantContent::ToolCall(call)) => {
@@ -744,7 +739,7 @@ impl AssistantMessageBuilder {
     /// The argument text and the block of open tool call `index`.
     fn open_tool_call(&mut self, index: usize) -> Result<(&mut ArgumentText, &mut ToolCall), TypesError> {
         if !matches!(self.blocks.get(index), Some(BlockState::OpenToolCall(_))) {
-            return Err(self.not_open(index, TOOL_CALL));
+            return Err(self.not_open(index, Kind::ToolCall));
         }
         let count = self.message.content.len();
         let message = Arc::make_mut(&mut self.message);

@@ -182,26 +182,4 @@ mod tests {
         token.cancel();
         assert!(wait.as_mut().poll(&mut cx).is_ready());
     }
-
-    #[tokio::test]
-    async fn every_waiter_ends_when_a_clone_cancels() {
-        let token = CancellationToken::new();
-        let waiters: Vec<_> = (0..3).map(|_| tokio::spawn(token.clone().cancelled_owned())).collect();
-        tokio::task::yield_now().await;
-        token.clone().cancel();
-        for waiter in waiters {
-            assert!(waiter.await.is_ok());
-        }
-        assert!(token.is_cancelled());
-    }
-
-    #[test]
-    fn a_guard_cancels_when_dropped_unless_disarmed() {
-        let token = CancellationToken::new();
-        drop(token.clone().drop_guard());
-        assert!(token.is_cancelled());
-        let kept = CancellationToken::new();
-        let back = kept.clone().drop_guard().disarm();
-        assert!(!kept.is_cancelled() && !back.is_cancelled());
-    }
 }

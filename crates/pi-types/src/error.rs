@@ -3,7 +3,6 @@
 use std::any::Any;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-
 use std::pin::Pin;
 use std::task::{Context, Poll};
 

@@ -24,7 +24,6 @@ mod content;
 pub mod error;
 mod event;
 mod message;
-pub mod message_list;
 mod model;
 mod options;
 pub mod push;
@@ -54,7 +53,6 @@ pub use message::{
     NestedCallStatus, NestedToolCallRecord, NestedToolCalls, StopReason, SystemBlock, SystemContent, SystemMessage,
     ToolResultMessage, UserMessage, UserMessageContent,
 };
-pub use message_list::MessageList;
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent, OnResponse,

@@ -208,21 +208,3 @@ impl Model {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn debug_shows_header_names_but_never_values() {
-        let mut model = Model::new("m", "openai-completions", "p");
-        let mut headers = IndexMap::new();
-        headers.insert("x-api-key".to_owned(), "sk-secret-value".to_owned());
-        model.headers = Some(headers);
-        let debug = format!("{model:?}");
-        assert!(!debug.contains("sk-secret-value"), "{debug}");
-        assert!(debug.contains("\"x-api-key\": \"<redacted>\""), "{debug}");
-        let pretty = format!("{model:#?}");
-        assert!(!pretty.contains("sk-secret-value"), "{pretty}");
-    }
-}

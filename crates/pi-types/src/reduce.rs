@@ -5,18 +5,17 @@
 //! place and lends it with every event as the event's `partial`. A consumer that must keep the
 //! message between events (the agent's observable state, a stream whose producer may end without
 //! a terminal event) cannot keep the partial itself: holding it makes the builder copy the whole
-//! message on its next delta. It keeps a [`StreamedCopy`] instead and hands it each event, in
-//! order, from `start` on; [`StreamedCopy::apply`] is the one function that applies an event to a
-//! message.
+//! message on its next delta. It keeps its own copy and hands it, with a [`StreamFollower`],
+//! each event in order from `start` on; [`StreamFollower::apply`] is the one function that
+//! applies an event to a message.
 //!
-//! Each step costs time proportional to what the event changed: a text or thinking delta is
-//! appended, a block is copied when an event other than a delta names it, the fields beside
-//! `content` are compared only when the stream says they may have changed. The partial
-//! arguments of a tool call being streamed are the exception, as they are re-parsed by the
-//! producer on each delta: they are copied whenever their text has doubled (so the copies add up
-//! to linear time) and exactly at the call's end. Anything unexpected (a block skipped, content
-//! that shrank) falls back to copying the block or the message, so the copy always ends equal to
-//! the partial, apart from those lagging arguments.
+//! Each step costs time proportional to what the event changed: a delta is appended, a block
+//! is copied when an event other than a delta names it, the fields beside `content` are compared
+//! only when the stream says they may have changed. The partial arguments of a streamed tool
+//! call, which the producer re-parses per delta, are copied whenever their text has doubled (so
+//! the copies add up to linear time) and at the call's end. Anything unexpected (a block
+//! skipped, content that shrank) falls back to copying the block or the message, so the copy
+//! always ends equal to the partial, apart from those lagging arguments.
 
 use std::sync::Arc;
 
@@ -201,8 +200,9 @@ fn append_block_delta(mine: &mut AssistantContent, theirs: &AssistantContent, ev
     }
 }
 
-#[inline]
-fn metadata_matches(own: &AssistantMessage, partial: &AssistantMessage) -> bool {
+/// Bring the message's fields other than `content` to `partial`'s. Metadata rarely changes
+/// mid-stream: each field is compared (cheapest first) and copied only when it differs.
+fn sync_metadata(own: &mut AssistantMessage, partial: &AssistantMessage) {
     // Destructured so that a new field cannot be forgotten here.
     let AssistantMessage {
         content: _,
@@ -223,72 +223,29 @@ fn metadata_matches(own: &AssistantMessage, partial: &AssistantMessage) -> bool 
         timestamp,
         duration_ms,
     } = partial;
-    own.timestamp == *timestamp
-        && own.stop_reason == *stop_reason
-        && own.usage == *usage
-        && own.duration_ms == *duration_ms
-        && own.end_turn == *end_turn
-        && own.thinking_level == *thinking_level
-        && own.response_id == *response_id
-        && own.response_model == *response_model
-        && own.provider_thinking_level == *provider_thinking_level
-        && own.error_message == *error_message
-        && own.raw_stop_reason == *raw_stop_reason
-        && own.diagnostics == *diagnostics
-        && own.deferred == *deferred
-        && own.model == *model
-        && own.provider == *provider
-        && own.api == *api
+    sync(&mut own.timestamp, timestamp);
+    sync(&mut own.stop_reason, stop_reason);
+    sync(&mut own.usage, usage);
+    sync(&mut own.duration_ms, duration_ms);
+    sync(&mut own.end_turn, end_turn);
+    sync(&mut own.thinking_level, thinking_level);
+    sync(&mut own.response_id, response_id);
+    sync(&mut own.response_model, response_model);
+    sync(&mut own.provider_thinking_level, provider_thinking_level);
+    sync(&mut own.error_message, error_message);
+    sync(&mut own.raw_stop_reason, raw_stop_reason);
+    sync(&mut own.diagnostics, diagnostics);
+    sync(&mut own.deferred, deferred);
+    sync(&mut own.model, model);
+    sync(&mut own.provider, provider);
+    sync(&mut own.api, api);
 }
 
+#[inline(always)]
 fn sync<T: PartialEq + Clone>(target: &mut T, source: &T) {
     if target != source {
         target.clone_from(source);
     }
-}
-
-/// Bring the message's fields other than `content` to `partial`'s.
-fn sync_metadata(own: &mut AssistantMessage, partial: &AssistantMessage) {
-    // Metadata rarely changes mid-stream: one inlined comparison, cheapest fields first,
-    // settles the common case without a call per field.
-    if metadata_matches(own, partial) {
-        return;
-    }
-    let AssistantMessage {
-        content: _,
-        api,
-        provider,
-        model,
-        response_model,
-        response_id,
-        provider_thinking_level,
-        thinking_level,
-        diagnostics,
-        usage,
-        stop_reason,
-        deferred,
-        error_message,
-        raw_stop_reason,
-        end_turn,
-        timestamp,
-        duration_ms,
-    } = partial;
-    sync(&mut own.api, api);
-    sync(&mut own.provider, provider);
-    sync(&mut own.model, model);
-    sync(&mut own.response_model, response_model);
-    sync(&mut own.response_id, response_id);
-    sync(&mut own.provider_thinking_level, provider_thinking_level);
-    sync(&mut own.thinking_level, thinking_level);
-    sync(&mut own.diagnostics, diagnostics);
-    sync(&mut own.usage, usage);
-    sync(&mut own.stop_reason, stop_reason);
-    sync(&mut own.deferred, deferred);
-    sync(&mut own.error_message, error_message);
-    sync(&mut own.raw_stop_reason, raw_stop_reason);
-    sync(&mut own.end_turn, end_turn);
-    sync(&mut own.timestamp, timestamp);
-    sync(&mut own.duration_ms, duration_ms);
 }
 
 /// When to copy the partial arguments of the tool call being streamed: whenever the argument

@@ -382,19 +382,3 @@ impl AgentTool for FnTool {
         (self.body)(args, ToolCallContext { call_id, cancel, on_update })
     }
 }
-
-#[cfg(test)]
-mod result_wire_tests {
-    use super::AgentToolResult;
-    use serde_json::json;
-
-    #[test]
-    fn null_flags_and_other_members_round_trip() {
-        let wire = json!({"content": [], "details": {}, "isError": null, "terminate": true, "note": 1});
-        let result: AgentToolResult = serde_json::from_value(wire.clone()).expect("parses");
-        assert_eq!(result.is_error, None);
-        assert_eq!(result.terminate, Some(true));
-        assert_eq!(result.extra.get("isError"), Some(&serde_json::Value::Null));
-        assert_eq!(serde_json::to_value(&result).expect("serializes"), wire);
-    }
-}

@@ -162,7 +162,7 @@ fn apply_tool_changes<'a>(tools: &mut IndexMap<&'a str, &'a Tool>, message: &'a 
 /// The tools available after replaying every tool change in order.
 ///
 /// The replay functions take any sequence of entries: a slice, or a
-/// [`MessageList`](crate::MessageList)'s `systems()`, which skips the rest of the history.
+/// `pi_loop::MessageList`'s `systems()`, which skips the rest of the history.
 pub fn current_tools<'a, T: TranscriptEntry + 'a>(messages: impl IntoIterator<Item = &'a T>) -> Vec<Tool> {
     current_tool_declarations(messages).into_iter().cloned().collect()
 }

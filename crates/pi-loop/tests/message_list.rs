@@ -1,6 +1,6 @@
 //! `MessageList`: systems kept apart, truncation, iteration from an index.
 
-use pi_types::MessageList;
+use pi_loop::MessageList;
 
 /// How long a list stays a plain shared `Vec` (`message_list.rs`), for the lengths around it.
 const SMALL: usize = 32;

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use imbl::Vector;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::agent_message::AgentMessage;
-use crate::message::SystemMessage;
+use pi_types::{AgentMessage, SystemMessage};
 
 /// A transcript of [`AgentMessage`]s: O(1) to clone, O(1) amortized to append.
 ///
 /// ```
-/// use pi_types::{AgentMessage, MessageList, UserMessage};
+/// use pi_loop::MessageList;
+/// use pi_types::{AgentMessage, UserMessage};
 /// let mut history: MessageList = vec![AgentMessage::from("Be brief.")].into();
 /// let snapshot = history.clone(); // shares every message; nothing is copied
 /// history.push(UserMessage::text("Hi").into());
