@@ -21,8 +21,10 @@ use tokio::task::{AbortHandle, JoinHandle};
 use crate::error::AgentError;
 use crate::options::{default_model, AgentOptions, QueueMode};
 use crate::pending::PendingToolCalls;
+use crate::retry::RetryEvent;
 use crate::settings::Settings;
 use crate::state::{AgentState, StreamingMessage};
+use crate::usage::{UsageTotal, UsageTotals};
 
 /// An event listener: awaited for every event of a run, in subscription order.
 ///
@@ -364,6 +366,66 @@ impl AgentShared {
         })
     }
 
+    /// After a run that ended normally: the run of the next attempt when the retry policy
+    /// asks for one (protocol in `retry.rs`). `retries`: the retries made so far in this run.
+    async fn retry(self: &Arc<Self>, sink: &Arc<RunSink>, retries: &mut u32) -> Option<LoopRun> {
+        let policy = lock(&self.options).retry.clone()?;
+        let last = match self.state.lock().messages.last() {
+            Some(AgentMessage::Assistant(message)) => Some(Arc::clone(message)),
+            _ => None,
+        };
+        let failed = last.as_ref().filter(|m| m.stop_reason == StopReason::Error);
+        let error_text = failed.and_then(|m| m.error_message.as_deref()).filter(|e| !e.is_empty());
+        let error_text = error_text.unwrap_or("Unknown error").to_owned();
+        let finished = |success: bool, attempt: u32| RetryEvent::Finished {
+            success,
+            attempt,
+            final_error: failed.map(|_| error_text.clone()),
+        };
+        let retryable = failed.is_some_and(|m| policy.is_retryable(m));
+        if !retryable || *retries >= policy.budget() || sink.cancel.is_cancelled() {
+            if *retries > 0 {
+                let success =
+                    last.as_ref().is_some_and(|m| !matches!(m.stop_reason, StopReason::Error | StopReason::Aborted));
+                policy.report(finished(success, *retries));
+            }
+            return None;
+        }
+        let failed = Arc::clone(failed?);
+        *retries += 1;
+        let attempt = *retries;
+        let delay = policy.delay(attempt);
+        policy.report(RetryEvent::Scheduled {
+            attempt,
+            max_attempts: policy.budget(),
+            delay,
+            error_message: error_text.clone(),
+        });
+        if !sleep_unless_cancelled(delay, &sink.cancel).await {
+            policy.report(finished(false, attempt));
+            return None;
+        }
+        // The failed response leaves the transcript; the run continues from the message before.
+        let (snapshot, transcript_cache) = {
+            let mut state = self.state.lock();
+            let failed_is_last =
+                matches!(state.messages.last(), Some(AgentMessage::Assistant(m)) if Arc::ptr_eq(m, &failed));
+            if failed_is_last {
+                let kept = state.messages.len().saturating_sub(1);
+                state.messages.truncate(kept);
+            }
+            state.error_message = None;
+            let mut cache = lock(&self.transcript_cache);
+            *cache = pi_loop::TranscriptCache::new();
+            (state.clone(), cache.clone())
+        };
+        policy.report(RetryEvent::AttemptStart { attempt });
+        let context = AgentContext::new(snapshot.messages.clone(), snapshot.tools.to_vec());
+        let config = self.loop_config(&snapshot, transcript_cache, false);
+        let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
+        Some(Box::pin(pi_loop::run_agent_loop_continue(context, config, loop_sink, sink.cancel.clone())))
+    }
+
     /// The reference's `handleRunFailure`: report a failed run with a failure message.
     async fn report_failure(&self, sink: &RunSink, error: String, aborted: bool) -> Result<(), AgentError> {
         let model = Arc::clone(&self.state.lock().model);
@@ -472,6 +534,20 @@ impl Drop for FinishGuard {
     }
 }
 
+/// A run of the loop, boxed.
+type LoopRun = BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>>;
+
+/// Sleep for `delay` unless `cancel` fires first; whether the whole delay passed. A runtime
+/// without a timer (Tokio panics when a sleep is made there) counts as cancelled.
+async fn sleep_unless_cancelled(delay: std::time::Duration, cancel: &CancellationToken) -> bool {
+    let Ok(sleep) = std::panic::catch_unwind(|| tokio::time::sleep(delay)) else { return false };
+    let cancelled = std::pin::pin!(cancel.cancelled());
+    match futures::future::select(Box::pin(sleep), cancelled).await {
+        futures::future::Either::Left(_) => !cancel.is_cancelled(),
+        futures::future::Either::Right(_) => false,
+    }
+}
+
 /// A run's task: the loop, then the failure report if it failed.
 ///
 /// A plain function, not an `async fn` (see docs/architecture.md, "Futures every run holds"):
@@ -493,7 +569,7 @@ fn drive(
         this: Weak::clone(this),
     });
     let loop_sink: Arc<dyn AgentEventSink> = sink.clone();
-    let run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>> = match work {
+    let run: LoopRun = match work {
         RunWork::Prompt(prompts) | RunWork::Resume(prompts) => {
             Box::pin(pi_loop::run_agent_loop(prompts, context, config, loop_sink, cancel.clone()))
         }
@@ -508,13 +584,21 @@ fn drive(
 fn settle(
     guard: FinishGuard,
     sink: Arc<RunSink>,
-    run: BoxFuture<'static, Result<Vec<AgentMessage>, pi_loop::LoopError>>,
+    run: LoopRun,
 ) -> impl Future<Output = Result<(), AgentError>> + Send + 'static {
     async move {
-        let failure = match catch_panic(run).await {
-            Ok(Ok(_)) => None,
-            Ok(Err(error)) => Some(error.to_string()),
-            Err(panic) => Some(panic),
+        let mut run = run;
+        let mut retries = 0;
+        let failure = loop {
+            match catch_panic(run).await {
+                // Boxed: held inline, the rare retry would make every run's task larger.
+                Ok(Ok(_)) => match Box::pin(sink.core.retry(&sink, &mut retries)).await {
+                    Some(next) => run = next,
+                    None => break None,
+                },
+                Ok(Err(error)) => break Some(error.to_string()),
+                Err(panic) => break Some(panic),
+            }
         };
         let outcome = match failure {
             // Boxed: held inline, the rare failure report would make every run's task larger.
@@ -707,6 +791,12 @@ impl Agent {
     pub fn system_prompt(&self) -> String {
         let messages = self.messages();
         pi_types::transcript::current_system_prompt(messages.systems())
+    }
+
+    /// Tokens and cost of the current (or last) run and of the agent's whole life, from each
+    /// assistant message's `usage` (see [`UsageTotals`]).
+    pub fn usage(&self) -> UsageTotals {
+        self.core().state.lock().usage.clone()
     }
 
     /// The model of the next run.
@@ -917,6 +1007,7 @@ impl Agent {
             state.is_streaming = true;
             state.clear_streaming();
             state.error_message = None;
+            state.usage.run = UsageTotal::default();
         }
         let run_id = core.next_id();
         let idle = Arc::new(IdleSignal::new());

@@ -1,4 +1,4 @@
-//! Why an agent call was refused or a run could not settle cleanly.
+//! Why an agent call was refused, a run could not settle cleanly, or a session file failed.
 
 /// An error of an [`crate::Agent`] call. Messages equal the reference's thrown errors.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,4 +29,30 @@ pub enum AgentError {
     /// Every handle of the agent was dropped while the run was active, which ended it.
     #[error("The agent was dropped before the run settled")]
     AgentDropped,
+    /// A session file could not be read or written.
+    #[error("session {path}: {reason}")]
+    SessionIo {
+        /// The file.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A line of a session file is not a message (damage, not a torn last line).
+    #[error("session {path}, line {line}: not a message: {reason}")]
+    SessionCorrupt {
+        /// The file.
+        path: String,
+        /// The line, from 1.
+        line: usize,
+        /// Why it does not parse.
+        reason: String,
+    },
+    /// A saved session is resumed with options whose system prompt differs from the saved one.
+    #[error("the session was saved with another system prompt; resume it without one, or start a new session")]
+    SystemPromptChanged {
+        /// The saved transcript's system prompt.
+        saved: String,
+        /// The options' system prompt.
+        given: String,
+    },
 }

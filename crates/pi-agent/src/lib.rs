@@ -161,14 +161,20 @@ mod agent;
 mod error;
 mod options;
 mod pending;
+mod retry;
+mod session;
 mod settings;
 mod state;
+mod usage;
 
 pub use agent::{Agent, Listener, PromptInput, RunHandle, Subscription, WeakAgent};
 pub use error::AgentError;
 pub use options::{default_model, AgentInitialState, AgentOptions, QueueMode};
 pub use pending::PendingToolCalls;
+pub use retry::{RetryClassifier, RetryEvent, RetryObserver, RetryPolicy};
+pub use session::{SavedSession, Session};
 pub use state::{AgentState, StreamingMessage};
+pub use usage::{UsageTotal, UsageTotals};
 
 pub use pi_loop;
 pub use pi_types;

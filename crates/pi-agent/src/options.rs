@@ -15,6 +15,8 @@ use pi_types::{
     ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::retry::RetryPolicy;
 use serde_json::Value;
 
 /// How a steering or follow-up queue hands out its messages at each poll.
@@ -165,6 +167,8 @@ pub struct AgentOptions {
     pub identity: Option<Arc<ClientIdentity>>,
     /// Parallel (default) or sequential tool execution.
     pub tool_execution: ToolExecutionMode,
+    /// Retry runs that fail with a transient provider error (off by default; see [`RetryPolicy`]).
+    pub retry: Option<RetryPolicy>,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -177,6 +181,7 @@ impl std::fmt::Debug for AgentOptions {
             .field("session_id", &self.session_id)
             .field("transport", &self.transport)
             .field("tool_execution", &self.tool_execution)
+            .field("retry", &self.retry)
             .finish_non_exhaustive()
     }
 }
@@ -196,6 +201,7 @@ impl AgentOptions {
             max_retry_delay_ms: None,
             identity: None,
             tool_execution: ToolExecutionMode::Parallel,
+            retry: None,
         }
     }
 
@@ -367,6 +373,12 @@ impl AgentOptions {
     /// Set the follow-up queue mode.
     pub fn with_follow_up_mode(mut self, mode: QueueMode) -> Self {
         self.follow_up_mode = mode;
+        self
+    }
+
+    /// Retry runs that fail with a transient provider error ([`RetryPolicy`]).
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
         self
     }
 

@@ -12,6 +12,7 @@ use pi_types::{ClientIdentity, StreamFn, ThinkingBudgets};
 use pi_types::{ToolExecutionMode, Transport};
 
 use crate::options::{AgentInitialState, AgentOptions, QueueMode};
+use crate::retry::RetryPolicy;
 
 /// [`AgentOptions`] without the initial state.
 #[derive(Clone)]
@@ -26,6 +27,8 @@ pub(crate) struct Settings {
     pub(crate) max_retry_delay_ms: Option<u64>,
     pub(crate) identity: Option<Arc<ClientIdentity>>,
     pub(crate) tool_execution: ToolExecutionMode,
+    /// Boxed: most agents have none, and every agent keeps its settings.
+    pub(crate) retry: Option<Arc<RetryPolicy>>,
 }
 
 impl Settings {
@@ -43,6 +46,7 @@ impl Settings {
             max_retry_delay_ms,
             identity,
             tool_execution,
+            retry,
         } = options;
         Self {
             stream_fn,
@@ -55,6 +59,7 @@ impl Settings {
             max_retry_delay_ms,
             identity,
             tool_execution,
+            retry: retry.map(Arc::new),
         }
     }
 
@@ -72,6 +77,7 @@ impl Settings {
             max_retry_delay_ms: self.max_retry_delay_ms,
             identity: self.identity.clone(),
             tool_execution: self.tool_execution,
+            retry: self.retry.as_deref().cloned(),
         }
     }
 }

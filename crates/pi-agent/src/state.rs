@@ -5,6 +5,7 @@ use std::sync::Arc;
 use pi_types::transcript::current_system_prompt;
 
 use crate::pending::PendingToolCalls;
+use crate::usage::UsageTotals;
 use pi_loop::MessageList;
 use pi_types::{
     AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEvent, Model, StreamFollower, ThinkingLevel,
@@ -68,6 +69,8 @@ pub struct AgentState {
     pub pending_tool_calls: Arc<PendingToolCalls>,
     /// Error text of the last failed turn of the current or last run.
     pub error_message: Option<String>,
+    /// Tokens and cost of the current (or last) run and of every run.
+    pub usage: UsageTotals,
     /// The agent's copy of the streaming assistant message while a `toolcall_delta`'s
     /// listeners see the event's partial (see `streaming_message`).
     own_partial: Option<Arc<AssistantMessage>>,
@@ -87,6 +90,7 @@ impl std::fmt::Debug for AgentState {
             .field("streaming", &self.streaming_message.is_some())
             .field("pending_tool_calls", &self.pending_tool_calls)
             .field("error_message", &self.error_message)
+            .field("usage", &self.usage)
             .finish()
     }
 }
@@ -107,6 +111,7 @@ impl AgentState {
             streaming_message: None,
             pending_tool_calls: PendingToolCalls::shared_empty(),
             error_message: None,
+            usage: UsageTotals::default(),
             own_partial: None,
             follower: StreamFollower::default(),
         }
@@ -189,6 +194,10 @@ impl AgentState {
             }
             AgentEvent::MessageEnd { message } => {
                 self.clear_streaming();
+                if let AgentMessage::Assistant(assistant) = message {
+                    self.usage.run.add(&assistant.usage);
+                    self.usage.total.add(&assistant.usage);
+                }
                 self.messages.push(message.clone());
             }
             // A set in insertion order, changed in place unless a snapshot holds it (then
