@@ -110,7 +110,7 @@ pub fn adapter(api: &str, data: &[u8]) {
         *slot = body.chunks(size).map(<[u8]>::to_vec).collect();
     }
     let server = loopback();
-    let mut model = Model::new("fuzz-model", api, "fuzz");
+    let mut model = Model::new("fuzz-model").with_api(api).with_provider("fuzz");
     model.base_url = server.url.clone();
     model.max_tokens = 1000;
     model.context_window = 100_000;

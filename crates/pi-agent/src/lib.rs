@@ -141,7 +141,7 @@
 //! }
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-//! let model = Model::new("echo-1", "echo", "local");
+//! let model = Model::new("echo-1").with_api("echo").with_provider("local");
 //! let agent = Agent::new(AgentOptions::new(Arc::new(echo)).with_model(model));
 //! let deltas = Arc::new(std::sync::Mutex::new(0));
 //! let counter = Arc::clone(&deltas);

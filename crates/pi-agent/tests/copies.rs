@@ -222,7 +222,7 @@ fn metadata_editing(
 
 #[tokio::test]
 async fn the_streaming_message_follows_metadata_edits_between_deltas() {
-    let model = pi_types::Model::new("m", "test", "test");
+    let model = pi_types::Model::new("m").with_api("test").with_provider("test");
     let agent = Agent::new(AgentOptions::new(Arc::new(metadata_editing)).with_model(model));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = Arc::clone(&seen);

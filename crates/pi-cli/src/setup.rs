@@ -293,7 +293,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
         base_url: base_url.to_owned(),
         context_window: 128_000,
         max_tokens: 16_384,
-        ..Model::new(id, api, provider.clone())
+        ..Model::new(id).with_api(api).with_provider(provider.clone())
     };
     // Local servers usually ignore the key, but the adapters send one; PI_API_KEY overrides.
     // Bedrock without PI_API_KEY authenticates itself (AWS_BEARER_TOKEN_BEDROCK, AWS credentials).

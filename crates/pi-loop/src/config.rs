@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn keeps_no_room_for_unset_hooks() {
-        let config = LoopConfig::new(Model::new("m", "api", "p"), Arc::new(never));
+        let config = LoopConfig::new(Model::new("m").with_api("api").with_provider("p"), Arc::new(never));
         assert!(config.hooks.is_empty() && config.converts_by_default());
         // Every running agent holds its run's configuration. With each hook a field of its
         // own it was 440 bytes; 320 with the rarely set ones boxed, before the options'
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn keeps_the_hooks_that_are_set() {
-        let config = LoopConfig::new(Model::new("m", "api", "p"), Arc::new(never))
+        let config = LoopConfig::new(Model::new("m").with_api("api").with_provider("p"), Arc::new(never))
             .should_stop_after_turn(|_| true)
             .get_steering_messages(|| async { Vec::new() });
         assert!(config.hooks().finish_turn.is_some() && config.hooks().get_api_key.is_none());

@@ -14,7 +14,7 @@ fn never(_model: &Model, _ctx: TranscriptContext, _options: StreamOptions) -> As
 
 #[test]
 fn the_run_future_stays_small() {
-    let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(never));
+    let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), Arc::new(never));
     let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
     let run = run_agent_loop(prompts, AgentContext::default(), config, Arc::new(NullSink), CancellationToken::new());
     // 1,072 bytes before events were stored once per emit and the run's inputs lived only in

@@ -126,7 +126,7 @@ async fn run(ready_events: bool, asynchronous: bool, twist: Twist) -> Run {
         true => Arc::new(replayed),
         false => Arc::new(scripted),
     };
-    let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), stream_fn);
+    let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), stream_fn);
     let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
     let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
     let outcome = run_agent_loop(prompts, AgentContext::default(), config, sink, cancel).await;
@@ -219,7 +219,7 @@ async fn the_stream_form_yields_the_same_run() {
     for twist in [Twist::None, Twist::Cancel(7)] {
         let (pulled, pulled_outcome) = run(false, false, twist).await;
         let cancel = CancellationToken::new();
-        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(scripted));
+        let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), Arc::new(scripted));
         let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
         let mut stream = pi_loop::agent_loop(prompts, AgentContext::default(), config, cancel.clone());
         let mut events = Vec::new();
@@ -263,7 +263,7 @@ async fn a_failure_is_reported_without_waiting_for_the_provider() {
         let cancel = CancellationToken::new();
         // The last update before the stall fails: text_start and three deltas.
         let recorder = Recorder::new(asynchronous, Twist::Fail(4), cancel.clone());
-        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), Arc::new(stalling));
+        let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), Arc::new(stalling));
         let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
         let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
         let mut run = Box::pin(run_agent_loop(prompts, AgentContext::default(), config, sink, cancel));
@@ -304,7 +304,7 @@ async fn a_panicking_provider_ends_its_response_as_an_error() {
     ];
     for (stream_fn, reason, text) in cases {
         let recorder = Recorder::new(false, Twist::None, CancellationToken::new());
-        let config = LoopConfig::new(Arc::new(Model::new("m", "api", "p")), stream_fn);
+        let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), stream_fn);
         let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
         let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
         let messages =

@@ -282,7 +282,8 @@ async fn empty_api_key_from_the_hook_falls_back_to_the_configured_key() {
         }])
     };
     for (hook_key, expected) in [(Some(""), "configured"), (None, "configured"), (Some("fresh"), "fresh")] {
-        let mut config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(stream_fn.clone()));
+        let mut config =
+            LoopConfig::new(Model::new("m").with_api("test").with_provider("test"), Arc::new(stream_fn.clone()));
         config.options.api_key = Some("configured".into());
         let hook_key = hook_key.map(str::to_owned);
         let config = config.get_api_key(move |_provider| std::future::ready(Ok(hook_key.clone())));
@@ -311,7 +312,7 @@ async fn a_stream_without_terminal_event_ends_as_an_error_message() {
         });
         AssistantMessageEventStream::from_events([AssistantMessageEvent::Start { partial }])
     };
-    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(stream_fn));
+    let config = LoopConfig::new(Model::new("m").with_api("test").with_provider("test"), Arc::new(stream_fn));
     let recorder = Arc::new(Recorder::default());
     let messages =
         run_agent_loop(prompt(), AgentContext::default(), config, recorder.clone(), CancellationToken::new())

@@ -58,7 +58,7 @@ fn unterminated(model: &Model, _ctx: TranscriptContext, _options: StreamOptions)
 
 #[tokio::test]
 async fn content_streamed_after_start_is_kept() {
-    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(unterminated));
+    let config = LoopConfig::new(Model::new("m").with_api("test").with_provider("test"), Arc::new(unterminated));
     let ends = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&ends);
     let sink = FnSink(move |event: &AgentEvent| {
@@ -108,7 +108,7 @@ fn delta_first(model: &Model, _ctx: TranscriptContext, _options: StreamOptions) 
 
 #[tokio::test]
 async fn a_block_first_seen_on_a_delta_is_kept_once() {
-    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(delta_first));
+    let config = LoopConfig::new(Model::new("m").with_api("test").with_provider("test"), Arc::new(delta_first));
     let messages = run_agent_loop(
         prompt(),
         AgentContext::default(),
@@ -142,7 +142,7 @@ fn builder_stops(model: &Model, _ctx: TranscriptContext, _options: StreamOptions
 
 #[tokio::test]
 async fn a_builder_that_stops_leaves_everything_streamed() {
-    let config = LoopConfig::new(Model::new("m", "test", "test"), Arc::new(builder_stops));
+    let config = LoopConfig::new(Model::new("m").with_api("test").with_provider("test"), Arc::new(builder_stops));
     let updates = Arc::new(Mutex::new(0));
     let seen = Arc::clone(&updates);
     let sink = FnSink(move |event: &AgentEvent| {

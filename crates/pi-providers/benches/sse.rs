@@ -104,7 +104,7 @@ fn completions_stream(c: &mut Criterion) {
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     runtime.spawn(serve_forever(listener, std::sync::Arc::clone(&body)));
-    let mut model = Model::new("m", "openai-completions", "bench");
+    let mut model = Model::new("m").with_api("openai-completions").with_provider("bench");
     model.base_url = url;
     model.max_tokens = 1000;
     model.context_window = 100_000;

@@ -379,7 +379,7 @@ mod copilot_tests {
 
     #[test]
     fn copilot_requests_say_who_started_them_and_whether_they_carry_images() {
-        let model = Model::new("gpt-4o", "openai-completions", "github-copilot");
+        let model = Model::new("gpt-4o").with_api("openai-completions").with_provider("github-copilot");
         let user = Message::from(UserMessage::text("Hi"));
         let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
         assert_eq!(
@@ -398,7 +398,7 @@ mod copilot_tests {
                 pair("Copilot-Vision-Request", "true")
             ]
         );
-        let other = Model::new("gpt-4o", "openai-completions", "openai");
+        let other = Model::new("gpt-4o").with_api("openai-completions").with_provider("openai");
         assert!(copilot_headers(&other, &follow_up).is_empty());
     }
 }

@@ -82,7 +82,7 @@ mod tests {
             Box::pin(async { None })
         });
         let options = with_deployment(StreamOptions { on_payload: Some(user), ..Default::default() }, "dep-1".into());
-        let model = Model::new("gpt-4.1", "openai-completions", "azure");
+        let model = Model::new("gpt-4.1").with_api("openai-completions").with_provider("azure");
         let hook = options.on_payload.clone();
         let out = hook.map(|hook| futures::executor::block_on(hook(&serde_json::json!({"model": "gpt-4.1"}), &model)));
         assert_eq!(out, Some(Some(serde_json::json!({"model": "dep-1"}))));
@@ -99,7 +99,7 @@ mod tests {
         }
         let adapter =
             AzureCompletions::new(AzureOpenAIResponses::default(), Arc::new(crate::faux::FauxProvider::default()));
-        let model = Model::new("gpt-4.1", "openai-completions", "azure");
+        let model = Model::new("gpt-4.1").with_api("openai-completions").with_provider("azure");
         let message = futures::executor::block_on(
             adapter.stream(&model, TranscriptContext::default(), StreamOptions::default()).result(),
         );

@@ -351,7 +351,7 @@ mod tests {
     use std::sync::Arc;
 
     fn model(base_url: &str) -> Model {
-        let mut model = Model::new("gpt-5-mini", API, "azure");
+        let mut model = Model::new("gpt-5-mini").with_api(API).with_provider("azure");
         model.base_url = base_url.to_owned();
         model
     }
@@ -430,7 +430,10 @@ mod tests {
         let options = env(&[("AZURE_OPENAI_DEPLOYMENT_NAME_MAP", " a=b , gpt-5-mini = prod-mini ,bad, =x,y=")]);
         let adapter = AzureOpenAIResponses::default();
         assert_eq!(adapter.resolve_deployment_name(&model(""), &options), "prod-mini");
-        assert_eq!(adapter.resolve_deployment_name(&Model::new("other", API, "azure"), &options), "other");
+        assert_eq!(
+            adapter.resolve_deployment_name(&Model::new("other").with_api(API).with_provider("azure"), &options),
+            "other"
+        );
         let adapter = adapter.with_deployment_name("pinned");
         assert_eq!(adapter.resolve_deployment_name(&model(""), &options), "pinned");
     }

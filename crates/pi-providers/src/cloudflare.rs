@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn placeholders_are_filled_from_the_settings() {
-        let mut model = Model::new("m", "anthropic-messages", "cloudflare-ai-gateway");
+        let mut model = Model::new("m").with_api("anthropic-messages").with_provider("cloudflare-ai-gateway");
         model.base_url =
             "https://gateway.ai.cloudflare.com/v1/{CLOUDFLARE_ACCOUNT_ID}/{CLOUDFLARE_GATEWAY_ID}/anthropic".into();
         let options = options(&[("CLOUDFLARE_ACCOUNT_ID", "acct"), ("CLOUDFLARE_GATEWAY_ID", "gw")]);
@@ -85,7 +85,7 @@ mod tests {
 
     #[test]
     fn a_missing_value_is_named() {
-        let mut model = Model::new("m", "openai-completions", "cloudflare-workers-ai");
+        let mut model = Model::new("m").with_api("openai-completions").with_provider("cloudflare-workers-ai");
         model.base_url = "https://api.cloudflare.com/client/v4/accounts/{CLOUDFLARE_ACCOUNT_ID}/ai/v1".into();
         let options = options(&[("CLOUDFLARE_GATEWAY_ID", "gw")]);
         if std::env::var_os("CLOUDFLARE_ACCOUNT_ID").is_none() {
@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_url_without_placeholders_is_borrowed() {
-        let model = Model::new("m", "openai-completions", "p");
+        let model = Model::new("m").with_api("openai-completions").with_provider("p");
         assert!(matches!(resolve_model(&model, &StreamOptions::default()), Ok(Cow::Borrowed(_))));
     }
 }

@@ -1080,7 +1080,7 @@ mod tests {
 
     #[test]
     fn thinking_level_models() {
-        let model = |id: &str| Model::new(id, API, "google");
+        let model = |id: &str| Model::new(id).with_api(API).with_provider("google");
         assert!(uses_thinking_level(&model("gemini-3-pro-preview")));
         assert!(uses_thinking_level(&model("gemini-3.1-flash")));
         assert!(uses_thinking_level(&model("gemini-4-argon")));

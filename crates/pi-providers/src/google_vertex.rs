@@ -555,7 +555,7 @@ mod tests {
     }
 
     fn model(base: &str) -> Model {
-        let mut m = Model::new("gemini-2.5-flash", API, "google-vertex");
+        let mut m = Model::new("gemini-2.5-flash").with_api(API).with_provider("google-vertex");
         m.base_url = base.to_owned();
         m
     }

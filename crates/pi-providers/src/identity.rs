@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn attribution_per_target() {
         let identity = ClientIdentity::agent_default();
-        let mut model = Model::new("m", "openai-completions", "openrouter");
+        let mut model = Model::new("m").with_api("openai-completions").with_provider("openrouter");
         model.base_url = "https://openrouter.ai/api/v1".into();
         let headers = attribution_headers(&model, Some(&identity));
         assert_eq!(headers[1], ("X-OpenRouter-Title".to_owned(), "pi".to_owned()));

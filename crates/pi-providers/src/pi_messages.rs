@@ -854,7 +854,7 @@ mod tests {
 
     #[test]
     fn status_errors_read_like_the_reference() {
-        let model = Model::new("balanced", API, "radius");
+        let model = Model::new("balanced").with_api(API).with_provider("radius");
         let (message, diagnostic) = status_failure(
             &model,
             "http://x/v1/messages",
@@ -915,7 +915,11 @@ mod tests {
             session_id: Some("s".into()),
             ..Default::default()
         };
-        let body = build_request_body(&Model::new("m", API, "p"), &TranscriptContext::default(), &options);
+        let body = build_request_body(
+            &Model::new("m").with_api(API).with_provider("p"),
+            &TranscriptContext::default(),
+            &options,
+        );
         assert_eq!(
             body,
             serde_json::json!({"model": "m", "context": {"messages": []},

@@ -13,7 +13,7 @@
 //! assert!(models.get_model("anthropic", "claude-sonnet-4-5").is_some());
 //! let mine = Provider::new("local")
 //!     .with_auth(Auth::None)
-//!     .with_model(pi_types::Model::new("qwen3", "openai-completions", "local"))
+//!     .with_model(pi_types::Model::new("qwen3").with_api("openai-completions").with_provider("local"))
 //!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());
@@ -474,7 +474,7 @@ mod tests {
     #[test]
     fn unknown_provider_is_an_error_event() {
         let models = Models::new();
-        let model = Model::new("m", "openai-completions", "nowhere");
+        let model = Model::new("m").with_api("openai-completions").with_provider("nowhere");
         let message =
             futures::executor::block_on(models.complete(&model, Context::default(), StreamOptions::default()));
         let message = message.unwrap_or_default();

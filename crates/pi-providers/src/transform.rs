@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn orphaned_calls_get_results() {
-        let model = Model::new("m", "openai-completions", "p");
+        let model = Model::new("m").with_api("openai-completions").with_provider("p");
         let assistant = AssistantMessage {
             content: vec![AssistantContent::tool_call("c1", "read", JsonObject::new())],
             api: "openai-completions".into(),

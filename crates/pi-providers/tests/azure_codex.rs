@@ -48,7 +48,7 @@ fn jwt(account: &str, marker: &str) -> String {
 }
 
 fn model(api: &str, provider: &str, base_url: String) -> Model {
-    let mut model = Model::new("gpt-5.1-codex-mini", api, provider);
+    let mut model = Model::new("gpt-5.1-codex-mini").with_api(api).with_provider(provider);
     model.base_url = base_url;
     model
 }

@@ -116,7 +116,7 @@ fn allocations_for(api: &str, adapter: Arc<dyn StreamFn>, chars: usize) -> (usiz
     runtime.block_on(async {
         let bytes = with_length(200, "text/event-stream", "", body(api, chars).as_bytes());
         let server = Server::start(vec![Step::Bytes(bytes)]).await;
-        let mut model = Model::new("m", api, "p");
+        let mut model = Model::new("m").with_api(api).with_provider("p");
         model.base_url = server.url.clone();
         let models = Models::new();
         models.set_provider(

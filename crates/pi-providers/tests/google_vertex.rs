@@ -28,7 +28,7 @@ const CHUNK_HEL: &str =
 const CHUNK_END: &str = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"lo\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":3,\"candidatesTokenCount\":2,\"totalTokenCount\":5}}\r\n\r\n";
 
 fn model(base: &str) -> Model {
-    let mut m = Model::new("gemini-2.5-flash", "google-vertex", "google-vertex");
+    let mut m = Model::new("gemini-2.5-flash").with_api("google-vertex").with_provider("google-vertex");
     m.base_url = base.to_owned();
     m
 }

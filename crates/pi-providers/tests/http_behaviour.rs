@@ -110,7 +110,7 @@ async fn serve(scripts: Vec<Scripted>) -> (String, Arc<AtomicUsize>) {
 }
 
 fn model(api: &str, base_url: &str) -> Model {
-    let mut model = Model::new("test-model", api, "test");
+    let mut model = Model::new("test-model").with_api(api).with_provider("test");
     model.base_url = base_url.to_owned();
     model.max_tokens = 1000;
     model.context_window = 100_000;

@@ -17,7 +17,7 @@ use pi_types::{
 const SECRET: &str = "sk-pi-messages-secret-0123";
 
 fn model(url: &str) -> Model {
-    Model { base_url: format!("{url}/v1"), ..Model::new("balanced", "pi-messages", "radius") }
+    Model { base_url: format!("{url}/v1"), ..Model::new("balanced").with_api("pi-messages").with_provider("radius") }
 }
 
 fn context() -> pi_types::TranscriptContext {

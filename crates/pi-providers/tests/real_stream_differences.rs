@@ -21,7 +21,7 @@ use loopback::{with_length, Server, Step};
 
 async fn run(adapter: &dyn StreamFn, api: &str, body: &str) -> (Vec<AssistantMessageEvent>, AssistantMessage) {
     let server = Server::start(vec![Step::Bytes(with_length(200, "text/event-stream", "", body.as_bytes()))]).await;
-    let mut model = Model::new("test-model", api, "test");
+    let mut model = Model::new("test-model").with_api(api).with_provider("test");
     model.base_url = server.url.clone();
     model.max_tokens = 1000;
     model.context_window = 100_000;

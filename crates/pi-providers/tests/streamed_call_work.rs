@@ -43,7 +43,7 @@ fn body(pieces: usize) -> String {
 async fn allocated(pieces: usize) -> u64 {
     let body = body(pieces);
     let server = Server::start(vec![Step::Bytes(with_length(200, "text/event-stream", "", body.as_bytes()))]).await;
-    let mut model = Model::new("gemini-test", "google-generative-ai", "google");
+    let mut model = Model::new("gemini-test").with_api("google-generative-ai").with_provider("google");
     model.base_url = server.url.clone();
     let context = normalize_context(Context {
         system_prompt: None,

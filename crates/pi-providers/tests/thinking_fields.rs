@@ -9,7 +9,7 @@ use pi_types::{Context, Message, Model, StreamOptions, ThinkingLevel, ThinkingLe
 use serde_json::{json, Value};
 
 fn model(id: &str, api: &str, provider: &str, map: &[(ThinkingLevel, Option<&str>)]) -> Model {
-    let mut model = Model::new(id, api, provider);
+    let mut model = Model::new(id).with_api(api).with_provider(provider);
     model.base_url = "http://127.0.0.1:1/v1".into();
     model.reasoning = true;
     model.context_window = 200_000;

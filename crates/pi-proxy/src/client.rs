@@ -51,7 +51,7 @@ const CLOSED_EARLY: &str = "Connection closed by proxy server before the respons
 /// use pi_types::{Model, StreamFn, StreamOptions, TranscriptContext};
 /// # async fn run() {
 /// let proxy = ProxyStreamFn::new("https://genai.example.com", "my-token");
-/// let model = Model::new("claude-sonnet-4-5", "anthropic-messages", "anthropic");
+/// let model = Model::new("claude-sonnet-4-5").with_api("anthropic-messages").with_provider("anthropic");
 /// let message = proxy.stream(&model, TranscriptContext::default(), StreamOptions::default()).result().await;
 /// # }
 /// ```

@@ -106,7 +106,8 @@ mod tests {
         let failure = std::sync::Arc::new(std::sync::Mutex::new(None));
         let slot = std::sync::Arc::clone(&failure);
         let stream = AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = AssistantMessageBuilder::for_model(tx, &Model::new("m", "faux", "faux"));
+            let mut out =
+                AssistantMessageBuilder::for_model(tx, &Model::new("m").with_api("faux").with_provider("faux"));
             for event in events {
                 match apply(&mut out, event).await {
                     Ok(Step::Continue) => {}

@@ -63,7 +63,7 @@
 //!     }
 //! }
 //!
-//! let model = Model::new("scripted-1", "scripted", "scripted");
+//! let model = Model::new("scripted-1").with_api("scripted").with_provider("scripted");
 //! let stream = Scripted.stream(&model, TranscriptContext::default(), StreamOptions::default());
 //! let message = futures_executor::block_on(stream.result()).unwrap();
 //! assert_eq!(message.text(), "Checking the weather.");

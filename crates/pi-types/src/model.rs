@@ -191,20 +191,21 @@ impl std::fmt::Debug for RedactedHeaders<'_> {
 }
 
 impl Model {
-    /// A minimal model for an API and provider, e.g. for tests and scripted providers.
-    pub fn new(
-        id: impl Into<CompactString>,
-        api: impl Into<CompactString>,
-        provider: impl Into<CompactString>,
-    ) -> Self {
+    /// A minimal model with this id, for tests and scripted providers: name the API and the
+    /// provider with [`with_api`](Self::with_api) and [`with_provider`](Self::with_provider)
+    /// (by name, so they cannot be swapped), e.g. `Model::new("m").with_api("faux").with_provider("faux")`.
+    pub fn new(id: impl Into<CompactString>) -> Self {
         let id = id.into();
-        Self {
-            name: id.to_string(),
-            id,
-            api: api.into(),
-            provider: provider.into(),
-            input: vec![InputModality::Text],
-            ..Default::default()
-        }
+        Self { name: id.to_string(), id, input: vec![InputModality::Text], ..Default::default() }
+    }
+
+    /// This model with `api`, the wire API its requests use (e.g. `openai-completions`).
+    pub fn with_api(self, api: impl Into<CompactString>) -> Self {
+        Self { api: api.into(), ..self }
+    }
+
+    /// This model with `provider`, the provider it belongs to (e.g. `openai`).
+    pub fn with_provider(self, provider: impl Into<CompactString>) -> Self {
+        Self { provider: provider.into(), ..self }
     }
 }

@@ -22,7 +22,7 @@ where
 }
 
 fn model() -> Model {
-    Model::new("m-1", "test-api", "test-provider")
+    Model::new("m-1").with_api("test-api").with_provider("test-provider")
 }
 
 fn names(events: &[AssistantMessageEvent]) -> Vec<&'static str> {

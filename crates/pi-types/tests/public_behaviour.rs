@@ -8,7 +8,7 @@ use serde_json::json;
 
 #[test]
 fn model_debug_shows_header_names_but_never_values() {
-    let mut model = Model::new("m", "openai-completions", "p");
+    let mut model = Model::new("m").with_api("openai-completions").with_provider("p");
     let mut headers = IndexMap::new();
     headers.insert("x-api-key".to_owned(), "sk-secret-value".to_owned());
     model.headers = Some(headers);

@@ -19,7 +19,7 @@
 //!     stop_reason: StopReason::ToolUse,
 //!     ..Default::default()
 //! });
-//! let model = Model::new("scripted-1", "scripted", "example");
+//! let model = Model::new("scripted-1").with_api("scripted").with_provider("example");
 //! let stream = provider.stream(&model, TranscriptContext::default(), StreamOptions::default());
 //! let message = futures::executor::block_on(stream.result()).unwrap();
 //! assert_eq!(message.text(), "Let me check.");

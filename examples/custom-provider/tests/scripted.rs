@@ -9,7 +9,7 @@ use pi_types::{
 };
 
 fn model() -> Model {
-    Model::new("scripted-1", "scripted", "example")
+    Model::new("scripted-1").with_api("scripted").with_provider("example")
 }
 
 fn run(provider: &ScriptedProvider, options: StreamOptions) -> Vec<AssistantMessageEvent> {

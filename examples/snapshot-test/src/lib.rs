@@ -9,7 +9,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use pi_agent::pi_types::Model;
-//! let model = Model::new("faux-1", "faux", "faux");
+//! let model = Model::new("faux-1").with_api("faux").with_provider("faux");
 //! let agent = snapshot_test::weather_agent(Arc::new(pi_providers::faux::FauxProvider::default()), model)?;
 //! assert_eq!(agent.tools().len(), 1);
 //! # Ok::<(), pi_agent::pi_types::TypesError>(())

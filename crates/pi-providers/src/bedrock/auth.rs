@@ -441,7 +441,7 @@ mod target_tests {
     }
 
     fn model(id: &str, base_url: &str) -> Model {
-        let mut model = Model::new(id, "bedrock-converse-stream", "amazon-bedrock");
+        let mut model = Model::new(id).with_api("bedrock-converse-stream").with_provider("amazon-bedrock");
         model.base_url = base_url.into();
         model
     }

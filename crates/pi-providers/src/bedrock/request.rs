@@ -481,7 +481,7 @@ mod tests {
     use super::*;
 
     fn model(id: &str, name: &str) -> Model {
-        let mut model = Model::new(id, "bedrock-converse-stream", "amazon-bedrock");
+        let mut model = Model::new(id).with_api("bedrock-converse-stream").with_provider("amazon-bedrock");
         model.name = name.into();
         model.max_tokens = 8192;
         model.context_window = 200_000;

@@ -168,7 +168,7 @@ fn default_model(api: &str, provider: &str) -> Model {
         cost: ModelCost::default(),
         context_window: 128_000,
         max_tokens: 16_384,
-        ..Model::new("faux-1", api, provider)
+        ..Model::new("faux-1").with_api(api).with_provider(provider)
     }
 }
 
@@ -444,11 +444,9 @@ impl FauxProvider {
             if reason == StopReason::Pending {
                 // Built in a block: the model must not be held across the await.
                 let error = {
-                    let model = Model::new(
-                        out.message().model.as_str(),
-                        out.message().api.as_str(),
-                        out.message().provider.as_str(),
-                    );
+                    let model = Model::new(out.message().model.as_str())
+                        .with_api(out.message().api.as_str())
+                        .with_provider(out.message().provider.as_str());
                     Arc::new(self.error_message(&model, "Faux response ended without a stop reason".into()))
                 };
                 let event = AssistantMessageEvent::Error { reason: StopReason::Error, error };

@@ -30,7 +30,7 @@ const TEXT: &str = "Server-sent events let a server push a stream of text events
 const CLOSED_EARLY: &str = "Connection closed by proxy server before the response completed";
 
 fn model() -> Model {
-    Model::new("up-1", "openai-completions", "up")
+    Model::new("up-1").with_api("openai-completions").with_provider("up")
 }
 
 fn context() -> TranscriptContext {

@@ -61,7 +61,10 @@ struct Paced {
 
 impl Paced {
     fn model() -> Model {
-        Model { base_url: "http://paced.invalid".into(), ..Model::new("paced-1", "paced", "paced") }
+        Model {
+            base_url: "http://paced.invalid".into(),
+            ..Model::new("paced-1").with_api("paced").with_provider("paced")
+        }
     }
 
     fn provider(&self) -> Provider {

@@ -34,7 +34,10 @@ fn error_of(body: &str) -> String {
 async fn refused_requests_never_reach_an_upstream() {
     let upstream = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(completion().into_bytes())]).await;
     let attacker = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(completion().into_bytes())]).await;
-    let model = Model { base_url: upstream.url.clone(), ..Model::new("up-1", "openai-completions", "up") };
+    let model = Model {
+        base_url: upstream.url.clone(),
+        ..Model::new("up-1").with_api("openai-completions").with_provider("up")
+    };
     let provider = Provider::new("up").with_auth(Auth::ApiKey(SERVER_KEY.into())).with_model(model.clone());
     let mut config = config_with(vec![provider.with_http_apis()]);
     // Even allow-listed, the forbidden names stay forbidden.

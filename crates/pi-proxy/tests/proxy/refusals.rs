@@ -245,7 +245,8 @@ async fn upstream_once() -> (String, tokio::sync::oneshot::Receiver<String>, tok
 #[tokio::test]
 async fn client_disconnect_cancels_the_upstream_request() {
     let (upstream_url, head, closed) = upstream_once().await;
-    let model = Model { base_url: upstream_url, ..Model::new("up-1", "openai-completions", "up") };
+    let model =
+        Model { base_url: upstream_url, ..Model::new("up-1").with_api("openai-completions").with_provider("up") };
     let provider = Provider::new("up").with_auth(Auth::ApiKey("sk-server-key".into())).with_model(model.clone());
     let server = TestServer::start(config_with(vec![provider.with_http_apis()])).await;
     let client = ProxyStreamFn::new(&server.url, TOKEN);

@@ -78,7 +78,10 @@ pub struct Stall {
 
 impl Stall {
     pub fn model() -> Model {
-        Model { base_url: "http://stall.invalid".into(), ..Model::new("stall-1", "stall", "stall") }
+        Model {
+            base_url: "http://stall.invalid".into(),
+            ..Model::new("stall-1").with_api("stall").with_provider("stall")
+        }
     }
 
     pub fn provider(&self) -> Provider {
