@@ -1,7 +1,7 @@
 //! The weather-tool walkthrough: an agent with one typed tool, a subscriber that prints the
 //! streamed text and the tool events, and a scripted model that calls the tool, then answers.
 //!
-//! Run with `cargo run -p pi-agent --example weather`.
+//! Run with `cargo run -p pi-rs-agent --example weather`.
 
 use std::io::Write;
 use std::sync::Arc;

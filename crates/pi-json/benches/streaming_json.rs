@@ -1,6 +1,6 @@
 //! Criterion bench: the streaming tool-argument parser on large documents (MB/s).
 // Throughput of ToolCallArgumentsStream on large documents fed in 4-character pieces, as
-// providers deliver tool-call arguments. `cargo bench -p pi-json --bench streaming_json`.
+// providers deliver tool-call arguments. `cargo bench -p pi-rs-json --bench streaming_json`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pi_json::{utf16_chunks, ToolCallArgumentsStream};

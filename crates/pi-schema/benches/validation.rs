@@ -1,4 +1,4 @@
-//! Criterion bench: tool-argument validation (`cargo bench -p pi-schema --bench validation`).
+//! Criterion bench: tool-argument validation (`cargo bench -p pi-rs-schema --bench validation`).
 //!
 //! One edit-tool-like schema, compiled once as a tool does, and three calls' worth of arguments:
 //! already valid, valid after coercion (numbers and booleans sent as strings), and invalid (every

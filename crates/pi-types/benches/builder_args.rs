@@ -1,6 +1,6 @@
 //! Criterion bench: one tool call whose argument is a long string, streamed through
 //! `AssistantMessageBuilder` (the `args` workload of issue 8), events dropped as the loop drops
-//! them. `cargo bench -p pi-types --bench builder_args`.
+//! them. `cargo bench -p pi-rs-types --bench builder_args`.
 //!
 //! `copy_per_snapshot` is the former adapter path for comparison: the same parser, the whole
 //! argument map cloned into the block on every published snapshot.
