@@ -22,6 +22,11 @@
 //!   function; Rust has no such global, so [`AgentOptions::new`] takes one explicitly.
 //! * **Hooks** — set on [`AgentOptions`] with builder methods taking ordinary closures
 //!   (`.before_tool_call(|ctx, cancel| ...)`); they are the loop's [`pi_loop::Hooks`].
+//! * **Sessions** — a [`Session`] keeps the transcript in a file of one JSON message per line,
+//!   appended as messages end; [`SavedSession::resume`] continues it after a restart.
+//! * **Usage** — [`Agent::usage`]: tokens and cost of the current run and of every run.
+//! * **Retry** — [`AgentOptions::with_retry`]: runs that fail with a transient provider error
+//!   (rate limit, overload, 5xx, dropped connection) are retried with backoff ([`RetryPolicy`]).
 //! * **Re-exports** — [`pi_types`] (every type in the signatures), [`pi_loop`] (the hooks'
 //!   contexts and answers), [`CancellationToken`] and [`schemars`] with [`JsonSchema`], so an
 //!   application needs no other pi dependency for typed tools and hooks. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too
