@@ -136,6 +136,14 @@ pub fn handle(client: reqwest::Client) -> HttpClientHandle {
     HttpClientHandle::new(client)
 }
 
+/// The client a request with `options` sends with: its own
+/// [`StreamOptions::http_client`], else the shared default. For stream functions of other
+/// crates that should honour a user's client as the adapters do (the proxy client); an error
+/// names a handle that holds something other than a `reqwest::Client`.
+pub fn of_options(options: &StreamOptions) -> Result<reqwest::Client, String> {
+    for_request(options).cloned()
+}
+
 /// The client of one request: its own, else the shared default.
 pub(crate) fn for_request(options: &StreamOptions) -> Result<&reqwest::Client, String> {
     match &options.http_client {

@@ -111,6 +111,7 @@ impl StreamFn for ProxyStreamFn {
             cancel: options.cancel.clone(),
             timeout: limit(options.timeout_ms, DEFAULT_TIMEOUT_MS),
             idle: limit(options.idle_timeout_ms, pi_providers::DEFAULT_IDLE_TIMEOUT_MS),
+            client: pi_providers::client::of_options(&options),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = AssistantMessageBuilder::for_model(tx, &model);
@@ -134,6 +135,8 @@ struct Request {
     cancel: Option<CancellationToken>,
     timeout: Option<Duration>,
     idle: Option<Duration>,
+    /// The request's own client (`StreamOptions::http_client`), else the shared default.
+    client: Result<reqwest::Client, String>,
 }
 
 /// A limit in ms: `None` takes the default, `Some(0)` disables it (as the adapters read them).
@@ -188,9 +191,9 @@ impl Request {
         if self.is_cancelled() {
             return failed(ABORTED_BEFORE_HEADERS.into());
         }
-        let client = match pi_providers::http_client() {
+        let client = match &self.client {
             Ok(client) => client,
-            Err(message) => return failed(message),
+            Err(message) => return failed(message.clone()),
         };
         let send = client
             .post(&*self.endpoint)

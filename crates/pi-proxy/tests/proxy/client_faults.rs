@@ -115,6 +115,24 @@ async fn healthy_answer_completes() {
     assert!(server.heads.lock().expect("heads").iter().any(|h| h.contains(&format!("authorization: bearer {TOKEN}"))));
 }
 
+/// A client the user configured (`StreamOptions::http_client`) carries the request, as it
+/// does the adapters' requests; a handle holding something else is named in the error.
+#[tokio::test]
+async fn the_request_goes_through_the_users_client() {
+    let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body().into_bytes())]).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("x-users-client", reqwest::header::HeaderValue::from_static("yes"));
+    let users = reqwest::Client::builder().default_headers(headers).build().expect("client");
+    let with_client = StreamOptions { http_client: Some(pi_providers::client::handle(users)), ..options() };
+    assert_complete(&run(&server.url, with_client).await);
+    assert!(server.heads.lock().expect("heads").iter().any(|h| h.contains("x-users-client: yes")));
+
+    let wrong = StreamOptions { http_client: Some(pi_types::HttpClientHandle::new(7_u32)), ..options() };
+    let text = error_text(&run(&server.url, wrong).await);
+    assert_eq!(text, "StreamOptions::http_client holds a u32, not the reqwest::Client the adapters send with");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn reset_mid_stream() {
     let body = body();
