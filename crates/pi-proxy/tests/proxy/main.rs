@@ -3,6 +3,7 @@
 
 mod client_faults;
 mod load;
+mod models;
 /// The adapters' scripted raw-socket servers.
 #[path = "../../../pi-providers/tests/loopback/mod.rs"]
 mod loopback;
