@@ -72,19 +72,15 @@ pub fn served_listing(url: &str, served: &[Model], provider: Option<&str>, json:
 
 /// `{provider: [model, ...]}` as the reference's `getBuiltinModels` returns it.
 fn json_listing(groups: &[(&str, &[Model])]) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = groups
-        .iter()
-        .map(|(id, models)| (id.to_string(), serde_json::to_value(models).unwrap_or_default()))
-        .collect();
+    let map: serde_json::Map<String, serde_json::Value> =
+        groups.iter().map(|(id, models)| (id.to_string(), serde_json::to_value(models).unwrap_or_default())).collect();
     format!("{}\n", pi_types::json::stringify(&serde_json::Value::Object(map)))
 }
 
 /// One line a model, columns aligned.
 fn table(groups: &[(&str, &[Model])]) -> String {
-    let rows: Vec<(String, &Model)> = groups
-        .iter()
-        .flat_map(|(id, models)| models.iter().map(move |m| (format!("{id}/{}", m.id), m)))
-        .collect();
+    let rows: Vec<(String, &Model)> =
+        groups.iter().flat_map(|(id, models)| models.iter().map(move |m| (format!("{id}/{}", m.id), m))).collect();
     let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
     let api_width = rows.iter().map(|(_, m)| m.api.len()).max().unwrap_or(0);
     let mut out = String::new();

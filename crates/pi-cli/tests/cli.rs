@@ -261,7 +261,11 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
         2,
         "unknown provider `nope` (`pi models` lists the 43 built-in providers)",
     );
-    fails_with(pi().args(["--provider", "faux", "--model", "faux-9", "hi"]), 2, "unknown model `faux-9` for provider `faux` (it has faux-1)");
+    fails_with(
+        pi().args(["--provider", "faux", "--model", "faux-9", "hi"]),
+        2,
+        "unknown model `faux-9` for provider `faux` (it has faux-1)",
+    );
     // Without PI_API_KEY nothing is sent: the reference's adapters need a key too.
     fails_with(
         pi().args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "hi"]),
@@ -598,7 +602,10 @@ fn a_model_only_the_proxy_defines_is_found_in_its_list() {
     let (server, _) = start_proxy(&["--config", path.to_str().unwrap()], &[("HOUSE_KEY", "sk-house-0123")]);
     let url = server.url.as_str();
 
-    let output = pi().args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "house-model", "Weather in Oslo?"]).output().unwrap();
+    let output = pi()
+        .args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "house-model", "Weather in Oslo?"])
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{output:?}");
     let stdout = text(&output.stdout);
     assert!(stdout.contains("← get_weather: Oslo: ") && stdout.contains("Oslo is cold today.\n"), "{stdout}");
@@ -606,7 +613,8 @@ fn a_model_only_the_proxy_defines_is_found_in_its_list() {
     let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.head.to_ascii_lowercase().contains("\r\nauthorization: bearer sk-house-0123\r\n"), "{}", first.head);
 
-    let listing = pi().args(["models", "--proxy", url, "--token", PROXY_TOKEN, "--provider", "house"]).output().unwrap();
+    let listing =
+        pi().args(["models", "--proxy", url, "--token", PROXY_TOKEN, "--provider", "house"]).output().unwrap();
     let stdout = text(&listing.stdout);
     assert!(listing.status.success(), "{listing:?}");
     let lines: Vec<&str> = stdout.lines().collect();

@@ -3,10 +3,10 @@
 
 mod client_faults;
 mod load;
-mod models;
 /// The adapters' scripted raw-socket servers.
 #[path = "../../../pi-providers/tests/loopback/mod.rs"]
 mod loopback;
+mod models;
 mod never_upstream;
 mod pi_messages;
 mod refusals;

@@ -23,8 +23,10 @@ fn house(faux: &pi_providers::faux::FauxProvider) -> (Provider, Vec<Model>) {
             ..model
         })
         .collect();
-    let provider =
-        Provider::new("house").with_auth(Auth::None).with_models(models.clone()).with_api(faux.api(), Arc::new(faux.clone()));
+    let provider = Provider::new("house")
+        .with_auth(Auth::None)
+        .with_models(models.clone())
+        .with_api(faux.api(), Arc::new(faux.clone()));
     (provider, models)
 }
 
@@ -47,7 +49,10 @@ async fn token_holders_get_the_served_models_without_headers() {
     let server = TestServer::start(config_with(vec![provider, stall.provider()])).await;
 
     assert_eq!(get(&server.url, None).await, (401, r#"{"error":"Missing bearer token"}"#.to_owned()));
-    assert_eq!(get(&server.url, Some("wrong-token-0123456789")).await, (401, r#"{"error":"Invalid token"}"#.to_owned()));
+    assert_eq!(
+        get(&server.url, Some("wrong-token-0123456789")).await,
+        (401, r#"{"error":"Invalid token"}"#.to_owned())
+    );
     let (status, body) = get(&server.url, Some(TOKEN)).await;
     assert_eq!(status, 200, "{body}");
     assert!(!body.contains("s3cret") && !body.contains("x-house-key"), "{body}");
