@@ -14,11 +14,11 @@ Examples:
   pi --events \"What is 12 * (3 + 4)?\"                   # every agent event, one per line
   pi --json \"What time is it in Tokyo?\" | jq .type      # one JSON event per line
   pi --provider anthropic \"Hello\"                       # key from ANTHROPIC_API_KEY
-  PI_API_KEY=none pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"   # an OpenAI-compatible server
+  PI_API_KEY=none pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"  # Ollama
   pi chat                                               # interactive session
   pi proxy serve --listen 127.0.0.1:8787                # a proxy holding this environment's keys
   pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"
-  pi help me with the weather in Oslo                   # a prompt: `me ...` is no command to help with
+  pi help me with the weather in Oslo                   # a prompt, not `pi help`
   pi -- chat                                            # the prompt \"chat\"
 
 Commands and prompts: a first word naming a command (chat, models, login, proxy, help) is
