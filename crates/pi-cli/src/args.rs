@@ -14,10 +14,20 @@ Examples:
   pi --events \"What is 12 * (3 + 4)?\"                   # every agent event, one per line
   pi --json \"What time is it in Tokyo?\" | jq .type      # one JSON event per line
   pi --provider anthropic \"Hello\"                       # key from ANTHROPIC_API_KEY
-  pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"    # an OpenAI-compatible server
+  PI_API_KEY=none pi --base-url http://localhost:11434/v1 --model qwen3 \"Hi\"  # Ollama
   pi chat                                               # interactive session
   pi proxy serve --listen 127.0.0.1:8787                # a proxy holding this environment's keys
-  pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"";
+  pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"
+  pi help me with the weather in Oslo                   # a prompt, not `pi help`
+  pi -- chat                                            # the prompt \"chat\"
+
+Commands and prompts: a first word naming a command (chat, models, login, proxy, help) is
+that command when the words after it are valid for it (`pi chat`, `pi help chat`, `pi login
+openai-codex`, `pi proxy serve`) or when it is the only word; otherwise all the words are the
+prompt. Words after `--` are always the prompt.
+
+Exit codes: 0 success, 1 the run or its setup failed (missing key, provider error), 2 bad
+arguments (unknown option, provider, model or API), 130 aborted.";
 
 /// `pi`: a tool-using agent on the command line.
 ///
@@ -66,6 +76,25 @@ pub enum Command {
         #[command(subcommand)]
         command: ProxyCommand,
     },
+}
+
+/// The command line read as a prompt only (no subcommands): used when the first word names
+/// a command but the rest does not fit it (see [`parse`]).
+#[derive(Debug, Parser)]
+#[command(name = "pi")]
+struct PromptLine {
+    #[command(flatten)]
+    model: ModelArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[arg(value_name = "PROMPT")]
+    prompt: Vec<String>,
+}
+
+/// The names of the subcommands, `help` included.
+fn is_command_name(word: &str) -> bool {
+    use clap::CommandFactory;
+    word == "help" || Cli::command().get_subcommands().any(|c| c.get_name() == word)
 }
 
 /// `pi proxy` subcommands.
@@ -190,33 +219,54 @@ pub enum Parsed {
 
 /// Parse arguments (program name first), never panicking, also on non-UTF-8 input.
 ///
-/// Help and version become [`Parsed::Print`]; every other problem is a one-line
-/// [`CliError::Usage`].
+/// A first word naming a command is that command when the words after it parse as its
+/// arguments, or when it is the only word; otherwise (`pi help me with the weather`, `pi
+/// chat about cats`) every word is the prompt. Help and version become [`Parsed::Print`]; a
+/// command that needs a subcommand and has none (`pi proxy`) is [`CliError::UsageHelp`] with
+/// its help; every other problem is a one-line [`CliError::Usage`].
 pub fn parse<I, T>(args: I) -> Result<Parsed, CliError>
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    match Cli::try_parse_from(args) {
-        Ok(cli) => Ok(Parsed::Run(Box::new(cli))),
-        Err(error) => match error.kind() {
-            clap::error::ErrorKind::DisplayHelp
-            | clap::error::ErrorKind::DisplayVersion
-            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-                Ok(Parsed::Print(error.render().to_string()))
-            }
-            _ => Err(CliError::Usage(usage_line(&error))),
-        },
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let as_prompt = || match PromptLine::try_parse_from(&args) {
+        Ok(line) => Some(Cli { command: None, model: line.model, output: line.output, prompt: line.prompt }),
+        Err(_) => None,
+    };
+    let error = match Cli::try_parse_from(&args) {
+        Ok(cli) if cli.command.is_none() || cli.prompt.is_empty() => return Ok(Parsed::Run(Box::new(cli))),
+        // Words before a command word (`pi what is chat`): the command is not the first word.
+        Ok(cli) => return Ok(Parsed::Run(Box::new(as_prompt().unwrap_or(cli)))),
+        Err(error) => error,
+    };
+    match error.kind() {
+        clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+            return Ok(Parsed::Print(error.render().to_string()))
+        }
+        _ => {}
+    }
+    if let Some(cli) = as_prompt().filter(|cli| cli.prompt.len() > 1 && is_command_name(&cli.prompt[0])) {
+        return Ok(Parsed::Run(Box::new(cli)));
+    }
+    match error.kind() {
+        clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            Err(CliError::UsageHelp(error.render().to_string()))
+        }
+        _ => Err(CliError::Usage(usage_line(&error))),
     }
 }
 
-/// clap's error as one line: its first line without the `error: ` prefix, plus a pointer
-/// to `--help`.
+/// clap's error as one line: its first paragraph (the message and what it lists, such as
+/// the missing arguments) without the `error: ` prefix, plus a pointer to `--help`.
 fn usage_line(error: &clap::Error) -> String {
     let rendered = error.render().to_string();
-    let first = rendered.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("invalid arguments");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    format!("{first} (see `pi --help`)")
+    let paragraph: Vec<&str> =
+        rendered.lines().map(str::trim).skip_while(|l| l.is_empty()).take_while(|l| !l.is_empty()).collect();
+    let text = paragraph.join(" ");
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let text = if text.is_empty() { "invalid arguments" } else { text };
+    format!("{text} (see `pi --help`)")
 }
 
 impl Cli {
@@ -247,6 +297,31 @@ mod tests {
         assert!(matches!(chat.command, Some(Command::Chat)));
         assert_eq!(chat.model.thinking, Some(ThinkingLevel::High));
         assert_eq!(chat.output.mode(), OutputMode::Events);
+    }
+
+    #[test]
+    fn a_command_word_is_a_command_only_when_the_rest_fits() {
+        for (args, prompt) in [
+            (&["help", "me", "with", "the", "weather"][..], "help me with the weather"),
+            (&["chat", "about", "cats"], "chat about cats"),
+            (&["--model", "gpt-4o", "proxy", "serve", "me", "tea"], "proxy serve me tea"),
+            (&["login", "to", "my", "account"], "login to my account"),
+            (&["what", "is", "chat"], "what is chat"),
+            (&["--", "models"], "models"),
+        ] {
+            let cli = run(args);
+            assert!(cli.command.is_none(), "{args:?}: {cli:?}");
+            assert_eq!(cli.prompt_text().as_deref(), Some(prompt), "{args:?}");
+        }
+        assert!(matches!(run(&["chat"]).command, Some(Command::Chat)));
+        assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models)));
+        assert!(matches!(run(&["login", "openai-codex"]).command, Some(Command::Login { .. })));
+        assert!(matches!(run(&["proxy", "serve"]).command, Some(Command::Proxy { .. })));
+        let parsed = parse(["pi", "proxy"]);
+        assert!(matches!(parsed, Err(CliError::UsageHelp(ref help)) if help.contains("Usage: pi proxy")), "{parsed:?}");
+        // An error inside a command's own arguments stays that command's error.
+        let parsed = parse(["pi", "proxy", "serve", "--listen"]);
+        assert!(matches!(parsed, Err(CliError::Usage(ref line)) if line.contains("--listen")), "{parsed:?}");
     }
 
     #[test]

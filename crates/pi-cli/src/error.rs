@@ -6,6 +6,10 @@ pub enum CliError {
     /// Bad command-line arguments (exit code 2).
     #[error("{0}")]
     Usage(String),
+    /// Bad command-line arguments, with the help text to print as is (exit code 2): `pi
+    /// proxy` without its subcommand.
+    #[error("{0}")]
+    UsageHelp(String),
     /// The provider, model or key is not usable (exit code 1).
     #[error("{0}")]
     Setup(String),
@@ -24,7 +28,7 @@ impl CliError {
     /// The process exit code for this error.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Usage(_) => 2,
+            Self::Usage(_) | Self::UsageHelp(_) => 2,
             Self::Aborted => 130,
             Self::Setup(_) | Self::Run(_) | Self::Io(_) => 1,
         }

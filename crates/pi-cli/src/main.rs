@@ -41,14 +41,21 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             if !cli.prompt.is_empty() {
                 return Err(CliError::Usage("`pi chat` takes no prompt; type it in the session".into()));
             }
-            let backend = setup::resolve(&cli.model)?;
+            let backend = setup::resolve(&cli.model).await?;
             chat::chat(backend, &cli.model, mode).await
         }
         Some(Command::Models) => {
             if !cli.prompt.is_empty() {
                 return Err(CliError::Usage("`pi models` takes no prompt".into()));
             }
-            let listing = models::listing(cli.model.provider.as_deref(), mode == args::OutputMode::Json)?;
+            let json = mode == args::OutputMode::Json;
+            let listing = match cli.model.proxy {
+                Some(_) => {
+                    let (url, served) = setup::served_models(&cli.model).await?;
+                    models::served_listing(&url, &served, cli.model.provider.as_deref(), json)?
+                }
+                None => models::listing(cli.model.provider.as_deref(), json)?,
+            };
             std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
                 .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
         }
@@ -70,14 +77,17 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                     "a PROMPT is required (see `pi --help`; `pi chat` starts a session)".into(),
                 ));
             };
-            let backend = setup::resolve(&cli.model)?;
+            let backend = setup::resolve(&cli.model).await?;
             run::one_shot(&backend, &cli.model, mode, prompt, Box::new(std::io::stdout())).await
         }
     }
 }
 
 fn fail(error: &CliError) -> ExitCode {
-    eprintln!("pi: {}", error.one_line());
+    match error {
+        CliError::UsageHelp(help) => eprint!("{help}"),
+        _ => eprintln!("pi: {}", error.one_line()),
+    }
     ExitCode::from(error.exit_code())
 }
 

@@ -4,6 +4,7 @@
 //! output tokens, `reasoning` for reasoning models; a closing line counts the models and
 //! providers and names the providers whose credentials the environment holds. `--json` prints
 //! the catalog (or one provider's list) as the reference's `getBuiltinModels` returns it.
+//! With `--proxy URL` the listing is what that proxy serves (its `GET /api/models`).
 
 use std::fmt::Write;
 
@@ -18,24 +19,68 @@ pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
     let providers: Vec<&str> = match provider {
         Some(id) if catalog::catalog().contains_key(id) => vec![id],
         Some(id) => {
-            return Err(CliError::Setup(format!(
+            return Err(CliError::Usage(format!(
                 "unknown provider `{id}` (`pi models` lists the {} built-in providers)",
                 catalog::catalog().len()
             )))
         }
         None => catalog::provider_ids(),
     };
+    let groups: Vec<(&str, &[Model])> = providers.iter().map(|id| (*id, catalog::catalog()[*id].as_slice())).collect();
     if json {
-        let map: serde_json::Map<String, serde_json::Value> = providers
-            .iter()
-            .map(|id| (id.to_string(), serde_json::to_value(&catalog::catalog()[*id]).unwrap_or_default()))
-            .collect();
-        return Ok(format!("{}\n", pi_types::json::stringify(&serde_json::Value::Object(map))));
+        return Ok(json_listing(&groups));
     }
-    let rows: Vec<(String, &Model)> = providers
-        .iter()
-        .flat_map(|id| catalog::catalog()[*id].iter().map(move |m| (format!("{id}/{}", m.id), m)))
-        .collect();
+    let mut out = table(&groups);
+    let ready: Vec<&str> = providers.iter().copied().filter(|p| has_env_credentials(p)).collect();
+    let _ = writeln!(
+        out,
+        "{} models from {} provider{}; credentials set for: {}",
+        groups.iter().map(|(_, models)| models.len()).sum::<usize>(),
+        providers.len(),
+        if providers.len() == 1 { "" } else { "s" },
+        if ready.is_empty() { "none".to_owned() } else { ready.join(", ") }
+    );
+    Ok(out)
+}
+
+/// The listing of what a proxy serves (`pi models --proxy URL`), of every provider or one.
+pub fn served_listing(url: &str, served: &[Model], provider: Option<&str>, json: bool) -> Result<String, CliError> {
+    let mut groups: Vec<(&str, &[Model])> = Vec::new();
+    // The server lists its models provider by provider: group the runs.
+    for chunk in served.chunk_by(|a, b| a.provider == b.provider) {
+        if provider.is_none_or(|p| p == chunk[0].provider.as_str()) {
+            groups.push((chunk[0].provider.as_str(), chunk));
+        }
+    }
+    if let (Some(id), true) = (provider, groups.is_empty()) {
+        return Err(CliError::Usage(format!("the proxy at {url} serves no provider `{id}`")));
+    }
+    if json {
+        return Ok(json_listing(&groups));
+    }
+    let mut out = table(&groups);
+    let count: usize = groups.iter().map(|(_, models)| models.len()).sum();
+    let _ = writeln!(
+        out,
+        "{count} model{} from {} provider{}, served by the proxy at {url}",
+        if count == 1 { "" } else { "s" },
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" },
+    );
+    Ok(out)
+}
+
+/// `{provider: [model, ...]}` as the reference's `getBuiltinModels` returns it.
+fn json_listing(groups: &[(&str, &[Model])]) -> String {
+    let map: serde_json::Map<String, serde_json::Value> =
+        groups.iter().map(|(id, models)| (id.to_string(), serde_json::to_value(models).unwrap_or_default())).collect();
+    format!("{}\n", pi_types::json::stringify(&serde_json::Value::Object(map)))
+}
+
+/// One line a model, columns aligned.
+fn table(groups: &[(&str, &[Model])]) -> String {
+    let rows: Vec<(String, &Model)> =
+        groups.iter().flat_map(|(id, models)| models.iter().map(move |m| (format!("{id}/{}", m.id), m))).collect();
     let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
     let api_width = rows.iter().map(|(_, m)| m.api.len()).max().unwrap_or(0);
     let mut out = String::new();
@@ -50,16 +95,7 @@ pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
             reasoning = if model.reasoning { "  reasoning" } else { "" },
         );
     }
-    let ready: Vec<&str> = providers.iter().copied().filter(|p| has_env_credentials(p)).collect();
-    let _ = writeln!(
-        out,
-        "{} models from {} provider{}; credentials set for: {}",
-        rows.len(),
-        providers.len(),
-        if providers.len() == 1 { "" } else { "s" },
-        if ready.is_empty() { "none".to_owned() } else { ready.join(", ") }
-    );
-    Ok(out)
+    out
 }
 
 /// A token count as `128k`, `1M`, `1.05M`, or the plain number below 1000.
@@ -102,7 +138,7 @@ mod tests {
 
     #[test]
     fn unknown_provider_points_to_the_listing() {
-        let Err(CliError::Setup(message)) = listing(Some("nope"), false) else { panic!("expected an error") };
+        let Err(CliError::Usage(message)) = listing(Some("nope"), false) else { panic!("expected an error") };
         assert_eq!(message, "unknown provider `nope` (`pi models` lists the 43 built-in providers)");
     }
 

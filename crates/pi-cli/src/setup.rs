@@ -4,7 +4,8 @@
 //! * `--provider faux` is the offline demo.
 //! * `--base-url URL` points a model at a server: a registry provider's model (key from its
 //!   variable) or, for any other provider id (default `custom`), a model `--model` with the
-//!   `--api` adapter (default `openai-completions`) and the key from `PI_API_KEY` if set.
+//!   `--api` adapter (default `openai-completions`) and the key from `PI_API_KEY`, which must
+//!   be set (any value for a server that checks none), as the reference's adapters need a key.
 //! * `--provider ID` is a registry provider; its key variable must be set.
 //! * `--model ID` alone picks the registry provider listing it (preferring one with a key).
 //! * Nothing: the first of anthropic, openai, google, ... with a key, else the offline demo.
@@ -92,8 +93,20 @@ impl Backend {
     }
 
     /// A provider's failure text as the CLI prints it: "Connection error.: cause" (or the
-    /// proxy client's "fetch failed: cause") becomes "cannot reach URL: cause".
+    /// proxy client's "fetch failed: cause") becomes "cannot reach URL: cause"; through a
+    /// proxy, the adapters' "No API key for provider: P" is the proxy's missing key, not ours.
     pub fn describe_failure(&self, model: &Model, message: &str) -> String {
+        if let Some((url, _)) = &self.proxy {
+            let provider = message
+                .strip_prefix("No API key for provider: ")
+                .or_else(|| message.strip_prefix("No API key provided for provider ").map(|p| p.trim_matches('"')));
+            if let Some(provider) = provider {
+                return format!(
+                    "the proxy at {url} has no API key for provider `{provider}` (the key is set where the proxy \
+                     runs, not here)"
+                );
+            }
+        }
         let (cause, target) = match &self.proxy {
             Some((url, _)) => (message.strip_prefix("fetch failed"), format!("the proxy at {url}")),
             None => {
@@ -124,7 +137,7 @@ impl Backend {
             let id = model.or_else(|| self.models.models(Some(&provider)).first().map(|m| m.id.to_string()));
             return id
                 .and_then(|id| self.models.get_model(&provider, &id))
-                .ok_or_else(|| CliError::Setup(format!("unknown model `{spec}`")));
+                .ok_or_else(|| CliError::Usage(format!("unknown model `{spec}`")));
         }
         let args = ModelArgs { provider, model, ..ModelArgs::default() };
         let (provider, model) = registry_model(&args)?;
@@ -206,7 +219,7 @@ fn check_api(api: &str) -> Result<(), CliError> {
     if APIS.contains(&api) {
         return Ok(());
     }
-    Err(CliError::Setup(format!("unknown API `{api}`; choose one of {}", APIS.join(", "))))
+    Err(CliError::Usage(format!("unknown API `{api}`; choose one of {}", APIS.join(", "))))
 }
 
 fn default_model_of(provider: &str) -> Option<String> {
@@ -222,7 +235,7 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
     let provider = match (&args.provider, &args.model) {
         (Some(provider), _) => {
             if !is_builtin(provider) {
-                return Err(CliError::Setup(format!(
+                return Err(CliError::Usage(format!(
                     "unknown provider `{provider}` (`pi models` lists the {} built-in providers; `faux` is the \
                      offline demo; use --base-url for another server)",
                     catalog::catalog().len()
@@ -240,7 +253,7 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
             match with_key.or(first_party).or(listing.first()) {
                 Some(provider) => (*provider).to_owned(),
                 None => {
-                    return Err(CliError::Setup(format!(
+                    return Err(CliError::Usage(format!(
                         "unknown model `{model}` (no provider lists it; name one with --provider, or a server with \
                          --base-url)"
                     )))
@@ -253,7 +266,7 @@ fn registry_model(args: &ModelArgs) -> Result<(String, Model), CliError> {
         return Err(CliError::Setup(format!("provider `{provider}` has no models; name one with --model")));
     };
     let mut model = catalog::model(&provider, &id)
-        .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `{provider}`")))?;
+        .ok_or_else(|| CliError::Usage(format!("unknown model `{id}` for provider `{provider}`")))?;
     if let Some(api) = &args.api {
         check_api(api)?;
         model.api = api.as_str().into();
@@ -295,13 +308,20 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
         max_tokens: 16_384,
         ..Model::new(id).with_api(api).with_provider(provider.clone())
     };
-    // Local servers usually ignore the key, but the adapters send one; PI_API_KEY overrides.
-    // Bedrock without PI_API_KEY authenticates itself (AWS_BEARER_TOKEN_BEDROCK, AWS credentials).
+    // The key is PI_API_KEY. Without it the request would fail in the adapter as the
+    // reference's does ("No API key for provider: custom"): say so before sending anything,
+    // rather than invent a key. Bedrock without PI_API_KEY authenticates itself
+    // (AWS_BEARER_TOKEN_BEDROCK, AWS credentials); through a proxy the proxy holds the keys.
     let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty());
     let auth = match key {
         Some(key) => Auth::ApiKey(key),
-        None if model.api == pi_providers::bedrock::API => Auth::None,
-        None => Auth::ApiKey("none".to_owned()),
+        None if model.api == pi_providers::bedrock::API || !check_keys => Auth::None,
+        None => {
+            return Err(CliError::Setup(format!(
+                "missing API key for the server at {base_url}: set PI_API_KEY (a server that checks no key \
+                 accepts any value, e.g. PI_API_KEY=none)"
+            )))
+        }
     };
     models.set_provider(Provider::new(provider).with_auth(auth).with_model(model.clone()).with_http_apis());
     Ok(model)
@@ -326,8 +346,88 @@ fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> 
     Ok(Some((url.to_owned(), ProxyStreamFn::new(url, token))))
 }
 
-/// Resolve the command line's model options.
-pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
+/// Resolve the command line's model options. With `--proxy`, a provider or model the
+/// built-in catalog does not know is looked up in what the proxy serves (`GET /api/models`).
+pub async fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
+    let local = resolve_locally(args);
+    let served_only = args.proxy.is_some()
+        && args.base_url.is_none()
+        && args.api.is_none()
+        && args.provider.as_deref() != Some(DEMO_PROVIDER)
+        && (args.provider.is_some() || args.model.is_some())
+        && registry_model(args).is_err();
+    if !served_only {
+        return local;
+    }
+    let Some((url, client)) = proxy(args)? else { return local };
+    let served = fetch_served(&url, &client).await?;
+    let model = pick_served(args, &served, &url)?;
+    Ok(Backend { models: Arc::new(registry()), model, proxy: Some((url, client)) })
+}
+
+/// The models the proxy of `--proxy` serves, with its URL.
+pub async fn served_models(args: &ModelArgs) -> Result<(String, Vec<Model>), CliError> {
+    let Some((url, client)) = proxy(args)? else {
+        return Err(CliError::Usage("no --proxy URL named".into()));
+    };
+    let served = fetch_served(&url, &client).await?;
+    Ok((url, served))
+}
+
+async fn fetch_served(url: &str, client: &ProxyStreamFn) -> Result<Vec<Model>, CliError> {
+    client.models().await.map_err(|error| {
+        let message = error.to_string();
+        match message.strip_prefix("fetch failed") {
+            Some(cause) => {
+                let cause = cause.trim_start_matches(':').trim();
+                CliError::Setup(format!("cannot reach the proxy at {url}: {cause}"))
+            }
+            None => CliError::Setup(format!("cannot list the models of the proxy at {url}: {message}")),
+        }
+    })
+}
+
+/// The served model `--provider` / `--model` name: by provider and id, by id alone (one
+/// provider serving it, or `provider/id`), or a provider's first model.
+fn pick_served(args: &ModelArgs, served: &[Model], url: &str) -> Result<Model, CliError> {
+    let find = |provider: &str, id: Option<&str>| {
+        served.iter().find(|m| m.provider == provider && id.is_none_or(|id| m.id == id)).cloned()
+    };
+    let found = match (&args.provider, &args.model) {
+        (Some(provider), Some(id)) => find(provider, Some(id)),
+        (Some(provider), None) => find(provider, None),
+        (None, Some(id)) => {
+            let matching: Vec<&Model> = served.iter().filter(|m| m.id == id.as_str()).collect();
+            match matching.as_slice() {
+                [one] => Some((*one).clone()),
+                [first, second, ..] => {
+                    return Err(CliError::Usage(format!(
+                        "model `{id}` is served by several providers of the proxy at {url} ({}, {}, ...); name one \
+                         with --provider",
+                        first.provider, second.provider
+                    )))
+                }
+                [] => id.split_once('/').and_then(|(provider, id)| find(provider, Some(id))),
+            }
+        }
+        (None, None) => None,
+    };
+    found.ok_or_else(|| {
+        let what = match (&args.provider, &args.model) {
+            (Some(provider), Some(id)) => format!("model `{id}` of provider `{provider}`"),
+            (Some(provider), None) => format!("provider `{provider}`"),
+            (None, Some(id)) => format!("model `{id}`"),
+            (None, None) => "model".to_owned(),
+        };
+        CliError::Usage(format!(
+            "unknown {what}: neither the built-in catalog nor the proxy at {url} has it (`pi models --proxy {url}` \
+             lists what the proxy serves)"
+        ))
+    })
+}
+
+/// Resolve the command line's model options from the built-in catalog.
+fn resolve_locally(args: &ModelArgs) -> Result<Backend, CliError> {
     let proxy = proxy(args)?;
     let check_keys = proxy.is_none();
     let models = registry();
@@ -338,7 +438,7 @@ pub fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
         let id = args.model.clone().unwrap_or_else(|| "faux-1".to_owned());
         models
             .get_model(DEMO_PROVIDER, &id)
-            .ok_or_else(|| CliError::Setup(format!("unknown model `{id}` for provider `faux` (it has faux-1)")))?
+            .ok_or_else(|| CliError::Usage(format!("unknown model `{id}` for provider `faux` (it has faux-1)")))?
     } else if let Some(base_url) = &args.base_url {
         server_model(args, base_url, &models, check_keys)?
     } else if args.provider.is_some() || args.model.is_some() {

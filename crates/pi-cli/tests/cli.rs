@@ -167,6 +167,41 @@ fn help_goes_to_stdout_with_exit_zero() {
     }
 }
 
+#[test]
+fn a_first_word_is_a_command_only_when_the_rest_fits_it() {
+    // Prompts that start with a command's name: the demo answers them.
+    for (args, expected) in [
+        (&["help", "me", "with", "the", "weather", "in", "Oslo"][..], r#"→ get_weather({"location":"Oslo"})"#),
+        (&["chat", "about", "the", "weather", "in", "Paris"], r#"→ get_weather({"location":"Paris"})"#),
+        (&["proxy", "the", "weather", "in", "Tokyo"], r#"→ get_weather({"location":"Tokyo"})"#),
+        (&["models", "compute", "12*3"], "← calculate: 12*3 = 36"),
+        (&["login", "to", "see", "the", "weather", "in", "Rome"], r#"→ get_weather({"location":"Rome"})"#),
+        (&["--", "chat"], "[stop · 1 turn · "),
+    ] {
+        let output = run(args);
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        let stdout = text(&output.stdout);
+        assert!(stdout.contains(expected), "{args:?}: {stdout}");
+    }
+    let help = text(&run(&["--help"]).stdout);
+    assert!(help.contains("Commands and prompts: a first word naming a command"), "{help}");
+    assert!(help.contains("2 bad\narguments (unknown option, provider, model or API)"), "{help}");
+}
+
+#[test]
+fn a_command_missing_its_subcommand_prints_help_to_stderr_and_exits_2() {
+    let output = run(&["proxy"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(text(&output.stdout), "");
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("Usage: pi proxy") && stderr.contains("serve"), "{stderr}");
+    fails_with(
+        pi().arg("login"),
+        2,
+        "the following required arguments were not provided: <PROVIDER> (see `pi --help`)",
+    );
+}
+
 /// Run and expect a failure: non-zero exit, nothing on stdout, exactly `line` on stderr.
 fn fails_with(command: &mut Command, code: i32, line: &str) {
     let output = command.output().unwrap();
@@ -189,7 +224,7 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
     );
     fails_with(
         pi().args(["--provider", "nope", "hi"]),
-        1,
+        2,
         "unknown provider `nope` (`pi models` lists the 43 built-in providers; `faux` is the offline demo; use \
          --base-url for another server)",
     );
@@ -206,20 +241,37 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
     );
     fails_with(
         pi().args(["--provider", "openai", "--model", "gpt-nope", "hi"]).env("OPENAI_API_KEY", "sk-test"),
-        1,
+        2,
         "unknown model `gpt-nope` for provider `openai`",
     );
     fails_with(
         pi().args(["--model", "gpt-nope", "hi"]),
-        1,
+        2,
         "unknown model `gpt-nope` (no provider lists it; name one with --provider, or a server with --base-url)",
     );
     fails_with(
         pi().args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--api", "nope", "hi"]),
-        1,
+        2,
         "unknown API `nope`; choose one of openai-completions, openai-responses, anthropic-messages, \
          google-generative-ai, google-vertex, bedrock-converse-stream, azure-openai-responses, mistral-conversations, \
          openai-codex-responses, pi-messages",
+    );
+    fails_with(
+        pi().args(["models", "--provider", "nope"]),
+        2,
+        "unknown provider `nope` (`pi models` lists the 43 built-in providers)",
+    );
+    fails_with(
+        pi().args(["--provider", "faux", "--model", "faux-9", "hi"]),
+        2,
+        "unknown model `faux-9` for provider `faux` (it has faux-1)",
+    );
+    // Without PI_API_KEY nothing is sent: the reference's adapters need a key too.
+    fails_with(
+        pi().args(["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "hi"]),
+        1,
+        "missing API key for the server at http://127.0.0.1:1/v1: set PI_API_KEY (a server that checks no key accepts \
+         any value, e.g. PI_API_KEY=none)",
     );
     fails_with(pi().args(["--nope", "hi"]), 2, "unexpected argument '--nope' found (see `pi --help`)");
     fails_with(
@@ -249,7 +301,7 @@ fn an_unreachable_server_is_one_clear_line() {
     // A port that was just free: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let output = pi().args(["--base-url", &url, "--model", "m", "hi"]).output().unwrap();
+    let output = pi().args(["--base-url", &url, "--model", "m", "hi"]).env("PI_API_KEY", "none").output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(text(&output.stdout), "");
     let stderr = text(&output.stderr);
@@ -338,7 +390,11 @@ fn completions_server(limit: usize) -> (String, mpsc::Receiver<Request>) {
 #[test]
 fn base_url_talks_to_an_openai_compatible_server() {
     let (url, requests) = completions_server(2);
-    let output = pi().args(["--base-url", &url, "--model", "test-model", "Weather in Oslo?"]).output().unwrap();
+    let output = pi()
+        .args(["--base-url", &url, "--model", "test-model", "Weather in Oslo?"])
+        .env("PI_API_KEY", "sk-local-0123")
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{output:?}");
     assert_eq!(text(&output.stderr), "");
     let stdout = text(&output.stdout);
@@ -355,6 +411,7 @@ fn base_url_talks_to_an_openai_compatible_server() {
     );
     let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(first.head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"), "{}", first.head);
+    assert!(first.head.to_ascii_lowercase().contains("\r\nauthorization: bearer sk-local-0123\r\n"), "{}", first.head);
     assert!(
         first.body.contains(r#""model":"test-model""#) && first.body.contains(r#""stream":true"#),
         "{}",
@@ -508,9 +565,18 @@ impl Drop for ProxyServer {
 const PROXY_TOKEN: &str = "test-token-0123456789";
 
 fn proxy_server() -> ProxyServer {
+    let (server, first) = start_proxy(&["--with-demo"], &[]);
+    assert!(first.contains("(1 token; providers: ") && first.trim_end().ends_with(", faux)"), "{first}");
+    server
+}
+
+/// `pi proxy serve` with more arguments and environment; the server and its first line.
+fn start_proxy(args: &[&str], env: &[(&str, &str)]) -> (ProxyServer, String) {
     let mut child = pi()
-        .args(["proxy", "serve", "--listen", "127.0.0.1:0", "--with-demo"])
+        .args(["proxy", "serve", "--listen", "127.0.0.1:0"])
+        .args(args)
         .env("PI_PROXY_TOKEN", PROXY_TOKEN)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -518,9 +584,65 @@ fn proxy_server() -> ProxyServer {
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
     assert!(first.starts_with("pi proxy listening on http://127.0.0.1:"), "{first}");
-    assert!(first.contains("(1 token; providers: ") && first.trim_end().ends_with(", faux)"), "{first}");
     let url = first.split_whitespace().nth(4).unwrap().to_owned();
-    ProxyServer { child, url }
+    (ProxyServer { child, url }, first)
+}
+
+#[test]
+fn a_model_only_the_proxy_defines_is_found_in_its_list() {
+    let (upstream, requests) = completions_server(2);
+    let config = serde_json::json!({
+        "providers": ["openai"],
+        "customProviders": [{"id": "house", "apiKeyEnv": "HOUSE_KEY", "models": [
+            {"id": "house-model", "api": "openai-completions", "baseUrl": upstream}
+        ]}]
+    });
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("pi-cli-served-models.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let (server, _) = start_proxy(&["--config", path.to_str().unwrap()], &[("HOUSE_KEY", "sk-house-0123")]);
+    let url = server.url.as_str();
+
+    let output = pi()
+        .args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "house-model", "Weather in Oslo?"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("← get_weather: Oslo: ") && stdout.contains("Oslo is cold today.\n"), "{stdout}");
+    // The server's key went upstream, never the client's (it has none).
+    let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.head.to_ascii_lowercase().contains("\r\nauthorization: bearer sk-house-0123\r\n"), "{}", first.head);
+
+    let listing =
+        pi().args(["models", "--proxy", url, "--token", PROXY_TOKEN, "--provider", "house"]).output().unwrap();
+    let stdout = text(&listing.stdout);
+    assert!(listing.status.success(), "{listing:?}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].starts_with("house/house-model  openai-completions  "), "{stdout}");
+    assert_eq!(lines[1], format!("1 model from 1 provider, served by the proxy at {url}"));
+
+    fails_with(
+        pi().args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "nope-model", "hi"]),
+        2,
+        &format!(
+            "unknown model `nope-model`: neither the built-in catalog nor the proxy at {url} has it (`pi models \
+             --proxy {url}` lists what the proxy serves)"
+        ),
+    );
+    // The proxy has no OPENAI_API_KEY: said as the proxy's, not as ours.
+    fails_with(
+        pi().args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "gpt-4.1-mini", "hi"]),
+        1,
+        &format!(
+            "the proxy at {url} has no API key for provider `openai` (the key is set where the proxy runs, not here)"
+        ),
+    );
+    fails_with(
+        pi().args(["models", "--proxy", url, "--token", "wrong-token-0123456789"]),
+        1,
+        &format!("cannot list the models of the proxy at {url}: Proxy error: Invalid token"),
+    );
 }
 
 #[test]
@@ -579,7 +701,8 @@ fn proxy_errors_are_one_line() {
     fails_with(
         pi().args(["proxy", "serve", "--listen", "127.0.0.1:0"]),
         1,
-        "proxy configuration: no bearer tokens: set PI_PROXY_TOKENS or tokens in the config file",
+        "proxy configuration: no bearer tokens: set PI_PROXY_TOKEN, PI_PROXY_TOKENS (id:secret,...) or tokens in the \
+         config file",
     );
     fails_with(
         pi().args(["proxy", "serve", "--listen", "nowhere"]).env("PI_PROXY_TOKEN", PROXY_TOKEN),

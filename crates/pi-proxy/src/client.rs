@@ -31,6 +31,9 @@ use serde_json::Value;
 use crate::rebuild::Step;
 use crate::wire::{ProxyEvent, ProxyRequestOptions};
 
+mod models;
+pub use models::MODELS_TIMEOUT;
+
 /// Time to response headers when the options set none (undici's `headersTimeout`).
 pub const DEFAULT_TIMEOUT_MS: u64 = 300_000;
 /// Largest error body read from a non-2xx answer.

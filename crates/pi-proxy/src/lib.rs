@@ -31,7 +31,7 @@ mod rebuild;
 pub mod server;
 pub mod wire;
 
-pub use client::{ProxyStreamFn, DEFAULT_TIMEOUT_MS};
+pub use client::{ProxyStreamFn, DEFAULT_TIMEOUT_MS, MODELS_TIMEOUT};
 
 /// Errors of the proxy crate's own setup (request failures are `error` events, never these).
 #[derive(Debug, thiserror::Error)]
@@ -42,4 +42,7 @@ pub enum ProxyError {
     /// A socket operation failed.
     #[error("proxy I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// A request to the proxy other than a stream failed ([`ProxyStreamFn::models`]).
+    #[error("{0}")]
+    Request(String),
 }

@@ -357,3 +357,13 @@ mod tests {
         assert_eq!(wire, json!({"temperature": 0.5}));
     }
 }
+
+/// The answer of `GET {proxy_url}/api/models` (this server's addition to the protocol): every
+/// model the server serves, as `Model` JSON without `headers` (the server's own, often
+/// carrying keys). A client sends one of them back as the request's `model`: its `baseUrl`
+/// and `api` are the server's, so the request passes the server's check.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelList {
+    /// The served models, provider by provider.
+    pub models: Vec<Model>,
+}

@@ -206,7 +206,9 @@ impl ServerConfig {
             return Err(config_error(format!("token {}: secrets must have at least 16 characters", token.id)));
         }
         if tokens.is_empty() {
-            return Err(config_error("no bearer tokens: set PI_PROXY_TOKENS or tokens in the config file"));
+            return Err(config_error(
+                "no bearer tokens: set PI_PROXY_TOKEN, PI_PROXY_TOKENS (id:secret,...) or tokens in the config file",
+            ));
         }
 
         let models = Models::new();

@@ -25,8 +25,8 @@ use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
 use crate::wire::ProxyEvent;
 
-struct AppState {
-    config: ServerConfig,
+pub(super) struct AppState {
+    pub(super) config: ServerConfig,
     streams: Arc<Semaphore>,
     per_token: HashMap<String, Arc<Semaphore>>,
     /// Cancelled when the shutdown grace period is over: running streams end.
@@ -45,6 +45,7 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         .route("/messages", post(messages))
         .route("/v1/messages", post(messages))
         .route("/healthz", get(healthz))
+        .route("/api/models", get(super::models::list))
         .with_state(state)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -101,7 +102,7 @@ fn json_refusal(response: Response) -> Response {
         StatusCode::PAYLOAD_TOO_LARGE => "Request body too large",
         StatusCode::REQUEST_TIMEOUT => "Request body not received in time",
         StatusCode::NOT_FOUND => {
-            "Not found: the proxy serves POST /api/stream, POST /messages (also /v1/messages) and GET /healthz"
+            "Not found: the proxy serves POST /api/stream, POST /messages (also /v1/messages), GET /api/models and GET /healthz"
         }
         StatusCode::METHOD_NOT_ALLOWED => "Method not allowed",
         other => other.canonical_reason().unwrap_or("Request refused"),
@@ -116,7 +117,7 @@ fn json_refusal(response: Response) -> Response {
 
 /// The id of the token in `Authorization: Bearer <token>`. Every configured token is compared,
 /// in constant time, whatever matched before.
-fn authenticate<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a str, Refusal> {
+pub(super) fn authenticate<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a str, Refusal> {
     let unauthorized = |m: &str| Refusal::new(StatusCode::UNAUTHORIZED, m);
     let value = headers.get(header::AUTHORIZATION).ok_or_else(|| unauthorized("Missing bearer token"))?;
     // The scheme name is case-insensitive (RFC 9110 section 11.1).

@@ -1,6 +1,6 @@
 //! The proxy server (feature `server`): `POST /api/stream`, `POST /messages` (also
-//! `/v1/messages`: pi-ai's `pi-messages` API, see [`pi_providers::pi_messages`]) and
-//! `GET /healthz`.
+//! `/v1/messages`: pi-ai's `pi-messages` API, see [`pi_providers::pi_messages`]), `GET
+//! /api/models` (the served models, [`crate::wire::ModelList`]) and `GET /healthz`.
 //!
 //! Protocol: see [`crate::wire`]; the pi-messages routes take the model by id (`provider/id`
 //! when several providers serve it) and answer in that API's event and refusal shapes. Each request is checked in this order, and refused with a
@@ -30,6 +30,7 @@
 mod config;
 mod handler;
 mod listener;
+mod models;
 mod validate;
 
 use std::fmt;

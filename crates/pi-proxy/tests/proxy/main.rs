@@ -6,6 +6,7 @@ mod load;
 /// The adapters' scripted raw-socket servers.
 #[path = "../../../pi-providers/tests/loopback/mod.rs"]
 mod loopback;
+mod models;
 mod never_upstream;
 mod pi_messages;
 mod refusals;
