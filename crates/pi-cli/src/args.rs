@@ -151,6 +151,13 @@ pub struct ModelArgs {
     /// Bearer token for --proxy (default: $PI_PROXY_TOKEN).
     #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// Keep the conversation in FILE (one JSON message per line) and resume it when FILE exists.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub session: Option<std::path::PathBuf>,
+    /// Retry a response that fails with a transient provider error (rate limit, overload, 5xx,
+    /// dropped connection) up to N times, waiting 2 s, 4 s, 8 s, ...; 0 disables.
+    #[arg(long, global = true, value_name = "N", default_value_t = 3)]
+    pub retries: u32,
 }
 
 impl std::fmt::Debug for ModelArgs {

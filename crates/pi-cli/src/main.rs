@@ -27,6 +27,7 @@ mod models;
 mod proxy;
 mod render;
 mod run;
+mod session;
 mod setup;
 
 use error::CliError;

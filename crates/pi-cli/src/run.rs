@@ -28,15 +28,25 @@ pub fn lock(renderer: &SharedRenderer) -> MutexGuard<'_, Renderer> {
     renderer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An agent on the backend's model with the demo tools.
+/// An agent on the backend's model with the demo tools, retrying transient provider errors;
+/// with `--session`, continuing (and recording) the saved conversation.
 pub fn build_agent(backend: &Backend, args: &ModelArgs) -> Result<Agent, CliError> {
-    let system = args.system.clone().unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
-    let options = AgentOptions::new(backend.stream_fn())
+    let saved = args.session.as_deref().map(crate::session::open).transpose()?;
+    // A saved conversation keeps its own system prompt unless `--system` names one.
+    let fresh = saved.as_ref().is_none_or(|(_, saved)| saved.messages.is_empty());
+    let system = args.system.clone().or_else(|| fresh.then(|| DEFAULT_SYSTEM_PROMPT.to_owned()));
+    let mut options = AgentOptions::new(backend.stream_fn())
         .with_model(backend.model.clone())
         .with_thinking_level(args.thinking.unwrap_or_default())
         .with_tools(demo_tools()?)
-        .with_system_prompt(system);
-    Ok(Agent::new(options))
+        .with_retry(crate::session::retry_policy(args.retries));
+    if let Some(system) = system {
+        options = options.with_system_prompt(system);
+    }
+    match saved {
+        Some((session, saved)) => crate::session::resume(&session, saved, options),
+        None => Ok(Agent::new(options)),
+    }
 }
 
 /// Print events of `agent` with `renderer` for as long as the subscription lives.

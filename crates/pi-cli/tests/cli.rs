@@ -301,12 +301,29 @@ fn an_unreachable_server_is_one_clear_line() {
     // A port that was just free: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let output = pi().args(["--base-url", &url, "--model", "m", "hi"]).env("PI_API_KEY", "none").output().unwrap();
+    let pi_at = |retries: &str| {
+        pi().args(["--retries", retries, "--base-url", &url, "--model", "m", "hi"])
+            .env("PI_API_KEY", "none")
+            .output()
+            .unwrap()
+    };
+    let output = pi_at("0");
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(text(&output.stdout), "");
     let stderr = text(&output.stderr);
     assert!(stderr.starts_with(&format!("pi: cannot reach {url}: ")), "{stderr}");
     assert!(!stderr.contains("Connection error.") && stderr.lines().count() == 1, "{stderr}");
+    // A dropped connection is transient: retried (by default 3 times) before it is reported.
+    let output = pi_at("1");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = text(&output.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines[0].starts_with("pi: Connection error.") && lines[0].ends_with("; retrying in 2 s (attempt 1 of 1)"),
+        "{stderr}"
+    );
+    assert!(lines[1].starts_with(&format!("pi: cannot reach {url}: ")), "{stderr}");
 }
 
 /// One recorded request: request line, headers, body.
@@ -684,7 +701,10 @@ fn proxy_client_streams_through_pi_proxy_serve() {
 fn proxy_errors_are_one_line() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
-    let output = pi().args(["--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"]).output().unwrap();
+    let output = pi()
+        .args(["--retries", "0", "--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(text(&output.stdout), "");
     let stderr = text(&output.stderr);
@@ -709,4 +729,46 @@ fn proxy_errors_are_one_line() {
         1,
         "cannot listen on nowhere: invalid socket address",
     );
+}
+
+/// The roles of a session file's lines.
+fn session_roles(path: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["role"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_session_file_records_the_conversation_and_resumes_it() {
+    let dir = std::env::temp_dir().join(format!("pi-cli-session-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chat.jsonl");
+    let path = file.to_str().unwrap();
+
+    let output = run(&["--session", path, "What is 12 * (3 + 4)?"]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(session_roles(&file), ["system", "user", "assistant", "toolResult", "assistant"]);
+
+    let output = run(&["--session", path, "Tell me a joke"]);
+    assert!(output.status.success(), "{output:?}");
+    let roles = session_roles(&file);
+    assert_eq!(roles.len(), 7, "{roles:?}");
+    assert_eq!(roles[5..], ["user", "assistant"]);
+    let last_user: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&file).unwrap().lines().nth(5).unwrap()).unwrap();
+    assert_eq!(last_user["content"][0]["text"], "Tell me a joke");
+
+    let mut resumed_with_another_prompt = pi();
+    resumed_with_another_prompt.args(["--session", path, "--system", "Be verbose.", "Hi"]);
+    fails_with(
+        &mut resumed_with_another_prompt,
+        2,
+        &format!(
+            "{path}: --system differs from the session's system prompt; leave it out to resume, or use another file"
+        ),
+    );
+    assert_eq!(session_roles(&file).len(), 7, "a refused resume writes nothing");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
