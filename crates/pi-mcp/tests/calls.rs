@@ -228,3 +228,19 @@ fn errors_say_which_server() {
     let error = McpError::NotConnected { server: "fs".into() };
     assert_eq!(error.to_string(), "MCP server 'fs' is not connected");
 }
+
+#[tokio::test]
+async fn streamable_http_lists_calls_and_reports_progress() {
+    let server = TestServer::new(&["echo", "slow"]);
+    let url = common::serve_http(server).await;
+    let hub = McpHub::new();
+    hub.add_server(pi_mcp::ServerConfig::parse(&format!("web={url}")).unwrap());
+    assert!(hub.wait_ready(WAIT).await);
+    assert_eq!(hub.servers()[0].status, ServerStatus::Ready { tools: 2 }, "{:?}", hub.servers());
+    assert_eq!(hub.servers()[0].transport, format!("http: {url}"));
+    let (result, _) = call(&tool(&hub, "echo"), json!({"text": "over http"})).await;
+    assert_eq!(texts(&result.unwrap()), ["echo: over http"]);
+    let (result, updates) = call(&tool(&hub, "slow"), json!({"steps": 2})).await;
+    assert_eq!(texts(&result.unwrap()), ["done"]);
+    assert_eq!(updates.lock().unwrap().len(), 2);
+}

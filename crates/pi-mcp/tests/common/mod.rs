@@ -177,3 +177,19 @@ impl ServerHandler for TestServer {
         Ok(result.into())
     }
 }
+
+/// Serve `server` over streamable HTTP on a loopback port; returns the endpoint URL.
+pub async fn serve_http(server: TestServer) -> String {
+    use pi_mcp::rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use pi_mcp::rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+    let address = listener.local_addr().expect("bound");
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{address}/mcp")
+}
