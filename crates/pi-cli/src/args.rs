@@ -122,6 +122,9 @@ pub struct ModelArgs {
     /// Bearer token for --proxy (default: $PI_PROXY_TOKEN).
     #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// MCP servers (`--mcp`, see [`crate::mcp`]).
+    #[command(flatten)]
+    pub mcp: crate::mcp::McpArgs,
 }
 
 impl std::fmt::Debug for ModelArgs {
