@@ -194,3 +194,44 @@ impl ServerConfig {
         Ok(Self::stdio(name, command.clone(), args.iter().cloned()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(spec: &str) -> (String, String) {
+        let config = ServerConfig::parse(spec).expect("parses");
+        (config.name, config.transport.to_string())
+    }
+
+    #[test]
+    fn commands_urls_and_names() {
+        assert_eq!(
+            parsed("npx -y @modelcontextprotocol/server-everything"),
+            ("server-everything".into(), "stdio: npx -y @modelcontextprotocol/server-everything".into())
+        );
+        assert_eq!(parsed("python3 ./srv/tools.py --verbose"), ("tools".into(), "stdio: python3 ./srv/tools.py --verbose".into()));
+        assert_eq!(parsed("fs=node 'my dir/server.js'"), ("fs".into(), "stdio: node my dir/server.js".into()));
+        assert_eq!(parsed("https://mcp.example.com/mcp"), ("mcp.example.com".into(), "http: https://mcp.example.com/mcp".into()));
+        assert_eq!(parsed("web=http://127.0.0.1:9/mcp"), ("web".into(), "http: http://127.0.0.1:9/mcp".into()));
+    }
+
+    #[test]
+    fn bad_specs_say_why() {
+        let error = |spec: &str| ServerConfig::parse(spec).expect_err("rejected").to_string();
+        assert_eq!(error(""), "invalid MCP server specification \"\": no command");
+        assert_eq!(error("x=  "), "invalid MCP server specification \"x=  \": no command");
+        assert!(error("node 'open").starts_with("invalid MCP server specification \"node 'open\": "));
+        assert!(error("http://[::1").starts_with("invalid MCP server specification \"http://[::1\": "));
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() {
+        let http = ServerTransport::Http { url: "https://h/mcp".into(), bearer_token: Some("s3cret-token".into()) };
+        let stdio = ServerTransport::Stdio { command: "srv".into(), args: vec![], env: vec![("API_KEY".into(), "s3cret-key".into())] };
+        for transport in [http, stdio] {
+            let text = format!("{:?} {}", ServerConfig::new("x", transport.clone()), transport);
+            assert!(!text.contains("s3cret"), "{text}");
+        }
+    }
+}
