@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rmcp::model::{ProgressNotificationParam, ProgressToken};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken};
 use rmcp::service::NotificationContext;
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::Notify;
@@ -79,5 +79,11 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    /// `pi` with this crate's version, and no client capabilities: servers do not ask for
+    /// sampling, roots or elicitation.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("pi", env!("CARGO_PKG_VERSION")))
     }
 }
