@@ -87,16 +87,18 @@ impl McpTools {
         notice
     }
 
-    /// `/tools`: every tool with where it comes from, then the servers and their states.
+    /// `/tools`: every tool with where it comes from (with `--mcp` only: without it every
+    /// tool is built in), then the servers and their states.
     pub fn describe(&self, agent: &Agent) -> String {
         let source = |name: &str| match self.current.iter().find(|(tool, _)| tool == name) {
-            Some((_, server)) => format!("mcp: {server}"),
-            None => "built-in".to_owned(),
+            Some((_, server)) => format!(" (mcp: {server})"),
+            None if self.hub.is_some() => " (built-in)".to_owned(),
+            None => String::new(),
         };
         let mut lines = vec!["tools:".to_owned()];
         for tool in agent.tools().iter() {
             let spec = tool.spec();
-            lines.push(format!("  {} ({}): {}", spec.name(), source(spec.name()), spec.declaration.description));
+            lines.push(format!("  {}{}: {}", spec.name(), source(spec.name()), spec.declaration.description));
         }
         if let Some(hub) = &self.hub {
             lines.push("mcp servers:".to_owned());

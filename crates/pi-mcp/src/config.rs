@@ -124,7 +124,11 @@ impl ServerConfig {
     }
 
     /// A child process `command args...`.
-    pub fn stdio(name: impl Into<String>, command: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+    pub fn stdio(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
         let transport = ServerTransport::Stdio {
             command: command.into(),
             args: args.into_iter().map(Into::into).collect(),
@@ -210,9 +214,15 @@ mod tests {
             parsed("npx -y @modelcontextprotocol/server-everything"),
             ("server-everything".into(), "stdio: npx -y @modelcontextprotocol/server-everything".into())
         );
-        assert_eq!(parsed("python3 ./srv/tools.py --verbose"), ("tools".into(), "stdio: python3 ./srv/tools.py --verbose".into()));
+        assert_eq!(
+            parsed("python3 ./srv/tools.py --verbose"),
+            ("tools".into(), "stdio: python3 ./srv/tools.py --verbose".into())
+        );
         assert_eq!(parsed("fs=node 'my dir/server.js'"), ("fs".into(), "stdio: node my dir/server.js".into()));
-        assert_eq!(parsed("https://mcp.example.com/mcp"), ("mcp.example.com".into(), "http: https://mcp.example.com/mcp".into()));
+        assert_eq!(
+            parsed("https://mcp.example.com/mcp"),
+            ("mcp.example.com".into(), "http: https://mcp.example.com/mcp".into())
+        );
         assert_eq!(parsed("web=http://127.0.0.1:9/mcp"), ("web".into(), "http: http://127.0.0.1:9/mcp".into()));
     }
 
@@ -228,7 +238,11 @@ mod tests {
     #[test]
     fn secrets_stay_out_of_debug_output() {
         let http = ServerTransport::Http { url: "https://h/mcp".into(), bearer_token: Some("s3cret-token".into()) };
-        let stdio = ServerTransport::Stdio { command: "srv".into(), args: vec![], env: vec![("API_KEY".into(), "s3cret-key".into())] };
+        let stdio = ServerTransport::Stdio {
+            command: "srv".into(),
+            args: vec![],
+            env: vec![("API_KEY".into(), "s3cret-key".into())],
+        };
         for transport in [http, stdio] {
             let text = format!("{:?} {}", ServerConfig::new("x", transport.clone()), transport);
             assert!(!text.contains("s3cret"), "{text}");

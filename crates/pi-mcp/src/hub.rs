@@ -172,7 +172,11 @@ impl McpHub {
             if names.insert(tool.spec().name().to_owned()) {
                 tools.push(Arc::clone(tool) as Arc<dyn AgentTool>);
             } else {
-                tracing::warn!(tool = tool.spec().name(), server = tool.server_name(), "duplicate MCP tool name left out");
+                tracing::warn!(
+                    tool = tool.spec().name(),
+                    server = tool.server_name(),
+                    "duplicate MCP tool name left out"
+                );
             }
         }
         tools

@@ -42,6 +42,6 @@ mod tool;
 pub use config::{ByteStream, Connector, Limits, ServerConfig, ServerTransport};
 pub use error::McpError;
 pub use hub::{McpHub, ServerInfo, ServerStatus};
-pub use tool::McpTool;
 /// The MCP SDK this crate is built on (for in-process servers and custom transports).
 pub use rmcp;
+pub use tool::McpTool;

@@ -78,9 +78,11 @@ async fn connect(config: &ServerConfig) -> Result<Service, McpError> {
         }
     };
     let limit = config.limits.connect;
-    tokio::time::timeout(limit, handshake)
-        .await
-        .map_err(|_| McpError::Timeout { server: name.clone(), what: "initialize".into(), limit })?
+    tokio::time::timeout(limit, handshake).await.map_err(|_| McpError::Timeout {
+        server: name.clone(),
+        what: "initialize".into(),
+        limit,
+    })?
 }
 
 /// rustls with the `ring` provider (as pi-providers), no redirects, a bounded connect; no total

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use pi_types::{AgentTool, AgentToolResult, BoxError, CancellationToken, ImageContent, Tool, ToolSpec, ToolUpdateFn, UserContent};
+use pi_types::{
+    AgentTool, AgentToolResult, BoxError, CancellationToken, ImageContent, Tool, ToolSpec, ToolUpdateFn, UserContent,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock,
     Notification, ProgressNotificationParam, Request, RequestId, ResourceContents, ServerResult,
@@ -99,11 +101,8 @@ async fn call(
         .reset_timeout_on_progress()
         .with_max_total_timeout(limits.call_total);
     let request = ClientRequest::CallToolRequest(Request::new(params));
-    let handle = connection
-        .peer
-        .send_request_with_option(request, options)
-        .await
-        .map_err(|e| service_error(name, &what, e))?;
+    let handle =
+        connection.peer.send_request_with_option(request, options).await.map_err(|e| service_error(name, &what, e))?;
     let _route = connection.handler.register(handle.progress_token.clone(), progress_to_update(on_update));
     let mut guard = CancelOnDrop { peer: Some(handle.peer.clone()), id: handle.id.clone() };
     let response = tokio::select! {
@@ -197,6 +196,9 @@ fn content_block(block: ContentBlock) -> UserContent {
         },
         ContentBlock::ResourceLink(link) => UserContent::text(format!("[resource link {} ({})]", link.uri, link.name)),
         // `ContentBlock` is non-exhaustive: a future kind is named, not dropped silently.
-        other => UserContent::text(format!("[unsupported MCP content: {}]", serde_json::to_string(&other).unwrap_or_default())),
+        other => UserContent::text(format!(
+            "[unsupported MCP content: {}]",
+            serde_json::to_string(&other).unwrap_or_default()
+        )),
     }
 }

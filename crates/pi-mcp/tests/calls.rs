@@ -1,5 +1,6 @@
 //! Tool calls through the hub against the in-process server: content, errors, progress,
 //! cancellation, a server that dies, bounded waits, readiness and reconnection.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -94,7 +95,10 @@ async fn text_image_structured_content_and_is_error() {
 
     let (result, _) = call(&tool(&hub, "image"), json!({})).await;
     let result = result.unwrap();
-    assert_eq!(result.content[1], UserContent::Image(ImageContent { data: "iVBORw0KGgo=".into(), mime_type: "image/png".into() }));
+    assert_eq!(
+        result.content[1],
+        UserContent::Image(ImageContent { data: "iVBORw0KGgo=".into(), mime_type: "image/png".into() })
+    );
     assert_eq!(texts(&result), ["a pixel", "<image/png>"]);
     assert_eq!(result.structured_content, Some(json!({"width": 1})));
 
@@ -157,7 +161,9 @@ async fn a_server_that_dies_mid_call_gives_an_error_result_and_comes_back() {
 
     // The tools leave the set while the server is down and come back with the reconnection.
     tokio::time::timeout(WAIT, async {
-        while !matches!(hub.servers()[0].status, ServerStatus::Ready { .. }) || server.connects.load(Ordering::SeqCst) < 2 {
+        while !matches!(hub.servers()[0].status, ServerStatus::Ready { .. })
+            || server.connects.load(Ordering::SeqCst) < 2
+        {
             changes.changed().await.unwrap();
         }
     })

@@ -1,6 +1,7 @@
 //! Against a server nobody here wrote: `@modelcontextprotocol/server-everything` (npm), over
 //! stdio and over streamable HTTP. Skipped, with a note, where `node`/`npm` are missing or the
 //! package cannot be installed (offline).
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -27,13 +28,16 @@ fn install() -> Option<PathBuf> {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
     let prefix = target.join("mcp-everything");
     let entry = prefix.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let works = |program: &str| Command::new(program).arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    let works = |program: &str| {
+        Command::new(program).arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    };
     if !works("node") || !works("npm") {
         note("node/npm not found; the server-everything tests are skipped");
         return None;
     }
     let installed = prefix.join("node_modules/@modelcontextprotocol/server-everything/package.json");
-    let pinned = std::fs::read_to_string(&installed).is_ok_and(|p| p.contains(&format!("\"version\": \"{}\"", version())));
+    let pinned =
+        std::fs::read_to_string(&installed).is_ok_and(|p| p.contains(&format!("\"version\": \"{}\"", version())));
     if !pinned {
         let status = Command::new("npm")
             .args(["install", "--no-audit", "--no-fund", "--fetch-retries=1", "--fetch-timeout=30000", "--prefix"])

@@ -1,6 +1,7 @@
 //! A live tool set end to end: an in-process MCP server adds and removes a tool between the
 //! prompts of one conversation, and the agent's events, transcript and provider requests are
 //! exactly those of the same conversation driven by `set_tools` with plain function tools.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
@@ -27,7 +28,10 @@ fn args(value: Value) -> Map<String, Value> {
 /// Three prompts: call echo; (add appears) call add; (echo disappears) answer.
 fn script() -> Vec<FauxResponse> {
     let call = |id: &str, name: &str, arguments: Value| {
-        FauxResponse::Message(faux_assistant_message(vec![faux_tool_call(id, name, args(arguments))], StopReason::ToolUse))
+        FauxResponse::Message(faux_assistant_message(
+            vec![faux_tool_call(id, name, args(arguments))],
+            StopReason::ToolUse,
+        ))
     };
     let say = |text: &str| FauxResponse::Message(faux_assistant_message(vec![faux_text(text)], StopReason::Stop));
     vec![
@@ -57,9 +61,11 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let faux = FauxProvider::new(FauxOptions { record_requests: true, ..FauxOptions::default() }.with_token_size(2));
+        let faux =
+            FauxProvider::new(FauxOptions { record_requests: true, ..FauxOptions::default() }.with_token_size(2));
         faux.set_responses(script());
-        let options = AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()).with_system_prompt("Be brief.");
+        let options =
+            AgentOptions::new(Arc::new(faux.clone())).with_model(faux.model()).with_system_prompt("Be brief.");
         let agent = Agent::new(options);
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&events);
@@ -78,12 +84,7 @@ impl Harness {
         let runs = pi_testkit::grammar::check_runs(&events).expect("well-formed runs");
         let events = events.iter().map(|e| json(serde_json::to_value(e).unwrap())).collect();
         let transcript = self.agent.messages().iter().map(|m| json(serde_json::to_value(m).unwrap())).collect();
-        let requests = self
-            .faux
-            .requests()
-            .iter()
-            .map(|r| json(serde_json::to_value(r.messages()).unwrap()))
-            .collect();
+        let requests = self.faux.requests().iter().map(|r| json(serde_json::to_value(r.messages()).unwrap())).collect();
         Record { events, transcript, requests, runs }
     }
 }

@@ -1,5 +1,5 @@
 //! An in-process MCP server (rmcp's server side) whose tool list the test changes at will.
-#![allow(dead_code, missing_docs)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,9 @@ pub fn declaration(name: &str) -> Tool {
         "add" => Tool::new(
             "add",
             "Add two numbers",
-            schema(json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]})),
+            schema(
+                json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+            ),
         ),
         "slow" => Tool::new(
             "slow",
@@ -148,13 +150,17 @@ impl ServerHandler for TestServer {
             "add" => CallToolResult::success(vec![text(format!("{}", number("a") + number("b")))]),
             "fail" => CallToolResult::error(vec![text("it failed")]),
             "image" => {
-                let mut result = CallToolResult::success(vec![text("a pixel"), ContentBlock::image("iVBORw0KGgo=", "image/png")]);
+                let mut result =
+                    CallToolResult::success(vec![text("a pixel"), ContentBlock::image("iVBORw0KGgo=", "image/png")]);
                 result.structured_content = Some(json!({"width": 1}));
                 result
             }
             "slow" => {
                 let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(3);
-                let token = context.meta.get_progress_token().ok_or_else(|| ErrorData::invalid_params("no progress token", None))?;
+                let token = context
+                    .meta
+                    .get_progress_token()
+                    .ok_or_else(|| ErrorData::invalid_params("no progress token", None))?;
                 for step in 1..=steps {
                     let progress = ProgressNotificationParam::new(token.clone(), step as f64)
                         .with_total(steps as f64)
