@@ -158,6 +158,9 @@ pub struct ModelArgs {
     /// dropped connection) up to N times, waiting 2 s, 4 s, 8 s, ...; 0 disables.
     #[arg(long, global = true, value_name = "N", default_value_t = 3)]
     pub retries: u32,
+    /// MCP servers (`--mcp`, see [`crate::mcp`]).
+    #[command(flatten)]
+    pub mcp: crate::mcp::McpArgs,
 }
 
 impl std::fmt::Debug for ModelArgs {

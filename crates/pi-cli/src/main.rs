@@ -23,6 +23,7 @@ mod chat;
 mod demo;
 mod error;
 mod login;
+mod mcp;
 mod models;
 mod proxy;
 mod render;

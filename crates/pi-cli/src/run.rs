@@ -89,6 +89,9 @@ pub async fn one_shot(
     out: Box<dyn Write + Send>,
 ) -> Result<(), CliError> {
     let agent = build_agent(backend, args)?;
+    let mut mcp = crate::mcp::McpTools::start(&args.mcp, &agent)?;
+    mcp.wait_ready().await.iter().for_each(|line| eprintln!("pi: {line}"));
+    mcp.sync(&agent);
     let spinner = mode == OutputMode::Pretty && std::io::stderr().is_terminal();
     let renderer = Arc::new(Mutex::new(Renderer::new(mode, out, stdout_colors()).with_spinner(spinner)));
     if backend.is_demo() && backend.proxy.is_none() {

@@ -271,6 +271,7 @@ pub(crate) struct Counters(Counts);
 
 impl Counters {
     /// Events counted, and the length of their type names added up.
+    #[cfg(feature = "sse-bench")]
     pub(crate) fn totals(&self) -> (usize, usize) {
         (self.0.events.load(Ordering::Relaxed), self.0.type_chars.load(Ordering::Relaxed))
     }

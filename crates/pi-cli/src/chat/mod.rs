@@ -39,6 +39,7 @@ pub struct Session {
     renderer: SharedRenderer,
     run: Option<RunHandle>,
     interrupted: bool,
+    mcp: crate::mcp::McpTools,
 }
 
 impl std::fmt::Debug for Session {
@@ -69,7 +70,8 @@ impl Session {
         let renderer = Arc::new(Mutex::new(Renderer::new(mode, out, color)));
         // The listener lives as long as the agent (see `Subscription`).
         let _listener = attach(&agent, &renderer);
-        Ok(Self { agent, backend, renderer, run: None, interrupted: false })
+        let mcp = crate::mcp::McpTools::start(&args.mcp, &agent)?;
+        Ok(Self { agent, backend, renderer, run: None, interrupted: false, mcp })
     }
 
     fn say(&self, text: &str) {
@@ -144,12 +146,8 @@ impl Session {
                 Err(error) => self.say(&format!("error: {}", error.one_line())),
             },
             "/tools" => {
-                let tools = self.agent.tools();
-                let lines: Vec<String> = tools
-                    .iter()
-                    .map(|t| format!("  {}: {}", t.spec().name(), t.spec().declaration.description))
-                    .collect();
-                self.say(&format!("tools:\n{}", lines.join("\n")));
+                self.sync_mcp_tools();
+                self.say(&self.mcp.describe(&self.agent));
             }
             _ if command.starts_with('/') => self.say(&format!("unknown command {command} (/help lists them)")),
             _ => {
@@ -165,7 +163,15 @@ impl Session {
     }
 
     fn start(&mut self, prompt: String) {
+        self.sync_mcp_tools();
         self.run = Some(self.agent.prompt(prompt));
+    }
+
+    /// MCP tool-set changes reach the agent between runs (see [`crate::mcp`]).
+    fn sync_mcp_tools(&mut self) {
+        if let Some(notice) = self.mcp.sync(&self.agent) {
+            self.say(&notice);
+        }
     }
 
     /// Wait for the aborted run to end and report it. Messages queued for it are dropped:
@@ -196,6 +202,7 @@ impl Session {
         }
         // Steering typed too late for the run, and follow-ups, start the next run.
         if self.agent.has_queued_messages() {
+            self.sync_mcp_tools();
             self.run = Some(self.agent.continue_run());
         }
     }
@@ -210,6 +217,11 @@ impl Session {
     /// Run the session until `/exit`, end of input or a second Ctrl-C.
     pub async fn run(mut self, mut inputs: mpsc::UnboundedReceiver<Input>) -> Result<(), CliError> {
         self.greet();
+        // The first prompt gets the MCP servers' tools (bounded; late servers join later).
+        for line in self.mcp.wait_ready().await {
+            self.say(&line);
+        }
+        self.sync_mcp_tools();
         let mut input_open = true;
         loop {
             if !input_open && self.run.is_none() {

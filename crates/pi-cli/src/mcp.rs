@@ -1,0 +1,150 @@
+//! `--mcp SERVER`: tools from MCP servers ([`pi_mcp`]) next to the built-in ones, handed to
+//! the agent before each run when the servers' tool sets changed (a server became ready,
+//! reconnected or sent `list_changed`), so the next request declares the change.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use pi_agent::Agent;
+use pi_mcp::{McpHub, ServerConfig, ServerStatus};
+use pi_types::AgentTool;
+
+use crate::error::CliError;
+
+/// The `--mcp` option (global: `pi --mcp ...` and `pi chat --mcp ...`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct McpArgs {
+    /// An MCP server whose tools the agent gets (repeatable): a command line run as a child
+    /// speaking stdio, e.g. 'npx -y @modelcontextprotocol/server-everything', or a streamable
+    /// HTTP URL; `NAME=` in front names it (default: the command's file name or URL's host).
+    #[arg(long = "mcp", global = true, value_name = "SERVER")]
+    pub servers: Vec<String>,
+}
+
+/// How long a one-shot prompt waits for the servers to start before it runs without them.
+const ONE_SHOT_WAIT: Duration = Duration::from_secs(30);
+
+/// The MCP servers of a session and the agent's built-in tools.
+pub struct McpTools {
+    hub: Option<McpHub>,
+    builtin: Vec<Arc<dyn AgentTool>>,
+    seen: u64,
+    /// Names (and servers) of the MCP tools last handed to the agent.
+    current: Vec<(String, String)>,
+}
+
+impl McpTools {
+    /// Parse the `--mcp` servers and start connecting (in the background); the agent's tools
+    /// now are the built-in ones.
+    pub fn start(args: &McpArgs, agent: &Agent) -> Result<Self, CliError> {
+        let builtin = agent.tools().to_vec();
+        let mut this = Self { hub: None, builtin, seen: 0, current: Vec::new() };
+        if args.servers.is_empty() {
+            return Ok(this);
+        }
+        let hub = McpHub::new();
+        for spec in &args.servers {
+            let config = ServerConfig::parse(spec).map_err(|e| CliError::Usage(e.to_string()))?;
+            hub.add_server(config);
+        }
+        this.hub = Some(hub);
+        Ok(this)
+    }
+
+    /// Wait (bounded) until every server has started or failed once; lines about the ones that
+    /// are not ready.
+    pub async fn wait_ready(&self) -> Vec<String> {
+        let Some(hub) = &self.hub else { return Vec::new() };
+        hub.wait_ready(ONE_SHOT_WAIT).await;
+        hub.servers()
+            .into_iter()
+            .filter(|s| !matches!(s.status, ServerStatus::Ready { .. }))
+            .map(|s| format!("mcp server {}: {}", s.name, status_text(&s.status)))
+            .collect()
+    }
+
+    /// Hand the agent the built-in tools plus the servers' current tools if they changed
+    /// since the last call; returns a line saying what changed.
+    pub fn sync(&mut self, agent: &Agent) -> Option<String> {
+        let hub = self.hub.as_ref()?;
+        let mcp_tools = hub.tools_if_changed(&mut self.seen)?;
+        let builtin: HashSet<&str> = self.builtin.iter().map(|t| t.spec().name()).collect();
+        // A server tool named like a built-in one is left out: the built-in one keeps its name.
+        let mcp_tools: Vec<_> = mcp_tools.into_iter().filter(|t| !builtin.contains(t.spec().name())).collect();
+        let named: Vec<(String, String)> = mcp_tools
+            .iter()
+            .map(|t| (t.spec().name().to_owned(), hub.server_of(t.spec().name()).unwrap_or_default()))
+            .collect();
+        let added: Vec<&str> =
+            named.iter().filter(|n| !self.current.contains(n)).map(|(name, _)| name.as_str()).collect();
+        let removed: Vec<&str> =
+            self.current.iter().filter(|n| !named.contains(n)).map(|(name, _)| name.as_str()).collect();
+        let notice = change_line(&added, &removed);
+        agent.set_tools(self.builtin.iter().cloned().chain(mcp_tools));
+        self.current = named;
+        notice
+    }
+
+    /// `/tools`: every tool with where it comes from (with `--mcp` only: without it every
+    /// tool is built in), then the servers and their states.
+    pub fn describe(&self, agent: &Agent) -> String {
+        let source = |name: &str| match self.current.iter().find(|(tool, _)| tool == name) {
+            Some((_, server)) => format!(" (mcp: {server})"),
+            None if self.hub.is_some() => " (built-in)".to_owned(),
+            None => String::new(),
+        };
+        let mut lines = vec!["tools:".to_owned()];
+        for tool in agent.tools().iter() {
+            let spec = tool.spec();
+            lines.push(format!("  {}{}: {}", spec.name(), source(spec.name()), spec.declaration.description));
+        }
+        if let Some(hub) = &self.hub {
+            lines.push("mcp servers:".to_owned());
+            for server in hub.servers() {
+                lines.push(format!("  {} ({}): {}", server.name, server.transport, status_text(&server.status)));
+            }
+        }
+        lines.join("\n")
+    }
+}
+
+fn status_text(status: &ServerStatus) -> String {
+    match status {
+        ServerStatus::Connecting => "connecting".into(),
+        ServerStatus::Ready { tools } => format!("ready, {tools} tool{}", if *tools == 1 { "" } else { "s" }),
+        ServerStatus::Reconnecting { attempt, last_error } => format!("reconnecting (attempt {attempt}): {last_error}"),
+        ServerStatus::Failed(error) => format!("failed: {error}"),
+        _ => format!("{status:?}"),
+    }
+}
+
+fn change_line(added: &[&str], removed: &[&str]) -> Option<String> {
+    if added.is_empty() && removed.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<String> = added.iter().map(|name| format!("+{name}")).collect();
+    parts.extend(removed.iter().map(|name| format!("-{name}")));
+    Some(format!("(mcp tools: {})", parts.join(" ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_lines_name_added_and_removed_tools() {
+        assert_eq!(change_line(&["add"], &["echo"]).as_deref(), Some("(mcp tools: +add -echo)"));
+        assert_eq!(change_line(&[], &[]), None);
+    }
+
+    #[test]
+    fn a_bad_server_spec_is_a_usage_error() {
+        let options = pi_agent::AgentOptions::new(Arc::new(pi_providers::faux::FauxProvider::default()));
+        let agent = Agent::new(options);
+        let args = McpArgs { servers: vec!["name=".into()] };
+        let error = McpTools::start(&args, &agent).err().expect("rejected");
+        assert!(matches!(error, CliError::Usage(ref text) if text.contains("no command")), "{error:?}");
+    }
+}
