@@ -33,7 +33,7 @@ use pi_types::Model;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Limits, ProxyToken, ServerConfig, DEFAULT_SAMPLING_PARAMS};
+use super::{Limits, ProxyToken, Redaction, ServerConfig, DEFAULT_SAMPLING_PARAMS};
 use crate::ProxyError;
 
 /// A token entry of the file: the secret inline or in an environment variable.
@@ -268,7 +268,9 @@ impl ServerConfig {
         let allowed_sampling_params = file
             .allow_sampling_params
             .unwrap_or_else(|| DEFAULT_SAMPLING_PARAMS.iter().map(|s| (*s).to_owned()).collect());
-        Ok(Self { models: Arc::new(models), tokens, limits, allowed_headers, allowed_sampling_params })
+        let mut redaction = Redaction::with_default_env();
+        redaction.env.extend(file.custom_providers.iter().filter_map(|p| p.api_key_env.clone()));
+        Ok(Self { models: Arc::new(models), tokens, limits, allowed_headers, allowed_sampling_params, redaction })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The request handlers: authentication, stream slots, body checks, and the SSE response
 //! that runs the upstream stream.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
+use super::redact::Redactor;
 use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
 use crate::wire::ProxyEvent;
@@ -31,6 +33,30 @@ struct AppState {
     per_token: HashMap<String, Arc<Semaphore>>,
     /// Cancelled when the shutdown grace period is over: running streams end.
     drain: CancellationToken,
+    /// The server's credentials, kept out of every answer.
+    redactor: Arc<Redactor>,
+}
+
+/// Header names whose values are credentials.
+fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["authorization", "cookie", "key", "token", "secret"].iter().any(|part| name.contains(part))
+}
+
+/// Every credential the server holds: see [`super::Redaction`].
+fn redactor(config: &ServerConfig) -> Redactor {
+    let mut secrets = config.redaction.values();
+    secrets.extend(config.tokens.iter().map(|t| t.secret.clone()));
+    for model in config.models.models(None) {
+        for (name, value) in model.headers.iter().flatten() {
+            if is_credential_header(name) {
+                // `Bearer <key>`: the key alone is what an echo may quote.
+                let key = value.split_once(' ').map_or(value.as_str(), |(_, key)| key.trim());
+                secrets.extend([value.clone(), key.to_owned()]);
+            }
+        }
+    }
+    Redactor::new(secrets.iter().map(String::as_str))
 }
 
 /// The router; `drain` ends running streams when cancelled.
@@ -38,7 +64,9 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let limits = config.limits.clone();
     let per_token =
         config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
-    let state = Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain });
+    let redactor = Arc::new(redactor(&config));
+    let state =
+        Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain, redactor });
     Router::new()
         .route("/api/stream", post(stream))
         // pi-ai's `pi-messages` API: `<baseUrl>/messages`, with or without a `/v1` base.
@@ -232,8 +260,11 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
             headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
             response
         }
-        Err(refusal) => {
+        Err(mut refusal) => {
             log.span.record("status", refusal.status.as_u16());
+            if let Cow::Owned(clean) = state.redactor.text(&refusal.message) {
+                refusal.message = clean;
+            }
             let mut response = match wire {
                 Wire::Proxy => refusal_response(&refusal),
                 Wire::PiMessages => json(refusal.status, serde_json::json!({"error": {"message": refusal.message}})),
@@ -309,6 +340,7 @@ struct EventBody {
     keepalive: Duration,
     finished: bool,
     wire: Wire,
+    redactor: Arc<Redactor>,
 }
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
@@ -334,6 +366,7 @@ impl EventBody {
             keepalive: limits.keepalive_interval,
             finished: false,
             wire,
+            redactor: Arc::clone(&state.redactor),
         }
     }
 
@@ -376,14 +409,44 @@ impl EventBody {
                         if event.final_message().is_some() {
                             self.finished = true;
                         }
-                        match self.wire {
-                            Wire::Proxy => data_line(&ProxyEvent::from_event(&event)),
-                            Wire::PiMessages => data_line(&PiMessagesEvent::from_event(&event)),
-                        }
+                        self.wire_line(&event)
                     }
                 },
         };
         Some(line)
+    }
+
+    /// The line of an upstream event, with the server's credentials redacted and an error
+    /// text bounded.
+    fn wire_line(&self, event: &AssistantMessageEvent) -> Bytes {
+        match self.wire {
+            Wire::Proxy => {
+                let mut event = ProxyEvent::from_event(event);
+                if let ProxyEvent::Error { error_message: Some(message), .. } = &mut event {
+                    *message = self.redactor.error_text(message).into_boxed_str();
+                }
+                self.redacted_line(&event)
+            }
+            Wire::PiMessages => {
+                let mut event = PiMessagesEvent::from_event(event);
+                if let PiMessagesEvent::Error { error_message: Some(message), .. } = &mut event {
+                    *message = self.redactor.error_text(message);
+                }
+                self.redacted_line(&event)
+            }
+        }
+    }
+
+    /// `data: <json>\n\n` without credentials: one scan of the line; a line with a hit (rare)
+    /// is redacted string by string, so the JSON stays valid.
+    fn redacted_line(&self, event: &impl serde::Serialize) -> Bytes {
+        let line = data_line(event);
+        if !self.redactor.hits(&line) {
+            return line;
+        }
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        self.redactor.value(&mut value);
+        data_line(&value)
     }
 
     /// End the stream with an `error` event of the server's own.

@@ -30,6 +30,7 @@
 mod config;
 mod handler;
 mod listener;
+mod redact;
 mod validate;
 
 use std::fmt;
@@ -121,6 +122,53 @@ pub const FORBIDDEN_HEADERS: [&str; 6] =
 pub const DEFAULT_SAMPLING_PARAMS: [&str; 9] =
     ["top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop", "n"];
 
+/// The credentials the server keeps out of everything it sends a client (error texts, events,
+/// refusals): its bearer tokens, the values of the environment variables in [`Redaction::env`]
+/// (read when the server starts), credential-like headers (`authorization`, `*key*`, `*token*`,
+/// `*secret*`, `cookie`) of the served models, and what [`Redaction::add`] was given. A `Bearer`
+/// token in an error text is redacted whatever it is. `Debug` prints the variable names only.
+#[derive(Clone, Default)]
+pub struct Redaction {
+    /// Environment variables holding credentials (default: every provider's key variables of
+    /// the catalog and the AWS credentials; [`ServerConfig::load`] adds `apiKeyEnv` and
+    /// `tokenEnv` of the file).
+    pub env: Vec<String>,
+    secrets: Vec<String>,
+}
+
+impl Redaction {
+    /// Also redact `secret` (a key the registry holds in code, say `Auth::ApiKey`).
+    pub fn add(&mut self, secret: impl Into<String>) {
+        self.secrets.push(secret.into());
+    }
+
+    /// The default list: see [`Redaction::env`].
+    pub fn with_default_env() -> Self {
+        let mut env: Vec<String> = ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        for id in pi_providers::catalog::provider_ids() {
+            env.extend(pi_providers::registry::env_api_key_vars(id).into_iter().map(str::to_owned));
+        }
+        env.sort();
+        env.dedup();
+        Self { env, secrets: Vec::new() }
+    }
+
+    /// Every credential named here, as it is now.
+    fn values(&self) -> Vec<String> {
+        let from_env = self.env.iter().filter_map(|name| std::env::var(name).ok());
+        from_env.chain(self.secrets.iter().cloned()).filter(|v| !v.is_empty()).collect()
+    }
+}
+
+impl fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redaction").field("env", &self.env).field("secrets", &self.secrets.len()).finish()
+    }
+}
+
 /// Everything the server needs: the registry holding the keys, the tokens and the limits.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -134,6 +182,8 @@ pub struct ServerConfig {
     pub allowed_headers: Vec<String>,
     /// `options.samplingParams` keys that are passed on (default [`DEFAULT_SAMPLING_PARAMS`]).
     pub allowed_sampling_params: Vec<String>,
+    /// Credentials redacted from everything sent to clients.
+    pub redaction: Redaction,
 }
 
 impl ServerConfig {
@@ -145,6 +195,7 @@ impl ServerConfig {
             limits: Limits::default(),
             allowed_headers: Vec::new(),
             allowed_sampling_params: DEFAULT_SAMPLING_PARAMS.iter().map(|s| (*s).to_owned()).collect(),
+            redaction: Redaction::with_default_env(),
         }
     }
 }
