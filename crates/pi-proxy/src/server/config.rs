@@ -10,10 +10,10 @@
 //!                                    "baseUrl": "http://10.0.0.5:8000/v1"}]}],
 //!   "allowHeaders": ["anthropic-beta"],
 //!   "allowSamplingParams": ["top_p"],
-//!   "limits": {"maxBodyBytes": 8388608, "maxStreams": 1024, "maxStreamsPerToken": 64,
+//!   "limits": {"maxBodyBytes": 8388608, "maxBodyBytesInFlight": 67108864, "maxStreams": 1024, "maxStreamsPerToken": 64,
 //!              "maxConnections": 4096, "upstreamTimeoutMs": 600000,
 //!              "upstreamHeadersTimeoutMs": 60000, "upstreamIdleTimeoutMs": 120000,
-//!              "bodyReadTimeoutMs": 30000, "headerReadTimeoutMs": 30000,
+//!              "bodyReadTimeoutMs": 10000, "headerReadTimeoutMs": 30000,
 //!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1}
 //! }
 //! ```
@@ -70,6 +70,7 @@ pub struct CustomProvider {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FileLimits {
     max_body_bytes: Option<usize>,
+    max_body_bytes_in_flight: Option<usize>,
     max_streams: Option<usize>,
     max_streams_per_token: Option<usize>,
     max_connections: Option<usize>,
@@ -235,6 +236,7 @@ impl ServerConfig {
         let l = &file.limits;
         let ms = Duration::from_millis;
         limits.max_body_bytes = l.max_body_bytes.unwrap_or(limits.max_body_bytes);
+        limits.max_body_bytes_in_flight = l.max_body_bytes_in_flight.unwrap_or(limits.max_body_bytes_in_flight);
         limits.max_streams = l.max_streams.unwrap_or(limits.max_streams);
         limits.max_streams_per_token = l.max_streams_per_token.unwrap_or(limits.max_streams_per_token);
         limits.max_connections = l.max_connections.unwrap_or(limits.max_connections);

@@ -14,7 +14,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
-use http_body_util::BodyExt;
 use pi_providers::pi_messages::PiMessagesEvent;
 use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
@@ -22,6 +21,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
+use super::body::{self, BodyBudget};
 use super::redact::Redactor;
 use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
@@ -35,6 +35,8 @@ struct AppState {
     drain: CancellationToken,
     /// The server's credentials, kept out of every answer.
     redactor: Arc<Redactor>,
+    /// Memory of the bodies being read and checked.
+    bodies: BodyBudget,
 }
 
 /// Header names whose values are credentials.
@@ -65,8 +67,9 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let per_token =
         config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
     let redactor = Arc::new(redactor(&config));
-    let state =
-        Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain, redactor });
+    let bodies = BodyBudget::new(limits.max_body_bytes_in_flight, limits.max_body_bytes);
+    let streams = Arc::new(Semaphore::new(limits.max_streams));
+    let state = Arc::new(AppState { streams, per_token, config, drain, redactor, bodies });
     Router::new()
         .route("/api/stream", post(stream))
         // pi-ai's `pi-messages` API: `<baseUrl>/messages`, with or without a `/v1` base.
@@ -75,10 +78,6 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         .route("/healthz", get(healthz))
         .with_state(state)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            limits.body_read_timeout,
-        ))
         // Outermost, so it also sees the answers of the limit and timeout layers.
         .layer(axum::middleware::map_response(json_errors))
 }
@@ -249,7 +248,7 @@ async fn messages(State(state): State<Arc<AppState>>, request: Request) -> Respo
 
 async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response {
     let log = RequestLog::new();
-    match accept(state, request, &log, wire).await {
+    match accept(Arc::clone(state), request, &log, wire).await {
         Ok(accepted) => {
             log.span.record("status", 200u16);
             let body = EventBody::new(state, accepted, log, wire);
@@ -279,26 +278,31 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
 }
 
 /// Everything before the first byte of the answer; the upstream stream when accepted.
+///
+/// A stream slot is taken only once a whole, valid request is in hand: a slow or bad body
+/// holds no slot, only its bytes' room in the body budget.
 async fn accept(
-    state: &AppState,
+    state: Arc<AppState>,
     request: Request,
     log: &RequestLog,
     wire: Wire,
 ) -> Result<(AssistantMessageEventStream, Slots, pi_types::CancellationToken), Refusal> {
+    let deadline = tokio::time::Instant::now() + state.config.limits.body_read_timeout;
     let (parts, body) = request.into_parts();
-    let token_id = authenticate(state, &parts.headers)?;
+    let token_id = authenticate(&state, &parts.headers)?;
     log.span.record("token_id", token_id);
     check_content_type(&parts.headers)?;
     if state.drain.is_cancelled() {
         return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Proxy server is shutting down"));
     }
-    let slots = take_slots(state, token_id)?;
-    let bytes = read_body(body).await?;
-    let checked = match wire {
-        Wire::Proxy => check(&state.config, &bytes)?,
-        Wire::PiMessages => check_pi_messages(&state.config, &bytes)?,
-    };
-    drop(bytes);
+    let read = body::read(&state.bodies, body, deadline).await?;
+    let config = state.config.clone();
+    let checked = body::check_off_worker(&state.bodies, read, move |bytes| match wire {
+        Wire::Proxy => check(&config, bytes),
+        Wire::PiMessages => check_pi_messages(&config, bytes),
+    })
+    .await?;
+    let slots = take_slots(&state, token_id)?;
     log.span.record("provider", checked.model.provider.as_str());
     log.span.record("model", checked.model.id.as_str());
     let limits = &state.config.limits;
@@ -311,20 +315,6 @@ async fn accept(
     };
     let upstream = state.config.models.stream_transcript(&checked.model, checked.context, options);
     Ok((upstream, slots, cancel))
-}
-
-async fn read_body(body: Body) -> Result<Bytes, Refusal> {
-    match body.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => {
-            let inner = error.into_inner();
-            if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                Err(Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))
-            } else {
-                Err(Refusal::new(StatusCode::BAD_REQUEST, "Could not read the request body"))
-            }
-        }
-    }
 }
 
 /// The SSE answer of one accepted request. Dropping it (client gone, stream over) cancels the

@@ -8,15 +8,18 @@
 //! 1. `Authorization: Bearer <token>` against the configured tokens, compared in constant
 //!    time (401);
 //! 2. `Content-Type: application/json` (415);
-//! 3. a free stream slot, in total and for the token (503 with `retry-after`);
-//! 4. the body: at most [`Limits::max_body_bytes`] (413), read within
-//!    [`Limits::body_read_timeout`] (408), valid JSON of the right shape (400 naming the field);
-//! 5. the model: resolved by provider and id in the server's own [`Models`] registry; the
+//! 3. the body: at most [`Limits::max_body_bytes`] (413), read within
+//!    [`Limits::body_read_timeout`] (408) while room is left in
+//!    [`Limits::max_body_bytes_in_flight`] (503), valid JSON of the right shape (400 naming the
+//!    field); large bodies are parsed on the blocking pool, never on the async workers;
+//! 4. the model: resolved by provider and id in the server's own [`Models`] registry; the
 //!    body's `baseUrl`, `api` and `headers` must agree with the server's model (400), so the
 //!    server's keys only ever go where the server's configuration points;
-//! 6. `options.headers` and `options.samplingParams` names against allow-lists (400);
+//! 5. `options.headers` and `options.samplingParams` names against allow-lists (400);
 //!    `authorization`, `proxy-authorization`, `x-api-key`, `x-goog-api-key`, `cookie` and
-//!    `host` are never accepted.
+//!    `host` are never accepted;
+//! 6. a free stream slot, in total and for the token (503 with `retry-after`), taken only
+//!    now, so slow or invalid bodies never hold one.
 //!
 //! The upstream stream runs inside the response body: when the client disconnects, hyper
 //! drops the body, which cancels the upstream request at once. A stream that runs past
@@ -27,6 +30,7 @@
 //! The server keeps no state between requests, so it scales by adding replicas behind any
 //! HTTP load balancer (docs/proxy.md).
 
+mod body;
 mod config;
 mod handler;
 mod listener;
@@ -69,8 +73,14 @@ impl ProxyToken {
 pub struct Limits {
     /// Largest request body (default 8 MiB); larger bodies get 413.
     pub max_body_bytes: usize,
-    /// Time to read the request body (default 30 s); slower bodies get 408.
+    /// Time from the request head to the whole body (default 10 s); slower bodies get 408.
+    /// Separate from, and much shorter than, the stream's [`Limits::upstream_timeout`]: a body
+    /// is read before the request takes a stream slot.
     pub body_read_timeout: Duration,
+    /// Bytes of request bodies being read and checked at once, all requests together (default
+    /// 64 MiB, at least [`Limits::max_body_bytes`]). A body takes room as its bytes arrive;
+    /// one that cannot get room before its read deadline gets 503.
+    pub max_body_bytes_in_flight: usize,
     /// Time to read the request headers of a connection (default 30 s).
     pub header_read_timeout: Duration,
     /// Streams running at once (default 1024); more get 503.
@@ -98,7 +108,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 8 * 1024 * 1024,
-            body_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(10),
+            max_body_bytes_in_flight: 64 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(30),
             max_streams: 1024,
             max_streams_per_token: 64,

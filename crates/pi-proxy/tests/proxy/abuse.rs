@@ -3,7 +3,9 @@
 //! connections, or run up its bill. Small limits keep each case to a few seconds.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use pi_providers::faux::{faux_assistant_message, faux_text, FauxResponse};
 use pi_providers::{Auth, Provider};
 use pi_proxy::ProxyStreamFn;
 use pi_types::{
@@ -12,7 +14,7 @@ use pi_types::{
 };
 
 use crate::loopback::{with_length, Server, Step};
-use crate::support::{config_with, TestServer, TOKEN};
+use crate::support::{config_with, faux, faux_provider, post, TestServer, TOKEN};
 
 const ECHO_KEY_VAR: &str = "PI_PROXY_TEST_ECHO_KEY";
 const ECHO_KEY: &str = "sk-echo-server-key-0123456789\"abc/+=";
@@ -31,7 +33,13 @@ fn echoing_body() -> Vec<u8> {
 
 fn url_encode(text: &str) -> String {
     text.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b"-._".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
         .collect()
 }
 
@@ -40,8 +48,10 @@ async fn an_upstream_error_echoing_the_servers_key_reaches_the_client_redacted()
     std::env::set_var(ECHO_KEY_VAR, ECHO_KEY);
     let upstream = Server::start(vec![Step::Bytes(echoing_body())]).await;
     let model = Model { base_url: upstream.url.clone(), ..Model::new("echo-1", "openai-completions", "echo") };
-    let provider =
-        Provider::new("echo").with_auth(Auth::Env(vec![ECHO_KEY_VAR.into()])).with_model(model.clone()).with_http_apis();
+    let provider = Provider::new("echo")
+        .with_auth(Auth::Env(vec![ECHO_KEY_VAR.into()]))
+        .with_model(model.clone())
+        .with_http_apis();
     let mut config = config_with(vec![provider]);
     config.redaction.env.push(ECHO_KEY_VAR.into());
     let server = TestServer::start(config).await;
@@ -108,4 +118,164 @@ async fn a_provider_quoting_its_key_in_content_or_a_huge_error_is_redacted_and_b
     let content = serde_json::to_string(&message.content).expect("json");
     assert!(content.contains("your key is <redacted>"), "{content}");
     assert!(!content.contains("0123456789") && !text.contains("0123456789"));
+}
+
+/// A raw connection that sends a request head and `sent` bytes of a `declared`-byte body, then
+/// nothing more.
+async fn slow_body(url: &str, declared: usize, sent: usize) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let address = url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let head = format!(
+        "POST /api/stream HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer {TOKEN}\r\n\
+         content-type: application/json\r\ncontent-length: {declared}\r\n\r\n"
+    );
+    socket.write_all(head.as_bytes()).await.expect("head");
+    socket.write_all(&vec![b' '; sent]).await.expect("body");
+    socket
+}
+
+/// The status line of what the server answered on `socket` (waits up to 10 s).
+async fn status_line(socket: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut answer = vec![0u8; 256];
+    let read = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer)).await;
+    let n = read.ok().and_then(Result::ok).unwrap_or(0);
+    String::from_utf8_lossy(&answer[..n]).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn slow_bodies_hold_no_stream_slot() {
+    let faux = faux();
+    let model = faux.model();
+    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
+    let mut config = config_with(vec![faux_provider(&faux)]);
+    config.limits.max_streams_per_token = 2;
+    config.limits.body_read_timeout = Duration::from_millis(1500);
+    let server = TestServer::start(config).await;
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(slow_body(&server.url, 1000, 10).await);
+    }
+    // Let the server take the heads (and, before, the slots) of all four.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let message = ProxyStreamFn::new(&server.url, TOKEN)
+        .stream(&model, TranscriptContext::default(), StreamOptions::default())
+        .result()
+        .await
+        .expect("final message");
+    assert_eq!((message.stop_reason, message.error_message.as_deref()), (StopReason::Stop, None));
+    // The slow bodies end with 408 at their own, shorter deadline.
+    for socket in &mut stalled {
+        assert_eq!(status_line(socket).await, "HTTP/1.1 408 Request Timeout");
+    }
+}
+
+fn user_body(model: &Model, text: &str) -> String {
+    serde_json::json!({
+        "model": model,
+        "context": {"messages": [{"role": "user", "content": text, "timestamp": 1}]},
+        "options": {}
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn bodies_wait_for_room_in_the_byte_budget() {
+    let faux = faux();
+    let model = faux.model();
+    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
+    let mut config = config_with(vec![faux_provider(&faux)]);
+    config.limits.max_body_bytes = 256 * 1024;
+    config.limits.max_body_bytes_in_flight = 256 * 1024;
+    config.limits.body_read_timeout = Duration::from_secs(5);
+    let server = TestServer::start(config).await;
+    // 200 KB of a body that never completes: what is left does not fit the next body.
+    let stalled = slow_body(&server.url, 250_000, 200_000).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let body = user_body(&model, &"x".repeat(100_000));
+    let url = server.url.clone();
+    let mut waiting = tokio::spawn(async move { post(&url, Some(TOKEN), body).await });
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut waiting).await;
+    assert!(early.is_err(), "answered while the budget was full: {early:?}");
+    // The stalled client leaves: its room is given back and the waiting body goes through.
+    drop(stalled);
+    let (status, _, text) =
+        tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("answer").expect("task");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""type":"done""#), "{text}");
+}
+
+/// An upstream that sends a delta every 20 ms until `stop` is set (at most 30 s).
+#[derive(Clone, Default)]
+struct Ticker {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StreamFn for Ticker {
+    fn stream(&self, model: &Model, _: TranscriptContext, _: StreamOptions) -> AssistantMessageEventStream {
+        let partial = AssistantMessage { provider: model.provider.clone(), ..Default::default() };
+        let stop = Arc::clone(&self.stop);
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = pi_types::AssistantMessageBuilder::new(tx, partial);
+            out.start().await;
+            out.start_text().await;
+            for _ in 0..1500 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = out.text_delta(0, "tick ").await;
+            }
+            let _ = out.end_text(0).await;
+            out.done(StopReason::Stop).await;
+        })
+    }
+}
+
+/// On a one-thread runtime, an unrelated stream keeps flowing while a large body is parsed.
+#[tokio::test(flavor = "current_thread")]
+async fn large_bodies_are_checked_off_the_async_workers() {
+    let model = Model { base_url: "http://ticker.invalid".into(), ..Model::new("t-1", "ticker", "ticker") };
+    let ticker = Ticker::default();
+    let provider = Provider::new("ticker").with_model(model.clone()).with_api("ticker", Arc::new(ticker.clone()));
+    let mut config = config_with(vec![provider]);
+    config.limits.max_body_bytes = 16 << 20;
+    let server = TestServer::start(config).await;
+    // About 12 MiB of small messages for a model the server does not serve: parsed whole, then
+    // refused (400).
+    let unknown = Model { id: "not-served".into(), ..model.clone() };
+    let message = serde_json::json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1});
+    let messages = vec![message; 200_000];
+    let big = serde_json::json!({"model": unknown, "context": {"messages": messages}, "options": {}}).to_string();
+
+    let mut stream =
+        ProxyStreamFn::new(&server.url, TOKEN).stream(&model, TranscriptContext::default(), StreamOptions::default());
+    use futures::StreamExt;
+    let mut stamps = vec![];
+    // Wait for the stream to flow, then send the big body meanwhile.
+    for _ in 0..3 {
+        stream.next().await.expect("event");
+        stamps.push(std::time::Instant::now());
+    }
+    let url = server.url.clone();
+    let stop = Arc::clone(&ticker.stop);
+    let refused = tokio::spawn(async move {
+        let answer = post(&url, Some(TOKEN), big).await;
+        // A few more ticks after the answer, then the stream ends.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        answer
+    });
+    while let Some(event) = stream.next().await {
+        stamps.push(std::time::Instant::now());
+        if event.is_terminal() {
+            assert_eq!(event.final_message().map(|m| m.stop_reason), Some(StopReason::Stop));
+        }
+    }
+    let (status, _, text) = refused.await.expect("task");
+    assert_eq!(status, 400, "{text}");
+    let gap = stamps.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default();
+    // The parse takes seconds in a debug build; the ticks are 20 ms apart.
+    assert!(gap < Duration::from_millis(1000), "largest gap {gap:?}");
 }
