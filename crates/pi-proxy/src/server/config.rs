@@ -14,7 +14,8 @@
 //!              "maxConnections": 4096, "upstreamTimeoutMs": 600000,
 //!              "upstreamHeadersTimeoutMs": 60000, "upstreamIdleTimeoutMs": 120000,
 //!              "bodyReadTimeoutMs": 10000, "headerReadTimeoutMs": 30000,
-//!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1}
+//!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1,
+//!              "requestsPerMinute": 60, "tokensPerDay": 2000000}
 //! }
 //! ```
 //! Environment (read after the file, adding to or overriding it): `PI_PROXY_TOKENS`
@@ -82,6 +83,8 @@ pub struct FileLimits {
     keepalive_ms: Option<u64>,
     shutdown_grace_ms: Option<u64>,
     retry_after_secs: Option<u64>,
+    requests_per_minute: Option<u64>,
+    tokens_per_day: Option<u64>,
 }
 
 /// The configuration file.
@@ -248,6 +251,8 @@ impl ServerConfig {
         limits.keepalive_interval = l.keepalive_ms.map_or(limits.keepalive_interval, ms);
         limits.shutdown_grace = l.shutdown_grace_ms.map_or(limits.shutdown_grace, ms);
         limits.retry_after_secs = l.retry_after_secs.unwrap_or(limits.retry_after_secs);
+        limits.requests_per_minute = l.requests_per_minute.or(limits.requests_per_minute);
+        limits.tokens_per_day = l.tokens_per_day.or(limits.tokens_per_day);
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         if let Some(v) = env_number("PI_PROXY_MAX_STREAMS")? {
             limits.max_streams = to_usize(v);

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
 use super::body::{self, BodyBudget};
+use super::budget::Budgets;
 use super::redact::Redactor;
 use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
@@ -37,6 +38,8 @@ struct AppState {
     redactor: Arc<Redactor>,
     /// Memory of the bodies being read and checked.
     bodies: BodyBudget,
+    /// Per-token request and token budgets.
+    budgets: Arc<Budgets>,
 }
 
 /// Header names whose values are credentials.
@@ -69,7 +72,8 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let redactor = Arc::new(redactor(&config));
     let bodies = BodyBudget::new(limits.max_body_bytes_in_flight, limits.max_body_bytes);
     let streams = Arc::new(Semaphore::new(limits.max_streams));
-    let state = Arc::new(AppState { streams, per_token, config, drain, redactor, bodies });
+    let budgets = Arc::new(Budgets::new(limits.requests_per_minute, limits.tokens_per_day));
+    let state = Arc::new(AppState { streams, per_token, config, drain, redactor, bodies, budgets });
     Router::new()
         .route("/api/stream", post(stream))
         // pi-ai's `pi-messages` API: `<baseUrl>/messages`, with or without a `/v1` base.
@@ -268,9 +272,12 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
                 Wire::Proxy => refusal_response(&refusal),
                 Wire::PiMessages => json(refusal.status, serde_json::json!({"error": {"message": refusal.message}})),
             };
-            if refusal.status == StatusCode::SERVICE_UNAVAILABLE {
-                let retry = HeaderValue::from(state.config.limits.retry_after_secs);
-                response.headers_mut().insert(header::RETRY_AFTER, retry);
+            let retry_after = match refusal.status {
+                StatusCode::SERVICE_UNAVAILABLE => Some(state.config.limits.retry_after_secs),
+                _ => refusal.retry_after,
+            };
+            if let Some(seconds) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
             response
         }
@@ -281,12 +288,7 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
 ///
 /// A stream slot is taken only once a whole, valid request is in hand: a slow or bad body
 /// holds no slot, only its bytes' room in the body budget.
-async fn accept(
-    state: Arc<AppState>,
-    request: Request,
-    log: &RequestLog,
-    wire: Wire,
-) -> Result<(AssistantMessageEventStream, Slots, pi_types::CancellationToken), Refusal> {
+async fn accept(state: Arc<AppState>, request: Request, log: &RequestLog, wire: Wire) -> Result<Accepted, Refusal> {
     let deadline = tokio::time::Instant::now() + state.config.limits.body_read_timeout;
     let (parts, body) = request.into_parts();
     let token_id = authenticate(&state, &parts.headers)?;
@@ -303,18 +305,62 @@ async fn accept(
     })
     .await?;
     let slots = take_slots(&state, token_id)?;
+    let admitted = state.budgets.admit(token_id)?;
     log.span.record("provider", checked.model.provider.as_str());
     log.span.record("model", checked.model.id.as_str());
     let limits = &state.config.limits;
     let cancel = pi_types::CancellationToken::new();
-    let options = pi_types::StreamOptions {
+    let mut options = pi_types::StreamOptions {
         cancel: Some(cancel.clone()),
         timeout_ms: Some(limits.upstream_headers_timeout.as_millis() as u64),
         idle_timeout_ms: Some(limits.upstream_idle_timeout.as_millis() as u64),
         ..checked.options
     };
+    let model_limit = Some(checked.model.max_tokens).filter(|limit| *limit > 0);
+    if let Some(left) = admitted.tokens_left {
+        options.max_tokens = Some(options.max_tokens.or(model_limit).map_or(left, |limit| limit.min(left)));
+    }
+    let charge = Charge {
+        budgets: Arc::clone(&state.budgets),
+        token_id: token_id.to_owned(),
+        unreported: options.max_tokens.or(model_limit).unwrap_or(0),
+        charged: false,
+    };
     let upstream = state.config.models.stream_transcript(&checked.model, checked.context, options);
-    Ok((upstream, slots, cancel))
+    Ok(Accepted { upstream, slots, cancel, charge })
+}
+
+/// An accepted request: its upstream stream and what it holds until the stream ends.
+struct Accepted {
+    upstream: AssistantMessageEventStream,
+    slots: Slots,
+    cancel: pi_types::CancellationToken,
+    charge: Charge,
+}
+
+/// Charges a stream's tokens to its token's daily budget once: the reported usage at the
+/// terminal event, else (dropped before one) the request's `maxTokens`.
+struct Charge {
+    budgets: Arc<Budgets>,
+    token_id: String,
+    unreported: u64,
+    charged: bool,
+}
+
+impl Charge {
+    fn usage(&mut self, usage: &Usage) {
+        let total = if usage.total_tokens > 0 { usage.total_tokens } else { usage.token_sum() };
+        self.budgets.charge(&self.token_id, total);
+        self.charged = true;
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if !self.charged {
+            self.budgets.charge(&self.token_id, self.unreported);
+        }
+    }
 }
 
 /// The SSE answer of one accepted request. Dropping it (client gone, stream over) cancels the
@@ -323,6 +369,7 @@ struct EventBody {
     upstream: AssistantMessageEventStream,
     _cancel_upstream: pi_types::CancelGuard,
     _slots: Slots,
+    charge: Charge,
     log: RequestLog,
     drain: CancellationToken,
     deadline: tokio::time::Instant,
@@ -338,7 +385,7 @@ const KEEPALIVE: &[u8] = b": keepalive\n\n";
 impl EventBody {
     fn new(
         state: &AppState,
-        (upstream, slots, cancel): (AssistantMessageEventStream, Slots, pi_types::CancellationToken),
+        Accepted { upstream, slots, cancel, charge }: Accepted,
         log: RequestLog,
         wire: Wire,
     ) -> Self {
@@ -349,6 +396,7 @@ impl EventBody {
             upstream,
             _cancel_upstream: cancel.drop_guard(),
             _slots: slots,
+            charge,
             log,
             drain: state.drain.clone(),
             deadline: tokio::time::Instant::now() + limits.upstream_timeout,
@@ -396,7 +444,8 @@ impl EventBody {
                             }
                             _ => {}
                         }
-                        if event.final_message().is_some() {
+                        if let Some(message) = event.final_message() {
+                            self.charge.usage(&message.usage);
                             self.finished = true;
                         }
                         self.wire_line(&event)

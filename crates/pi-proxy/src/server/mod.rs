@@ -19,7 +19,11 @@
 //!    `authorization`, `proxy-authorization`, `x-api-key`, `x-goog-api-key`, `cookie` and
 //!    `host` are never accepted;
 //! 6. a free stream slot, in total and for the token (503 with `retry-after`), taken only
-//!    now, so slow or invalid bodies never hold one.
+//!    now, so slow or invalid bodies never hold one;
+//! 7. the token's budgets, when set: [`Limits::requests_per_minute`] and
+//!    [`Limits::tokens_per_day`] (429 with `retry-after`).
+//!
+//! `maxTokens` is cut to the model's own `maxTokens` (and to what is left of a daily budget).
 //!
 //! The upstream stream runs inside the response body: when the client disconnects, hyper
 //! drops the body, which cancels the upstream request at once. A stream that runs past
@@ -31,6 +35,7 @@
 //! HTTP load balancer (docs/proxy.md).
 
 mod body;
+mod budget;
 mod config;
 mod handler;
 mod listener;
@@ -102,6 +107,13 @@ pub struct Limits {
     pub shutdown_grace: Duration,
     /// `retry-after` seconds of a 503 (default 1).
     pub retry_after_secs: u64,
+    /// Requests per minute each token may make (default none: no limit); more get 429.
+    pub requests_per_minute: Option<u64>,
+    /// Tokens (input, output and cache, as the upstream reports them) each token may use per
+    /// day (default none: no limit). Checked before the upstream is called: a spent budget
+    /// gets 429, and `maxTokens` is cut to what is left. A stream that ends without usage
+    /// (client gone) is charged its `maxTokens`.
+    pub tokens_per_day: Option<u64>,
 }
 
 impl Default for Limits {
@@ -120,6 +132,8 @@ impl Default for Limits {
             keepalive_interval: Duration::from_secs(15),
             shutdown_grace: Duration::from_secs(30),
             retry_after_secs: 1,
+            requests_per_minute: None,
+            tokens_per_day: None,
         }
     }
 }
@@ -129,9 +143,10 @@ pub const FORBIDDEN_HEADERS: [&str; 6] =
     ["authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "cookie", "host"];
 
 /// `samplingParams` keys allowed by default: sampling knobs only, nothing that could change
-/// the model, the messages or the billing of a request.
-pub const DEFAULT_SAMPLING_PARAMS: [&str; 9] =
-    ["top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop", "n"];
+/// the model, the messages or the billing of a request (so no `n`, `best_of` or `logprobs`,
+/// which multiply or add to the output the server pays for).
+pub const DEFAULT_SAMPLING_PARAMS: [&str; 8] =
+    ["top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop"];
 
 /// The credentials the server keeps out of everything it sends a client (error texts, events,
 /// refusals): its bearer tokens, the values of the environment variables in [`Redaction::env`]

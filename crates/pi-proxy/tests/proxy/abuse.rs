@@ -279,3 +279,90 @@ async fn large_bodies_are_checked_off_the_async_workers() {
     // The parse takes seconds in a debug build; the ticks are 20 ms apart.
     assert!(gap < Duration::from_millis(1000), "largest gap {gap:?}");
 }
+
+/// An upstream that records the `maxTokens` it was asked for and reports 1000 tokens used.
+#[derive(Clone, Default)]
+struct Metered {
+    asked: Arc<std::sync::Mutex<Vec<Option<u64>>>>,
+}
+
+impl StreamFn for Metered {
+    fn stream(&self, model: &Model, _: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        self.asked.lock().expect("lock").push(options.max_tokens);
+        let mut message = AssistantMessage { provider: model.provider.clone(), ..Default::default() };
+        message.usage.input = 400;
+        message.usage.output = 600;
+        message.usage.total_tokens = 1000;
+        message.stop_reason = StopReason::Stop;
+        let message = Arc::new(message);
+        AssistantMessageEventStream::from_events([
+            AssistantMessageEvent::Start { partial: Arc::clone(&message) },
+            AssistantMessageEvent::Done { reason: StopReason::Stop, message },
+        ])
+    }
+}
+
+fn metered() -> (Metered, Model, Provider) {
+    let metered = Metered::default();
+    let model = Model {
+        base_url: "http://metered.invalid".into(),
+        max_tokens: 16_384,
+        ..Model::new("m-1", "metered", "metered")
+    };
+    let provider = Provider::new("metered").with_model(model.clone()).with_api("metered", Arc::new(metered.clone()));
+    (metered, model, provider)
+}
+
+fn error_of(body: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    value["error"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn no_cost_multipliers_by_default_and_max_tokens_within_the_models_limit() {
+    let (metered, model, provider) = metered();
+    let server = TestServer::start(config_with(vec![provider])).await;
+    let with = |options: serde_json::Value| {
+        serde_json::json!({"model": &model, "context": {"messages": []}, "options": options}).to_string()
+    };
+    let (status, _, body) =
+        post(&server.url, Some(TOKEN), with(serde_json::json!({"samplingParams": {"n": 128}}))).await;
+    assert_eq!((status, error_of(&body).as_str()), (400, "Sampling parameter not allowed: `options.samplingParams.n`"));
+    let (status, _, body) =
+        post(&server.url, Some(TOKEN), with(serde_json::json!({"maxTokens": 1_000_000_000_000_000u64}))).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, _) = post(&server.url, Some(TOKEN), with(serde_json::json!({"maxTokens": 100}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(*metered.asked.lock().expect("lock"), vec![Some(16_384), Some(100)]);
+}
+
+#[tokio::test]
+async fn per_token_budgets_are_enforced_before_the_upstream_is_called() {
+    let (metered, model, provider) = metered();
+    let mut config = config_with(vec![provider.clone()]);
+    config.limits.tokens_per_day = Some(1500);
+    let server = TestServer::start(config).await;
+    let body = crate::support::body_for(&model).to_string();
+    // 1000 of 1500 used; the second request may ask for the 500 left; then the budget is spent.
+    assert_eq!(post(&server.url, Some(TOKEN), body.clone()).await.0, 200);
+    assert_eq!(post(&server.url, Some(TOKEN), body.clone()).await.0, 200);
+    let (status, headers, text) = post(&server.url, Some(TOKEN), body.clone()).await;
+    assert_eq!((status, error_of(&text).as_str()), (429, "Daily token budget of this token is spent"));
+    assert!(headers.get("retry-after").is_some());
+    assert_eq!(*metered.asked.lock().expect("lock"), vec![Some(1500), Some(500)]);
+    // Budgets are per token.
+    assert_eq!(post(&server.url, Some(crate::support::OTHER_TOKEN), body.clone()).await.0, 200);
+
+    let (metered, model, provider) = self::metered();
+    let mut config = config_with(vec![provider]);
+    config.limits.requests_per_minute = Some(2);
+    let server = TestServer::start(config).await;
+    let body = crate::support::body_for(&model).to_string();
+    assert_eq!(post(&server.url, Some(TOKEN), body.clone()).await.0, 200);
+    assert_eq!(post(&server.url, Some(TOKEN), body.clone()).await.0, 200);
+    let (status, headers, text) = post(&server.url, Some(TOKEN), body).await;
+    assert_eq!((status, error_of(&text).as_str()), (429, "Too many requests per minute for this token"));
+    let retry: u64 = headers.get("retry-after").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0);
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert_eq!(metered.asked.lock().expect("lock").len(), 2);
+}
