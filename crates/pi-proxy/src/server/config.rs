@@ -11,7 +11,9 @@
 //!   "allowHeaders": ["anthropic-beta"],
 //!   "allowSamplingParams": ["top_p"],
 //!   "limits": {"maxBodyBytes": 8388608, "maxBodyBytesInFlight": 67108864, "maxStreams": 1024, "maxStreamsPerToken": 64,
-//!              "maxConnections": 4096, "upstreamTimeoutMs": 600000,
+//!              "maxConnections": 4096, "maxIdleConnections": 1024,
+//!              "maxIdleConnectionsPerPeer": 256, "idleTimeoutUnderPressureMs": 2000,
+//!              "upstreamTimeoutMs": 600000,
 //!              "upstreamHeadersTimeoutMs": 60000, "upstreamIdleTimeoutMs": 120000,
 //!              "bodyReadTimeoutMs": 10000, "headerReadTimeoutMs": 30000,
 //!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1,
@@ -75,6 +77,9 @@ pub struct FileLimits {
     max_streams: Option<usize>,
     max_streams_per_token: Option<usize>,
     max_connections: Option<usize>,
+    max_idle_connections: Option<usize>,
+    max_idle_connections_per_peer: Option<usize>,
+    idle_timeout_under_pressure_ms: Option<u64>,
     upstream_timeout_ms: Option<u64>,
     upstream_headers_timeout_ms: Option<u64>,
     upstream_idle_timeout_ms: Option<u64>,
@@ -243,6 +248,11 @@ impl ServerConfig {
         limits.max_streams = l.max_streams.unwrap_or(limits.max_streams);
         limits.max_streams_per_token = l.max_streams_per_token.unwrap_or(limits.max_streams_per_token);
         limits.max_connections = l.max_connections.unwrap_or(limits.max_connections);
+        limits.max_idle_connections = l.max_idle_connections.unwrap_or(limits.max_idle_connections);
+        limits.max_idle_connections_per_peer =
+            l.max_idle_connections_per_peer.unwrap_or(limits.max_idle_connections_per_peer);
+        limits.idle_timeout_under_pressure =
+            l.idle_timeout_under_pressure_ms.map_or(limits.idle_timeout_under_pressure, ms);
         limits.upstream_timeout = l.upstream_timeout_ms.map_or(limits.upstream_timeout, ms);
         limits.upstream_headers_timeout = l.upstream_headers_timeout_ms.map_or(limits.upstream_headers_timeout, ms);
         limits.upstream_idle_timeout = l.upstream_idle_timeout_ms.map_or(limits.upstream_idle_timeout, ms);

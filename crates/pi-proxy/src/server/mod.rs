@@ -38,6 +38,7 @@ mod body;
 mod budget;
 mod config;
 mod handler;
+mod idle;
 mod listener;
 mod redact;
 mod validate;
@@ -86,7 +87,8 @@ pub struct Limits {
     /// 64 MiB, at least [`Limits::max_body_bytes`]). A body takes room as its bytes arrive;
     /// one that cannot get room before its read deadline gets 503.
     pub max_body_bytes_in_flight: usize,
-    /// Time to read the request headers of a connection (default 30 s).
+    /// Time to read the request headers of a connection, and the longest a connection stays
+    /// open without a request in progress (default 30 s).
     pub header_read_timeout: Duration,
     /// Streams running at once (default 1024); more get 503.
     pub max_streams: usize,
@@ -94,6 +96,17 @@ pub struct Limits {
     pub max_streams_per_token: usize,
     /// Open connections (default 4096); more are closed on accept.
     pub max_connections: usize,
+    /// Connections without a request in progress (idle, or still sending a request head), all
+    /// peers together (default 1024); a new connection over it is closed on accept. When more
+    /// than half are idle, idle connections are closed after
+    /// [`Limits::idle_timeout_under_pressure`] instead of [`Limits::header_read_timeout`].
+    pub max_idle_connections: usize,
+    /// The same, per peer IP address (default 256). Behind a reverse proxy every connection
+    /// comes from its address: raise this to its connection pool size (docs/proxy.md).
+    pub max_idle_connections_per_peer: usize,
+    /// How long a connection may be idle or send its request head while more than half of
+    /// [`Limits::max_idle_connections`] are idle (default 2 s).
+    pub idle_timeout_under_pressure: Duration,
     /// Longest upstream stream, start to end (default 10 min).
     pub upstream_timeout: Duration,
     /// Upstream time to response headers (default 60 s).
@@ -126,6 +139,9 @@ impl Default for Limits {
             max_streams: 1024,
             max_streams_per_token: 64,
             max_connections: 4096,
+            max_idle_connections: 1024,
+            max_idle_connections_per_peer: 256,
+            idle_timeout_under_pressure: Duration::from_secs(2),
             upstream_timeout: Duration::from_secs(600),
             upstream_headers_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(120),

@@ -366,3 +366,61 @@ async fn per_token_budgets_are_enforced_before_the_upstream_is_called() {
     assert!((1..=60).contains(&retry), "{retry}");
     assert_eq!(metered.asked.lock().expect("lock").len(), 2);
 }
+
+/// Whether the server closed `socket` (EOF or reset) within `wait`.
+async fn closed_within(socket: &mut tokio::net::TcpStream, wait: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 64];
+    matches!(tokio::time::timeout(wait, socket.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
+}
+
+#[tokio::test]
+async fn an_idle_flood_does_not_lock_the_listener() {
+    let faux = faux();
+    let model = faux.model();
+    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
+    let mut config = config_with(vec![faux_provider(&faux)]);
+    config.limits.max_connections = 64;
+    config.limits.max_idle_connections = 32;
+    config.limits.max_idle_connections_per_peer = 32;
+    config.limits.idle_timeout_under_pressure = Duration::from_millis(300);
+    let server = TestServer::start(config).await;
+    let address = server.url.trim_start_matches("http://").to_owned();
+    // 64 connections that never send a byte: as many as the server takes in all.
+    let mut flood = Vec::new();
+    for _ in 0..64 {
+        flood.push(tokio::net::TcpStream::connect(&address).await.expect("connect"));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let message = ProxyStreamFn::new(&server.url, TOKEN)
+        .stream(&model, TranscriptContext::default(), StreamOptions::default())
+        .result()
+        .await
+        .expect("final message");
+    assert_eq!((message.stop_reason, message.error_message.as_deref()), (StopReason::Stop, None));
+    // Half were closed on accept (over the idle limit), then the others once idle 300 ms while
+    // more than half of the idle limit was taken: at most 16 are left (until the 30 s timeout).
+    let mut open = 0;
+    for socket in &mut flood {
+        open += usize::from(!closed_within(socket, Duration::from_millis(200)).await);
+    }
+    assert!(open <= 16, "{open} flood connections still open");
+}
+
+#[tokio::test]
+async fn shutdown_closes_connections_without_a_whole_request_head_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let faux = faux();
+    let mut server = TestServer::start(config_with(vec![faux_provider(&faux)])).await;
+    let address = server.url.trim_start_matches("http://").to_owned();
+    let mut half_sent = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    half_sent.write_all(b"POST /api/stream HTTP/1.1\r\nhost: x\r\ncontent-type: app").await.expect("write");
+    let mut silent = tokio::net::TcpStream::connect(&address).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The header read timeout and the grace period are 30 s each: nothing here waits for them.
+    let done = server.shutdown();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), done).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    assert!(closed_within(&mut half_sent, Duration::from_secs(1)).await);
+    assert!(closed_within(&mut silent, Duration::from_secs(1)).await);
+}
