@@ -1,7 +1,10 @@
 //! Idle connections: those without a request in progress (waiting for, or receiving, a request
 //! head). They cost the server a socket and nothing else, which is what makes them a cheap
-//! flood: their number is bounded per peer address and in total, and under pressure they are
-//! closed sooner.
+//! flood. Their total is bounded (a new connection over it is closed at once); while more than
+//! half of it is taken (pressure), every idle connection is closed sooner. A peer address over
+//! its own bound gets new connections only on the short timeout, and none under pressure: a
+//! burst of real requests from one client still gets in, a flood from one address cannot hold
+//! more than its share.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -52,7 +55,8 @@ impl IdleConnections {
     pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Arc<Connection>> {
         let mut counts = self.counts();
         let of_peer = counts.per_peer.get(&peer).copied().unwrap_or(0);
-        if counts.total >= self.max_total || of_peer >= self.max_per_peer {
+        let over_peer_limit = of_peer >= self.max_per_peer;
+        if counts.total >= self.max_total || (over_peer_limit && *self.pressure.borrow()) {
             return None;
         }
         counts.total += 1;
@@ -66,6 +70,7 @@ impl IdleConnections {
             in_flight: AtomicUsize::new(0),
             idle_since_ms: AtomicU64::new(self.now_ms()),
             became_idle: Notify::new(),
+            short: over_peer_limit,
         }))
     }
 
@@ -104,6 +109,8 @@ pub(crate) struct Connection {
     idle_since_ms: AtomicU64,
     /// Notified when the last request in progress ends.
     pub(crate) became_idle: Notify,
+    /// Opened while its peer was over the per-peer bound: always on the short idle timeout.
+    pub(crate) short: bool,
 }
 
 impl Connection {
@@ -160,23 +167,23 @@ mod tests {
         let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
         let first = idle.admit(a).map(|c| (c.clone(), c.busy()));
         let second = idle.admit(a).unwrap();
-        // `a`'s first connection is busy, so `a` has one idle connection left to open.
-        let _third = idle.admit(a);
-        assert!(idle.admit(a).is_none());
-        assert!(!*idle.pressure().borrow());
-        let _fourth = idle.admit(b);
+        // `a`'s first connection is busy, so `a` has one idle connection left to open; the
+        // next gets the short timeout, and takes the server to pressure.
+        assert!(!idle.admit(a).unwrap().short);
+        let third = idle.admit(a).unwrap();
+        assert!(third.short);
         assert!(*idle.pressure().borrow());
+        assert!(idle.admit(a).is_none(), "over its own bound under pressure");
         let _fifth = idle.admit(b);
         assert!(idle.admit(b).is_none(), "four idle in total");
-        // The busy one goes idle, then closes: room for one more.
+        // `third` closes and the busy one goes idle: four again, so one more must close.
+        third.closed();
         let (connection, busy) = first.unwrap();
         drop(busy);
         assert!(connection.is_idle());
         assert!(idle.admit(IpAddr::from([10, 0, 0, 3])).is_none());
-        // Five idle now (one over, as a busy connection went idle): two must close.
         connection.closed();
-        assert!(idle.admit(IpAddr::from([10, 0, 0, 3])).is_none());
-        second.closed();
         assert!(idle.admit(IpAddr::from([10, 0, 0, 3])).is_some());
+        second.closed();
     }
 }

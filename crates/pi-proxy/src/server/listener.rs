@@ -132,7 +132,7 @@ async fn serve_connection(
     let mut pressure = idle.pressure();
     let mut shutting_down = false;
     loop {
-        let limit = if *pressure.borrow_and_update() {
+        let limit = if *pressure.borrow_and_update() || connection.short {
             limits.idle_timeout_under_pressure.min(limits.header_read_timeout)
         } else {
             limits.header_read_timeout

@@ -101,8 +101,10 @@ pub struct Limits {
     /// than half are idle, idle connections are closed after
     /// [`Limits::idle_timeout_under_pressure`] instead of [`Limits::header_read_timeout`].
     pub max_idle_connections: usize,
-    /// The same, per peer IP address (default 256). Behind a reverse proxy every connection
-    /// comes from its address: raise this to its connection pool size (docs/proxy.md).
+    /// Idle connections one peer IP address may hold on the normal timeout (default 256). A
+    /// peer over it gets new connections on [`Limits::idle_timeout_under_pressure`], and none
+    /// while more than half of [`Limits::max_idle_connections`] are idle. Behind a reverse
+    /// proxy every connection comes from its address: raise this to its pool size.
     pub max_idle_connections_per_peer: usize,
     /// How long a connection may be idle or send its request head while more than half of
     /// [`Limits::max_idle_connections`] are idle (default 2 s).
