@@ -298,10 +298,10 @@ async fn accept(state: Arc<AppState>, request: Request, log: &RequestLog, wire: 
         return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Proxy server is shutting down"));
     }
     let read = body::read(&state.bodies, body, deadline).await?;
-    let config = state.config.clone();
+    let shared = Arc::clone(&state);
     let checked = body::check_off_worker(&state.bodies, read, move |bytes| match wire {
-        Wire::Proxy => check(&config, bytes),
-        Wire::PiMessages => check_pi_messages(&config, bytes),
+        Wire::Proxy => check(&shared.config, bytes),
+        Wire::PiMessages => check_pi_messages(&shared.config, bytes),
     })
     .await?;
     let slots = take_slots(&state, token_id)?;
