@@ -13,6 +13,7 @@
 //! cargo xtask gen-validation-fixtures          regenerate the validation fixtures with node
 //! cargo xtask proxy-interop                    our proxy server against the reference streamProxy client
 //! cargo xtask proxy-load [--streams N]         N concurrent streams through the proxy over loopback
+//! cargo xtask proxy-abuse                      the same streams while slow, idle and big requests attack
 //! cargo xtask public-api [--check]             record (check) each library crate's public API in docs/api
 //! cargo xtask sse-floor [API ...]              SSE decoding rates beside a memchr floor
 //! ```
@@ -22,6 +23,7 @@ mod bench_load;
 mod bench_runs;
 mod catalog;
 mod diff_fuzz;
+mod proxy_abuse;
 mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
@@ -61,6 +63,10 @@ commands:
   proxy-load [--release] [--streams N] [--chars N] [--tokens-per-second R]
                                   N concurrent proxy streams over loopback (default 500): throughput, latency
                                   per event against the provider direct, RSS per stream
+  proxy-abuse [--release] [--streams N] [--slow N] [--idle N] [--big N]
+                                  N paced proxy streams (default 500) while slow bodies (500), idle
+                                  connections (1000) and big bodies (16) arrive: every stream completes,
+                                  largest gap under 200 ms, RSS after within 2x of before
   public-api [--check]            write each publishable library crate's public API to docs/api/<crate>.txt;
                                   --check: fail if one differs from its file (rustdoc JSON via RUSTC_BOOTSTRAP)";
 
@@ -270,6 +276,7 @@ fn main() -> ExitCode {
         (Some("gen-validation-fixtures"), None) => run_node_script("validation-fixtures.mjs"),
         (Some("proxy-interop"), None) => print_line(proxy_interop::run(&target_dir())),
         (Some("proxy-load"), _) => print_line(proxy_load::run(&args[1..])),
+        (Some("proxy-abuse"), _) => print_line(proxy_abuse::run(&args[1..])),
         (Some("public-api"), None) => print_line(public_api::update(&repo_root()).map_err(|e| e.to_string())),
         (Some("public-api"), Some(flag)) if flag == "--check" => {
             print_line(public_api::check(&repo_root()).map_err(|e| e.to_string()))

@@ -156,10 +156,17 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Resident set size of this process in KiB now (Linux `VmRSS`; 0 when unknown).
+pub(crate) fn resident_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or_default();
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).unwrap_or(0)
+}
+
 /// Checks one stream as it runs, keeping no event (a consumer that kept every event would
 /// make the client copy the growing message per delta and measure itself, not the proxy).
 #[derive(Default)]
-struct Checker {
+pub(crate) struct Checker {
     events: usize,
     names: Vec<&'static str>,
     streamed: String,
@@ -167,7 +174,7 @@ struct Checker {
 }
 
 impl Checker {
-    fn see(&mut self, event: &AssistantMessageEvent) {
+    pub(crate) fn see(&mut self, event: &AssistantMessageEvent) {
         self.events += 1;
         let name = event.type_name();
         if self.names.last() != Some(&name) {
@@ -182,7 +189,7 @@ impl Checker {
     }
 
     /// The number of events, or what was wrong.
-    fn finish(self, text: &str) -> Result<usize, String> {
+    pub(crate) fn finish(self, text: &str) -> Result<usize, String> {
         if self.names != ["start", "text_start", "text_delta", "text_end", "done"] {
             return Err(format!("unexpected event sequence: {:?}", self.names));
         }

@@ -10,11 +10,14 @@
 //!                                    "baseUrl": "http://10.0.0.5:8000/v1"}]}],
 //!   "allowHeaders": ["anthropic-beta"],
 //!   "allowSamplingParams": ["top_p"],
-//!   "limits": {"maxBodyBytes": 8388608, "maxStreams": 1024, "maxStreamsPerToken": 64,
-//!              "maxConnections": 4096, "upstreamTimeoutMs": 600000,
+//!   "limits": {"maxBodyBytes": 8388608, "maxBodyBytesInFlight": 67108864, "maxStreams": 1024, "maxStreamsPerToken": 64,
+//!              "maxConnections": 4096, "maxIdleConnections": 1024,
+//!              "maxIdleConnectionsPerPeer": 256, "idleTimeoutUnderPressureMs": 2000,
+//!              "upstreamTimeoutMs": 600000,
 //!              "upstreamHeadersTimeoutMs": 60000, "upstreamIdleTimeoutMs": 120000,
-//!              "bodyReadTimeoutMs": 30000, "headerReadTimeoutMs": 30000,
-//!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1}
+//!              "bodyReadTimeoutMs": 10000, "headerReadTimeoutMs": 30000,
+//!              "keepaliveMs": 15000, "shutdownGraceMs": 30000, "retryAfterSecs": 1,
+//!              "requestsPerMinute": 60, "tokensPerDay": 2000000}
 //! }
 //! ```
 //! Environment (read after the file, adding to or overriding it): `PI_PROXY_TOKENS`
@@ -33,7 +36,7 @@ use pi_types::Model;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Limits, ProxyToken, ServerConfig, DEFAULT_SAMPLING_PARAMS};
+use super::{Limits, ProxyToken, Redaction, ServerConfig, DEFAULT_SAMPLING_PARAMS};
 use crate::ProxyError;
 
 /// A token entry of the file: the secret inline or in an environment variable.
@@ -70,9 +73,13 @@ pub struct CustomProvider {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FileLimits {
     max_body_bytes: Option<usize>,
+    max_body_bytes_in_flight: Option<usize>,
     max_streams: Option<usize>,
     max_streams_per_token: Option<usize>,
     max_connections: Option<usize>,
+    max_idle_connections: Option<usize>,
+    max_idle_connections_per_peer: Option<usize>,
+    idle_timeout_under_pressure_ms: Option<u64>,
     upstream_timeout_ms: Option<u64>,
     upstream_headers_timeout_ms: Option<u64>,
     upstream_idle_timeout_ms: Option<u64>,
@@ -81,6 +88,8 @@ pub struct FileLimits {
     keepalive_ms: Option<u64>,
     shutdown_grace_ms: Option<u64>,
     retry_after_secs: Option<u64>,
+    requests_per_minute: Option<u64>,
+    tokens_per_day: Option<u64>,
 }
 
 /// The configuration file.
@@ -237,9 +246,15 @@ impl ServerConfig {
         let l = &file.limits;
         let ms = Duration::from_millis;
         limits.max_body_bytes = l.max_body_bytes.unwrap_or(limits.max_body_bytes);
+        limits.max_body_bytes_in_flight = l.max_body_bytes_in_flight.unwrap_or(limits.max_body_bytes_in_flight);
         limits.max_streams = l.max_streams.unwrap_or(limits.max_streams);
         limits.max_streams_per_token = l.max_streams_per_token.unwrap_or(limits.max_streams_per_token);
         limits.max_connections = l.max_connections.unwrap_or(limits.max_connections);
+        limits.max_idle_connections = l.max_idle_connections.unwrap_or(limits.max_idle_connections);
+        limits.max_idle_connections_per_peer =
+            l.max_idle_connections_per_peer.unwrap_or(limits.max_idle_connections_per_peer);
+        limits.idle_timeout_under_pressure =
+            l.idle_timeout_under_pressure_ms.map_or(limits.idle_timeout_under_pressure, ms);
         limits.upstream_timeout = l.upstream_timeout_ms.map_or(limits.upstream_timeout, ms);
         limits.upstream_headers_timeout = l.upstream_headers_timeout_ms.map_or(limits.upstream_headers_timeout, ms);
         limits.upstream_idle_timeout = l.upstream_idle_timeout_ms.map_or(limits.upstream_idle_timeout, ms);
@@ -248,6 +263,8 @@ impl ServerConfig {
         limits.keepalive_interval = l.keepalive_ms.map_or(limits.keepalive_interval, ms);
         limits.shutdown_grace = l.shutdown_grace_ms.map_or(limits.shutdown_grace, ms);
         limits.retry_after_secs = l.retry_after_secs.unwrap_or(limits.retry_after_secs);
+        limits.requests_per_minute = l.requests_per_minute.or(limits.requests_per_minute);
+        limits.tokens_per_day = l.tokens_per_day.or(limits.tokens_per_day);
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         if let Some(v) = env_number("PI_PROXY_MAX_STREAMS")? {
             limits.max_streams = to_usize(v);
@@ -270,7 +287,9 @@ impl ServerConfig {
         let allowed_sampling_params = file
             .allow_sampling_params
             .unwrap_or_else(|| DEFAULT_SAMPLING_PARAMS.iter().map(|s| (*s).to_owned()).collect());
-        Ok(Self { models: Arc::new(models), tokens, limits, allowed_headers, allowed_sampling_params })
+        let mut redaction = Redaction::with_default_env();
+        redaction.env.extend(file.custom_providers.iter().filter_map(|p| p.api_key_env.clone()));
+        Ok(Self { models: Arc::new(models), tokens, limits, allowed_headers, allowed_sampling_params, redaction })
     }
 }
 

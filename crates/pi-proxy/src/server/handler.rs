@@ -1,6 +1,7 @@
 //! The request handlers: authentication, stream slots, body checks, and the SSE response
 //! that runs the upstream stream.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -13,7 +14,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
-use http_body_util::BodyExt;
 use pi_providers::pi_messages::PiMessagesEvent;
 use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
@@ -21,6 +21,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::field::Empty;
 
+use super::body::{self, BodyBudget};
+use super::budget::Budgets;
+use super::redact::Redactor;
 use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
 use crate::wire::ProxyEvent;
@@ -31,6 +34,34 @@ pub(super) struct AppState {
     per_token: HashMap<String, Arc<Semaphore>>,
     /// Cancelled when the shutdown grace period is over: running streams end.
     drain: CancellationToken,
+    /// The server's credentials, kept out of every answer.
+    redactor: Arc<Redactor>,
+    /// Memory of the bodies being read and checked.
+    bodies: BodyBudget,
+    /// Per-token request and token budgets.
+    budgets: Arc<Budgets>,
+}
+
+/// Header names whose values are credentials.
+fn is_credential_header(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["authorization", "cookie", "key", "token", "secret"].iter().any(|part| name.contains(part))
+}
+
+/// Every credential the server holds: see [`super::Redaction`].
+fn redactor(config: &ServerConfig) -> Redactor {
+    let mut secrets = config.redaction.values();
+    secrets.extend(config.tokens.iter().map(|t| t.secret.clone()));
+    for model in config.models.models(None) {
+        for (name, value) in model.headers.iter().flatten() {
+            if is_credential_header(name) {
+                // `Bearer <key>`: the key alone is what an echo may quote.
+                let key = value.split_once(' ').map_or(value.as_str(), |(_, key)| key.trim());
+                secrets.extend([value.clone(), key.to_owned()]);
+            }
+        }
+    }
+    Redactor::new(secrets.iter().map(String::as_str))
 }
 
 /// The router; `drain` ends running streams when cancelled.
@@ -38,7 +69,11 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let limits = config.limits.clone();
     let per_token =
         config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
-    let state = Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain });
+    let redactor = Arc::new(redactor(&config));
+    let bodies = BodyBudget::new(limits.max_body_bytes_in_flight, limits.max_body_bytes);
+    let streams = Arc::new(Semaphore::new(limits.max_streams));
+    let budgets = Arc::new(Budgets::new(limits.requests_per_minute, limits.tokens_per_day));
+    let state = Arc::new(AppState { streams, per_token, config, drain, redactor, bodies, budgets });
     Router::new()
         .route("/api/stream", post(stream))
         // pi-ai's `pi-messages` API: `<baseUrl>/messages`, with or without a `/v1` base.
@@ -48,10 +83,6 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         .route("/api/models", get(super::models::list))
         .with_state(state)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            limits.body_read_timeout,
-        ))
         // Outermost, so it also sees the answers of the limit and timeout layers.
         .layer(axum::middleware::map_response(json_errors))
 }
@@ -222,7 +253,7 @@ async fn messages(State(state): State<Arc<AppState>>, request: Request) -> Respo
 
 async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response {
     let log = RequestLog::new();
-    match accept(state, request, &log, wire).await {
+    match accept(Arc::clone(state), request, &log, wire).await {
         Ok(accepted) => {
             log.span.record("status", 200u16);
             let body = EventBody::new(state, accepted, log, wire);
@@ -233,15 +264,21 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
             headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
             response
         }
-        Err(refusal) => {
+        Err(mut refusal) => {
             log.span.record("status", refusal.status.as_u16());
+            if let Cow::Owned(clean) = state.redactor.text(&refusal.message) {
+                refusal.message = clean;
+            }
             let mut response = match wire {
                 Wire::Proxy => refusal_response(&refusal),
                 Wire::PiMessages => json(refusal.status, serde_json::json!({"error": {"message": refusal.message}})),
             };
-            if refusal.status == StatusCode::SERVICE_UNAVAILABLE {
-                let retry = HeaderValue::from(state.config.limits.retry_after_secs);
-                response.headers_mut().insert(header::RETRY_AFTER, retry);
+            let retry_after = match refusal.status {
+                StatusCode::SERVICE_UNAVAILABLE => Some(state.config.limits.retry_after_secs),
+                _ => refusal.retry_after,
+            };
+            if let Some(seconds) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }
             response
         }
@@ -249,50 +286,80 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
 }
 
 /// Everything before the first byte of the answer; the upstream stream when accepted.
-async fn accept(
-    state: &AppState,
-    request: Request,
-    log: &RequestLog,
-    wire: Wire,
-) -> Result<(AssistantMessageEventStream, Slots, pi_types::CancellationToken), Refusal> {
+///
+/// A stream slot is taken only once a whole, valid request is in hand: a slow or bad body
+/// holds no slot, only its bytes' room in the body budget.
+async fn accept(state: Arc<AppState>, request: Request, log: &RequestLog, wire: Wire) -> Result<Accepted, Refusal> {
+    let deadline = tokio::time::Instant::now() + state.config.limits.body_read_timeout;
     let (parts, body) = request.into_parts();
-    let token_id = authenticate(state, &parts.headers)?;
+    let token_id = authenticate(&state, &parts.headers)?;
     log.span.record("token_id", token_id);
     check_content_type(&parts.headers)?;
     if state.drain.is_cancelled() {
         return Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "Proxy server is shutting down"));
     }
-    let slots = take_slots(state, token_id)?;
-    let bytes = read_body(body).await?;
-    let checked = match wire {
-        Wire::Proxy => check(&state.config, &bytes)?,
-        Wire::PiMessages => check_pi_messages(&state.config, &bytes)?,
-    };
-    drop(bytes);
+    let read = body::read(&state.bodies, body, deadline).await?;
+    let shared = Arc::clone(&state);
+    let checked = body::check_off_worker(&state.bodies, read, move |bytes| match wire {
+        Wire::Proxy => check(&shared.config, bytes),
+        Wire::PiMessages => check_pi_messages(&shared.config, bytes),
+    })
+    .await?;
+    let slots = take_slots(&state, token_id)?;
+    let admitted = state.budgets.admit(token_id)?;
     log.span.record("provider", checked.model.provider.as_str());
     log.span.record("model", checked.model.id.as_str());
     let limits = &state.config.limits;
     let cancel = pi_types::CancellationToken::new();
-    let options = pi_types::StreamOptions {
+    let mut options = pi_types::StreamOptions {
         cancel: Some(cancel.clone()),
         timeout_ms: Some(limits.upstream_headers_timeout.as_millis() as u64),
         idle_timeout_ms: Some(limits.upstream_idle_timeout.as_millis() as u64),
         ..checked.options
     };
+    let model_limit = Some(checked.model.max_tokens).filter(|limit| *limit > 0);
+    if let Some(left) = admitted.tokens_left {
+        options.max_tokens = Some(options.max_tokens.or(model_limit).map_or(left, |limit| limit.min(left)));
+    }
+    let charge = Charge {
+        budgets: Arc::clone(&state.budgets),
+        token_id: token_id.to_owned(),
+        unreported: options.max_tokens.or(model_limit).unwrap_or(0),
+        charged: false,
+    };
     let upstream = state.config.models.stream_transcript(&checked.model, checked.context, options);
-    Ok((upstream, slots, cancel))
+    Ok(Accepted { upstream, slots, cancel, charge })
 }
 
-async fn read_body(body: Body) -> Result<Bytes, Refusal> {
-    match body.collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) => {
-            let inner = error.into_inner();
-            if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                Err(Refusal::new(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large"))
-            } else {
-                Err(Refusal::new(StatusCode::BAD_REQUEST, "Could not read the request body"))
-            }
+/// An accepted request: its upstream stream and what it holds until the stream ends.
+struct Accepted {
+    upstream: AssistantMessageEventStream,
+    slots: Slots,
+    cancel: pi_types::CancellationToken,
+    charge: Charge,
+}
+
+/// Charges a stream's tokens to its token's daily budget once: the reported usage at the
+/// terminal event, else (dropped before one) the request's `maxTokens`.
+struct Charge {
+    budgets: Arc<Budgets>,
+    token_id: String,
+    unreported: u64,
+    charged: bool,
+}
+
+impl Charge {
+    fn usage(&mut self, usage: &Usage) {
+        let total = if usage.total_tokens > 0 { usage.total_tokens } else { usage.token_sum() };
+        self.budgets.charge(&self.token_id, total);
+        self.charged = true;
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if !self.charged {
+            self.budgets.charge(&self.token_id, self.unreported);
         }
     }
 }
@@ -303,6 +370,7 @@ struct EventBody {
     upstream: AssistantMessageEventStream,
     _cancel_upstream: pi_types::CancelGuard,
     _slots: Slots,
+    charge: Charge,
     log: RequestLog,
     drain: CancellationToken,
     deadline: tokio::time::Instant,
@@ -310,6 +378,7 @@ struct EventBody {
     keepalive: Duration,
     finished: bool,
     wire: Wire,
+    redactor: Arc<Redactor>,
 }
 
 const KEEPALIVE: &[u8] = b": keepalive\n\n";
@@ -317,7 +386,7 @@ const KEEPALIVE: &[u8] = b": keepalive\n\n";
 impl EventBody {
     fn new(
         state: &AppState,
-        (upstream, slots, cancel): (AssistantMessageEventStream, Slots, pi_types::CancellationToken),
+        Accepted { upstream, slots, cancel, charge }: Accepted,
         log: RequestLog,
         wire: Wire,
     ) -> Self {
@@ -328,6 +397,7 @@ impl EventBody {
             upstream,
             _cancel_upstream: cancel.drop_guard(),
             _slots: slots,
+            charge,
             log,
             drain: state.drain.clone(),
             deadline: tokio::time::Instant::now() + limits.upstream_timeout,
@@ -335,6 +405,7 @@ impl EventBody {
             keepalive: limits.keepalive_interval,
             finished: false,
             wire,
+            redactor: Arc::clone(&state.redactor),
         }
     }
 
@@ -374,17 +445,48 @@ impl EventBody {
                             }
                             _ => {}
                         }
-                        if event.final_message().is_some() {
+                        if let Some(message) = event.final_message() {
+                            self.charge.usage(&message.usage);
                             self.finished = true;
                         }
-                        match self.wire {
-                            Wire::Proxy => data_line(&ProxyEvent::from_event(&event)),
-                            Wire::PiMessages => data_line(&PiMessagesEvent::from_event(&event)),
-                        }
+                        self.wire_line(&event)
                     }
                 },
         };
         Some(line)
+    }
+
+    /// The line of an upstream event, with the server's credentials redacted and an error
+    /// text bounded.
+    fn wire_line(&self, event: &AssistantMessageEvent) -> Bytes {
+        match self.wire {
+            Wire::Proxy => {
+                let mut event = ProxyEvent::from_event(event);
+                if let ProxyEvent::Error { error_message: Some(message), .. } = &mut event {
+                    *message = self.redactor.error_text(message).into_boxed_str();
+                }
+                self.redacted_line(&event)
+            }
+            Wire::PiMessages => {
+                let mut event = PiMessagesEvent::from_event(event);
+                if let PiMessagesEvent::Error { error_message: Some(message), .. } = &mut event {
+                    *message = self.redactor.error_text(message);
+                }
+                self.redacted_line(&event)
+            }
+        }
+    }
+
+    /// `data: <json>\n\n` without credentials: one scan of the line; a line with a hit (rare)
+    /// is redacted string by string, so the JSON stays valid.
+    fn redacted_line(&self, event: &impl serde::Serialize) -> Bytes {
+        let line = data_line(event);
+        if !self.redactor.hits(&line) {
+            return line;
+        }
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        self.redactor.value(&mut value);
+        data_line(&value)
     }
 
     /// End the stream with an `error` event of the server's own.

@@ -14,6 +14,8 @@ use pi_providers::pi_messages::PiMessagesOptions;
 pub(crate) struct Refusal {
     pub status: StatusCode,
     pub message: String,
+    /// Seconds for `retry-after` (429; a 503 always gets [`super::Limits::retry_after_secs`]).
+    pub retry_after: Option<u64>,
 }
 
 /// Longest refusal text, in characters: messages quote the client's input (a model id, a
@@ -27,7 +29,7 @@ impl Refusal {
             message.truncate(cut);
             message.push_str("... [truncated]");
         }
-        Self { status, message }
+        Self { status, message, retry_after: None }
     }
 
     fn bad(message: impl Into<String>) -> Self {
@@ -50,7 +52,8 @@ pub(crate) fn check(config: &ServerConfig, body: &[u8]) -> Result<Checked, Refus
     let model = resolve_model(config, &request.model)?;
     check_options(config, &request)?;
     let context = TranscriptContext::from_messages(request.context.messages);
-    Ok(Checked { model, context, options: request.options.to_stream_options() })
+    let options = clamp_max_tokens(&model, request.options.to_stream_options());
+    Ok(Checked { model, context, options })
 }
 
 /// The body of `POST /messages` (pi-ai's `pi-messages` API): the model by id only.
@@ -68,7 +71,16 @@ pub(crate) fn check_pi_messages(config: &ServerConfig, body: &[u8]) -> Result<Ch
     let request: PiMessagesRequest = parse(body)?;
     let model = resolve_model_id(config, &request.model)?;
     let context = TranscriptContext::from_messages(request.context.messages);
-    Ok(Checked { model, context, options: request.options.to_stream_options() })
+    let options = clamp_max_tokens(&model, request.options.to_stream_options());
+    Ok(Checked { model, context, options })
+}
+
+/// `maxTokens` no larger than the model's own limit (a model without one is left alone).
+fn clamp_max_tokens(model: &Model, mut options: StreamOptions) -> StreamOptions {
+    if model.max_tokens > 0 {
+        options.max_tokens = options.max_tokens.map(|requested| requested.min(model.max_tokens));
+    }
+    options
 }
 
 /// The served model with this id: the one provider serving it, or `provider/id` when the id
