@@ -5,6 +5,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+/// How deeply subschemas may nest (far beyond any real tool schema).
+pub(crate) const MAX_SCHEMA_DEPTH: usize = 256;
+
 /// The base URI of a root schema without `$id`.
 pub(crate) const DEFAULT_BASE: &str = "https://json-schema.invalid/root.json";
 
@@ -51,7 +54,7 @@ impl Resolver {
 
     fn index(&mut self, node: &Value, at: String, base: &str, depth: usize) {
         let Value::Object(map) = node else { return };
-        if depth > super::schema::MAX_SCHEMA_DEPTH || self.base_of.contains_key(&at) {
+        if depth > MAX_SCHEMA_DEPTH || self.base_of.contains_key(&at) {
             return;
         }
         let mut b = base.to_owned();

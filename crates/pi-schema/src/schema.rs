@@ -9,11 +9,8 @@ use serde_json::{Map, Value};
 use super::format::{self, FormatCheck};
 use super::js;
 use super::regex::JsRegex;
-use super::resolve::{Resolver, DEFAULT_BASE};
+use super::resolve::{Resolver, DEFAULT_BASE, MAX_SCHEMA_DEPTH};
 use super::SchemaError;
-
-/// How deeply subschemas may nest (far beyond any real tool schema).
-pub(crate) const MAX_SCHEMA_DEPTH: usize = 256;
 
 /// The index of a node in [`Compiled::nodes`].
 pub(crate) type NodeId = usize;

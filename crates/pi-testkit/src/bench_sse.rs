@@ -18,7 +18,9 @@ use pi_providers::{Auth, Models, Provider};
 use pi_types::{AgentMessage, AssistantContent, Model, StopReason, StreamFn};
 use serde_json::json;
 
-use crate::bench::{check_last, ok_tool, run_agents, text, BenchLine, BenchOptions, Counters, Fleet, FINAL_TEXT};
+use crate::bench_support::{
+    check_last, ok_tool, run_agents, text, BenchLine, BenchOptions, Counters, Fleet, FINAL_TEXT,
+};
 
 /// The loopback server of the HTTP workloads, a byte-identical copy of the reference's
 /// `shared/bench/reference/sse-server.mjs` (the source of truth for the bodies).
@@ -324,7 +326,7 @@ pub fn run(
         wall_ms: (wall_ms * 10.0).round() / 10.0,
         events,
         events_per_sec: (events as f64 / (wall_ms / 1000.0)).round() as u64,
-        peak_rss_mb: crate::bench::peak_rss_mb(),
+        peak_rss_mb: crate::bench_support::peak_rss_mb(),
         threads: options.threads,
         no_usage_estimate: false,
         rss_per_agent_kb: None,

@@ -27,6 +27,7 @@ mod agent_replay;
 pub mod bench;
 #[cfg(feature = "sse-bench")]
 pub mod bench_sse;
+mod bench_support;
 mod error;
 pub mod grammar;
 pub mod normalize;

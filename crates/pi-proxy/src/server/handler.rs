@@ -80,7 +80,7 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         .route("/messages", post(messages))
         .route("/v1/messages", post(messages))
         .route("/healthz", get(healthz))
-        .route("/api/models", get(super::models::list))
+        .route("/api/models", get(list_models))
         .with_state(state)
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
         // Outermost, so it also sees the answers of the limit and timeout layers.
@@ -522,4 +522,21 @@ fn data_line(event: &impl serde::Serialize) -> Bytes {
     }
     line.extend_from_slice(b"\n\n");
     Bytes::from(line)
+}
+
+/// `GET /api/models`: 401 without a valid token, else the served models as JSON.
+async fn list_models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let (status, body) = match authenticate(&state, &headers) {
+        Ok(_) => match serde_json::to_vec(&super::models::served_models(&state.config)) {
+            Ok(body) => (StatusCode::OK, body),
+            Err(error) => {
+                let message = format!("Cannot list the models: {error}");
+                (StatusCode::INTERNAL_SERVER_ERROR, serde_json::json!({ "error": message }).to_string().into_bytes())
+            }
+        },
+        Err(refusal) => (refusal.status, serde_json::json!({ "error": refusal.message }).to_string().into_bytes()),
+    };
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
