@@ -165,6 +165,8 @@ pub struct AgentOptions {
     pub identity: Option<Arc<ClientIdentity>>,
     /// Parallel (default) or sequential tool execution.
     pub tool_execution: ToolExecutionMode,
+    /// What the runs' `tracing` spans record (default: no message content; docs/tracing.md).
+    pub trace: pi_loop::TraceOptions,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -177,6 +179,7 @@ impl std::fmt::Debug for AgentOptions {
             .field("session_id", &self.session_id)
             .field("transport", &self.transport)
             .field("tool_execution", &self.tool_execution)
+            .field("trace", &self.trace)
             .finish_non_exhaustive()
     }
 }
@@ -196,6 +199,7 @@ impl AgentOptions {
             max_retry_delay_ms: None,
             identity: None,
             tool_execution: ToolExecutionMode::Parallel,
+            trace: pi_loop::TraceOptions::default(),
         }
     }
 

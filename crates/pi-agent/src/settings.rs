@@ -26,6 +26,7 @@ pub(crate) struct Settings {
     pub(crate) max_retry_delay_ms: Option<u64>,
     pub(crate) identity: Option<Arc<ClientIdentity>>,
     pub(crate) tool_execution: ToolExecutionMode,
+    pub(crate) trace: pi_loop::TraceOptions,
 }
 
 impl Settings {
@@ -43,6 +44,7 @@ impl Settings {
             max_retry_delay_ms,
             identity,
             tool_execution,
+            trace,
         } = options;
         Self {
             stream_fn,
@@ -55,6 +57,7 @@ impl Settings {
             max_retry_delay_ms,
             identity,
             tool_execution,
+            trace,
         }
     }
 
@@ -72,6 +75,7 @@ impl Settings {
             max_retry_delay_ms: self.max_retry_delay_ms,
             identity: self.identity.clone(),
             tool_execution: self.tool_execution,
+            trace: self.trace,
         }
     }
 }

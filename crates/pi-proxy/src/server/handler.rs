@@ -36,6 +36,7 @@ struct AppState {
 /// The router; `drain` ends running streams when cancelled.
 pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let limits = config.limits.clone();
+    let access_log = super::access_log::Tokens::new(&config.tokens);
     let per_token =
         config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
     let state = Arc::new(AppState { streams: Arc::new(Semaphore::new(limits.max_streams)), per_token, config, drain });
@@ -53,6 +54,7 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         ))
         // Outermost, so it also sees the answers of the limit and timeout layers.
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn_with_state(access_log, super::access_log::log))
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {
