@@ -48,10 +48,8 @@ fn init(verbose: u8, serving: bool, json: bool) {
         },
     };
     // Spans print when they close (with their recorded attributes and busy/idle times).
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_span_events(FmtSpan::CLOSE);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_span_events(FmtSpan::CLOSE);
     // Another subscriber already set (a test harness) keeps its place.
     let _ = if json {
         builder.json().with_span_list(false).flatten_event(true).try_init()

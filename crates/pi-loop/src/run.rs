@@ -432,13 +432,22 @@ impl Run {
 
     /// The tool calls of `message`: executed, or failed when the response was cut off.
     async fn execute_tools(&self, message: &Arc<AssistantMessage>) -> Result<crate::tools::ToolBatch, LoopError> {
-        let trace = crate::tools::ToolTrace { parent: &self.trace.span, record_content: self.config.trace.record_content };
+        let trace =
+            crate::tools::ToolTrace { parent: &self.trace.span, record_content: self.config.trace.record_content };
         if message.stop_reason == StopReason::Length {
             return fail_truncated_tool_calls(message, &self.emitter, trace).await;
         }
         let hooks = self.config.hooks();
-        execute_tool_calls(&self.context, message, self.config.tool_execution, hooks, &self.cancel, &self.emitter, trace)
-            .await
+        execute_tool_calls(
+            &self.context,
+            message,
+            self.config.tool_execution,
+            hooks,
+            &self.cancel,
+            &self.emitter,
+            trace,
+        )
+        .await
     }
 
     /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
@@ -533,14 +542,13 @@ impl Run {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
             let emitting = {
-                // Until the response starts (the request phase: connecting, retries), each
-                // poll is in the response's span; from `start` on nothing is entered, so the
-                // deltas pay nothing for tracing.
-                let next = std::future::poll_fn(|cx| {
-                    let _entered = (!was_started).then(|| chat.enter());
-                    stream.poll_next_unpin(cx)
-                })
-                .await;
+                // Until the response starts (the request phase: connecting, retries), the
+                // stream is polled in the response's span; from `start` on it is polled as it
+                // is, so the deltas pay nothing for tracing.
+                let next = match was_started {
+                    true => stream.next().await,
+                    false => next_in_span(&mut stream, &chat).await,
+                };
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
                     push.take_failure()?;
@@ -647,6 +655,16 @@ impl Drop for Run {
     fn drop(&mut self) {
         self.return_cache();
     }
+}
+
+/// The stream's next event, polled in `span` (what the provider traces meanwhile, its HTTP
+/// request, is the span's).
+async fn next_in_span(stream: &mut AssistantMessageEventStream, span: &tracing::Span) -> Option<AssistantMessageEvent> {
+    std::future::poll_fn(|cx| {
+        let _entered = span.enter();
+        stream.poll_next_unpin(cx)
+    })
+    .await
 }
 
 /// Declare the difference between the executable tools and the tools the transcript

@@ -510,9 +510,11 @@ impl Batch<'_> {
         for call in calls {
             let span = self.trace.span(call);
             self.emitter.emit(start_event(call)).await?;
-            let preparation =
-                in_span(&span, prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel))
-                    .await;
+            let preparation = in_span(
+                &span,
+                prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel),
+            )
+            .await;
             match preparation {
                 Preparation::Immediate(result) => {
                     let outcome = Finished::immediate(*result);

@@ -8,8 +8,7 @@
 //! even computed).
 
 use pi_types::{
-    AgentToolResult, AssistantContent, AssistantMessage, Message, StopReason, ToolCall, UserContent,
-    UserMessageContent,
+    AgentToolResult, AssistantContent, AssistantMessage, Message, StopReason, ToolCall, UserContent, UserMessageContent,
 };
 use serde_json::{json, Value};
 use tracing::field::Empty;

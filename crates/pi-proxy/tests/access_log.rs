@@ -69,7 +69,8 @@ async fn one_line_per_request_with_the_token_id_not_the_token() {
     faux.set_responses([faux_assistant_message(vec![faux_text("hello")], StopReason::Stop).into()]);
     let server = TestServer::start(config_with(vec![faux_provider(&faux)])).await;
     let context = TranscriptContext::from_messages(vec![Message::from(UserMessage::text("hi"))]);
-    let message = ProxyStreamFn::new(&server.url, TOKEN).stream(&faux.model(), context.clone(), StreamOptions::default());
+    let message =
+        ProxyStreamFn::new(&server.url, TOKEN).stream(&faux.model(), context.clone(), StreamOptions::default());
     assert_eq!(message.result().await.map(|m| m.text()).as_deref(), Some("hello"));
     let wrong = ProxyStreamFn::new(&server.url, "WRONG-SECRET-TOKEN-123");
     let _ = wrong.stream(&faux.model(), context, StreamOptions::default()).result().await;
