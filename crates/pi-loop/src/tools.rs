@@ -14,7 +14,9 @@ use pi_types::{
     ToolExecutionMode, ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
-use tracing::Span;
+// `Instrument` rather than a future of our own: its future holds the tool's once (an `async fn`
+// taking the future would keep it twice, as argument and as pinned local).
+use tracing::{Instrument, Span};
 
 use crate::context::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
 use crate::hooks::{HookFns, Hooks};
@@ -56,17 +58,6 @@ impl ToolTrace<'_> {
     fn end(&self, span: &Span, outcome: &Finished) {
         end_tool(span, &outcome.result, outcome.is_error, self.record_content);
     }
-}
-
-/// `future`, polled in `span` (what the tool and its hooks trace is the call's). A tool's
-/// future is polled a few times per call, never per delta of a response.
-async fn in_span<F: Future>(span: &Span, future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    std::future::poll_fn(|cx| {
-        let _entered = span.enter();
-        future.as_mut().poll(cx)
-    })
-    .await
 }
 
 enum Preparation {
@@ -510,11 +501,10 @@ impl Batch<'_> {
         for call in calls {
             let span = self.trace.span(call);
             self.emitter.emit(start_event(call)).await?;
-            let preparation = in_span(
-                &span,
-                prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel),
-            )
-            .await;
+            // Polled in the call's span, as the execution is: what its hooks trace is the call's.
+            let preparation = prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel)
+                .instrument(span.clone())
+                .await;
             match preparation {
                 Preparation::Immediate(result) => {
                     let outcome = Finished::immediate(*result);
@@ -593,12 +583,13 @@ async fn execute_sequential(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<To
     for call in calls {
         let span = batch.trace.span(call);
         emitter.emit(start_event(call)).await?;
-        let outcome = in_span(&span, async {
+        let outcome = async {
             match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
                 Preparation::Immediate(result) => Ok(Finished::immediate(*result)),
                 Preparation::Prepared { tool, mut args } => batch.run_prepared(call, &tool, &mut args).await,
             }
-        })
+        }
+        .instrument(span.clone())
         .await?;
         batch.trace.end(&span, &outcome);
         drop(span);
@@ -625,7 +616,7 @@ async fn execute_parallel(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<Tool
             let outcome = if cancel.is_cancelled() {
                 Finished::immediate(error_result(ABORTED))
             } else {
-                in_span(&span, batch.run_prepared(call, &tool, &mut args)).await?
+                batch.run_prepared(call, &tool, &mut args).instrument(span.clone()).await?
             };
             batch.trace.end(&span, &outcome);
             drop(span);
@@ -680,7 +671,7 @@ pub struct RunToolCallOptions {
 pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
     // Under the caller's current span; no content (there is no run configuration to opt in).
     let span = tool_span(&Span::current(), tool_call, false);
-    let outcome = in_span(&span, run_tool_call_in_span(tool_call, options)).await;
+    let outcome = run_tool_call_in_span(tool_call, options).instrument(span.clone()).await;
     end_tool(&span, &outcome.result, outcome.is_error, false);
     outcome
 }
