@@ -337,6 +337,7 @@ impl AgentShared {
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
         config.tool_execution = options.tool_execution;
+        config.trace = options.trace;
         config.transcript_cache = Some(transcript_cache);
         let prepares_turns = options.hooks.fns().prepare_next_turn.is_some();
         let mut config = config.with_hooks(options.hooks);

@@ -169,6 +169,8 @@ pub struct AgentOptions {
     pub tool_execution: ToolExecutionMode,
     /// Retry runs that fail with a transient provider error (off by default; see [`RetryPolicy`]).
     pub retry: Option<RetryPolicy>,
+    /// What the runs' `tracing` spans record (default: no message content; docs/tracing.md).
+    pub trace: pi_loop::TraceOptions,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -182,6 +184,7 @@ impl std::fmt::Debug for AgentOptions {
             .field("transport", &self.transport)
             .field("tool_execution", &self.tool_execution)
             .field("retry", &self.retry)
+            .field("trace", &self.trace)
             .finish_non_exhaustive()
     }
 }
@@ -202,6 +205,7 @@ impl AgentOptions {
             identity: None,
             tool_execution: ToolExecutionMode::Parallel,
             retry: None,
+            trace: pi_loop::TraceOptions::default(),
         }
     }
 

@@ -29,6 +29,7 @@ pub(crate) struct Settings {
     pub(crate) tool_execution: ToolExecutionMode,
     /// Boxed: most agents have none, and every agent keeps its settings.
     pub(crate) retry: Option<Arc<RetryPolicy>>,
+    pub(crate) trace: pi_loop::TraceOptions,
 }
 
 impl Settings {
@@ -47,6 +48,7 @@ impl Settings {
             identity,
             tool_execution,
             retry,
+            trace,
         } = options;
         Self {
             stream_fn,
@@ -60,6 +62,7 @@ impl Settings {
             identity,
             tool_execution,
             retry: retry.map(Arc::new),
+            trace,
         }
     }
 
@@ -78,6 +81,7 @@ impl Settings {
             identity: self.identity.clone(),
             tool_execution: self.tool_execution,
             retry: self.retry.as_deref().cloned(),
+            trace: self.trace,
         }
     }
 }

@@ -118,6 +118,9 @@ pub struct ServeArgs {
     /// Also serve the offline demo model faux/faux-1 (for trying a deployment without keys).
     #[arg(long)]
     pub with_demo: bool,
+    /// Log each request (and anything -v adds) as a JSON line on stderr instead of text.
+    #[arg(long)]
+    pub log_json: bool,
 }
 
 /// Which provider and model to use.
@@ -187,6 +190,9 @@ pub struct OutputArgs {
     /// Print every agent event as one JSON line.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Trace spans and events on stderr (-v: the agent's spans; -vv, -vvv: more); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// The output style selected by [`OutputArgs`].

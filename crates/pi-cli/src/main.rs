@@ -22,6 +22,7 @@ mod args;
 mod chat;
 mod demo;
 mod error;
+mod logging;
 mod login;
 mod mcp;
 mod models;
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
         }
         Err(error) => return fail(&error),
     };
+    logging::init_for(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => return fail(&CliError::Io(format!("cannot start the async runtime: {error}"))),

@@ -56,6 +56,9 @@ pub struct LoopConfig {
     /// Provider messages converted by earlier runs of the same growing transcript: a run then
     /// converts only its new messages (see [`crate::TranscriptCache`] for the contract).
     pub transcript_cache: Option<crate::TranscriptCache>,
+    /// What the run's `tracing` spans record (default: attributes only, no message content;
+    /// see [`crate::TraceOptions`] and docs/tracing.md).
+    pub trace: crate::TraceOptions,
     /// Every running agent holds its run's configuration, and most set no hook: one pointer.
     hooks: Hooks,
     /// Messages typed while the agent works (an agent always sets both sources, so they are
@@ -71,6 +74,7 @@ impl std::fmt::Debug for LoopConfig {
             .field("model", &self.model.id)
             .field("options", &self.options)
             .field("tool_execution", &self.tool_execution)
+            .field("trace", &self.trace)
             .field("hooks", &self.hooks)
             .field("get_steering_messages", &self.get_steering_messages.is_some())
             .field("get_follow_up_messages", &self.get_follow_up_messages.is_some())
@@ -87,6 +91,7 @@ impl LoopConfig {
             stream_fn,
             tool_execution: ToolExecutionMode::Parallel,
             transcript_cache: None,
+            trace: crate::TraceOptions::default(),
             hooks: Hooks::new(),
             get_steering_messages: None,
             get_follow_up_messages: None,

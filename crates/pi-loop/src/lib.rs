@@ -44,6 +44,7 @@ mod run;
 mod sink;
 mod stream;
 mod tools;
+mod trace;
 mod transcript_cache;
 
 pub use config::LoopConfig;
@@ -61,6 +62,7 @@ pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue};
 pub use sink::{AgentEventSink, Delivery, EventInfo, FnSink, NullSink};
 pub use stream::{agent_loop, agent_loop_continue, AgentEventStream};
 pub use tools::{run_tool_call, RunToolCallOptions, ToolCallOutcome};
+pub use trace::{provider_name, TraceOptions};
 
 pub use pi_types;
 pub use pi_types::CancellationToken;

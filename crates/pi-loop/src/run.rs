@@ -15,6 +15,7 @@ use crate::config::LoopConfig;
 use crate::context::{AgentContext, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
 use crate::sink::{AgentEventSink, Emitter};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
+use crate::trace::RunTrace;
 use crate::LoopError;
 
 /// The loop's large inputs, moved to the heap once per run (see docs/architecture.md, "Futures
@@ -86,9 +87,12 @@ fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send 
             let (context, config, _, sink, cancel) = inputs.into_parts();
             Box::new(Run::new(context, config, cancel, Emitter::new(sink), Vec::new()))
         };
-        run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
-        run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
-        run.run().await?;
+        // Each failure is recorded on the run's span as it ends the run (a block around these
+        // steps would take room in every run's future).
+        run.emitter.emit_boxed(AgentEvent::AgentStart).await.map_err(|e| run.trace.fail(e))?;
+        run.emitter.emit_boxed(AgentEvent::TurnStart).await.map_err(|e| run.trace.fail(e))?;
+        run.run().await.map_err(|e| run.trace.fail(e))?;
+        run.trace.end(None);
         Ok(run.into_new_messages())
     }
 }
@@ -105,11 +109,12 @@ fn run_with_prompts(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + S
             context.messages.extend(initial.iter().cloned());
             Box::new(Run::new(context, config, cancel, Emitter::new(sink), initial))
         };
-        run.emitter.emit_boxed(AgentEvent::AgentStart).await?;
-        run.emitter.emit_boxed(AgentEvent::TurnStart).await?;
+        run.emitter.emit_boxed(AgentEvent::AgentStart).await.map_err(|e| run.trace.fail(e))?;
+        run.emitter.emit_boxed(AgentEvent::TurnStart).await.map_err(|e| run.trace.fail(e))?;
         // The prompts are the run's first new messages.
-        Box::pin(run.emit_new_messages(0)).await?;
-        run.run().await?;
+        Box::pin(run.emit_new_messages(0)).await.map_err(|e| run.trace.fail(e))?;
+        run.run().await.map_err(|e| run.trace.fail(e))?;
+        run.trace.end(None);
         Ok(run.into_new_messages())
     }
 }
@@ -133,6 +138,8 @@ struct Run {
     emitter: Emitter,
     /// The messages this run added, returned when it ends.
     new_messages: NewMessages,
+    /// The run's `invoke_agent` span (see `crate::trace`).
+    trace: RunTrace,
 }
 
 /// The messages a run added, in order.
@@ -169,7 +176,9 @@ impl Run {
             true => NewMessages::Own(new_messages),
             false => NewMessages::Tail { start: context.messages.len().saturating_sub(new_messages.len()) },
         };
+        let trace = RunTrace::new(&config);
         let mut run = Self {
+            trace,
             context,
             llm_cache: Arc::default(),
             llm_converted: 0,
@@ -423,11 +432,22 @@ impl Run {
 
     /// The tool calls of `message`: executed, or failed when the response was cut off.
     async fn execute_tools(&self, message: &Arc<AssistantMessage>) -> Result<crate::tools::ToolBatch, LoopError> {
+        let trace =
+            crate::tools::ToolTrace { parent: &self.trace.span, record_content: self.config.trace.record_content };
         if message.stop_reason == StopReason::Length {
-            return fail_truncated_tool_calls(message, &self.emitter).await;
+            return fail_truncated_tool_calls(message, &self.emitter, trace).await;
         }
         let hooks = self.config.hooks();
-        execute_tool_calls(&self.context, message, self.config.tool_execution, hooks, &self.cancel, &self.emitter).await
+        execute_tool_calls(
+            &self.context,
+            message,
+            self.config.tool_execution,
+            hooks,
+            &self.cancel,
+            &self.emitter,
+            trace,
+        )
+        .await
     }
 
     /// The provider transcript, when the default `convert_to_llm` and no `transform_context`
@@ -507,7 +527,10 @@ impl Run {
             false => Box::pin(self.hooked_request_inputs()).await?,
         };
         let thinking_level = self.config.options.reasoning.unwrap_or(ThinkingLevel::Off);
-        let mut stream = self.start_request(transcript, api_key);
+        let chat = self.trace.chat_span(&self.config, transcript.messages());
+        // In the span while the provider starts the request, so that what it traces (the HTTP
+        // request at its seam) is the response's.
+        let mut stream = chat.in_scope(|| self.start_request(transcript, api_key));
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
@@ -519,7 +542,13 @@ impl Run {
             // Made in a block that ends before the emit: a binding of the provider's event
             // that lived on would keep its place in this future beside the emission.
             let emitting = {
-                let next = stream.next().await;
+                // Until the response starts (the request phase: connecting, retries), the
+                // stream is polled in the response's span; from `start` on it is polled as it
+                // is, so the deltas pay nothing for tracing.
+                let next = match was_started {
+                    true => stream.next().await,
+                    false => next_in_span(&mut stream, &chat).await,
+                };
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
                     push.take_failure()?;
@@ -546,6 +575,8 @@ impl Run {
         // Without a terminal event, end with what was streamed. Taking the final message out of
         // the stream avoids copying it when nobody shares it.
         let message = self.finished(stream, was_started, thinking_level);
+        self.trace.end_chat(&chat, &message, self.config.trace.record_content);
+        drop(chat);
         if !was_started {
             let start = AgentMessage::Assistant(Arc::new((*message).clone()));
             self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
@@ -624,6 +655,16 @@ impl Drop for Run {
     fn drop(&mut self) {
         self.return_cache();
     }
+}
+
+/// The stream's next event, polled in `span` (what the provider traces meanwhile, its HTTP
+/// request, is the span's).
+async fn next_in_span(stream: &mut AssistantMessageEventStream, span: &tracing::Span) -> Option<AssistantMessageEvent> {
+    std::future::poll_fn(|cx| {
+        let _entered = span.enter();
+        stream.poll_next_unpin(cx)
+    })
+    .await
 }
 
 /// Declare the difference between the executable tools and the tools the transcript

@@ -14,10 +14,14 @@ use pi_types::{
     ToolExecutionMode, ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
+// `Instrument` rather than a future of our own: its future holds the tool's once (an `async fn`
+// taking the future would keep it twice, as argument and as pinned local).
+use tracing::{Instrument, Span};
 
 use crate::context::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
 use crate::hooks::{HookFns, Hooks};
 use crate::sink::Emitter;
+use crate::trace::{end_tool, tool_span};
 use crate::LoopError;
 
 /// The final outcome of one tool call after the hooks ran.
@@ -37,6 +41,23 @@ pub(crate) struct ToolBatch {
     /// Shared by the events, the context and the run's new messages.
     pub(crate) messages: Vec<Arc<ToolResultMessage>>,
     pub(crate) terminate: bool,
+}
+
+/// Where a batch's `execute_tool` spans go: under the run's span, with content or not.
+#[derive(Clone, Copy)]
+pub(crate) struct ToolTrace<'a> {
+    pub(crate) parent: &'a Span,
+    pub(crate) record_content: bool,
+}
+
+impl ToolTrace<'_> {
+    fn span(&self, call: &ToolCall) -> Span {
+        tool_span(self.parent, call, self.record_content)
+    }
+
+    fn end(&self, span: &Span, outcome: &Finished) {
+        end_tool(span, &outcome.result, outcome.is_error, self.record_content);
+    }
 }
 
 enum Preparation {
@@ -418,15 +439,19 @@ fn terminates(outcomes: &[Box<Finished>]) -> bool {
 pub(crate) async fn fail_truncated_tool_calls(
     assistant: &AssistantMessage,
     emitter: &Emitter,
+    trace: ToolTrace<'_>,
 ) -> Result<ToolBatch, LoopError> {
     let mut messages = Vec::new();
     for call in assistant.tool_calls() {
+        let span = trace.span(call);
         emitter.emit(start_event(call)).await?;
         let text = format!(
             "Tool call \"{}\" was not executed: the response hit the output token limit, so its arguments may be truncated. Re-issue the tool call with complete arguments.",
             call.name
         );
         let outcome = Finished::immediate(error_result(text));
+        trace.end(&span, &outcome);
+        drop(span);
         emitter.emit(end_event(call, &outcome)).await?;
         messages.push(emit_result_message(result_message(call, &outcome), emitter).await?);
     }
@@ -440,6 +465,7 @@ pub(crate) async fn execute_tool_calls(
     hooks: &HookFns,
     cancel: &CancellationToken,
     emitter: &Emitter,
+    trace: ToolTrace<'_>,
 ) -> Result<ToolBatch, LoopError> {
     let calls: Vec<&ToolCall> = assistant.tool_calls().collect();
     let any_sequential = calls
@@ -447,9 +473,11 @@ pub(crate) async fn execute_tool_calls(
         .any(|c| context.tool(&c.name).is_some_and(|t| t.spec().execution_mode == Some(ToolExecutionMode::Sequential)));
     if mode == ToolExecutionMode::Sequential || any_sequential {
         // Boxed: its future (a whole call's execution inline) would otherwise size every batch's.
-        Box::pin(execute_sequential(context, assistant, &calls, hooks, cancel, emitter)).await
+        let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: false, trace };
+        Box::pin(execute_sequential(&batch, &calls)).await
     } else {
-        execute_parallel(context, assistant, &calls, hooks, cancel, emitter).await
+        let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true, trace };
+        execute_parallel(&batch, &calls).await
     }
 }
 
@@ -462,6 +490,7 @@ struct Batch<'a> {
     emitter: &'a Emitter,
     /// Whether calls run concurrently (parallel mode).
     parallel: bool,
+    trace: ToolTrace<'a>,
 }
 
 impl Batch<'_> {
@@ -470,14 +499,21 @@ impl Batch<'_> {
     async fn prepare_all(&self, calls: &[&ToolCall]) -> Result<Vec<Slot>, LoopError> {
         let mut slots = Vec::with_capacity(calls.len());
         for call in calls {
+            let span = self.trace.span(call);
             self.emitter.emit(start_event(call)).await?;
-            match prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel).await {
+            // Polled in the call's span, as the execution is: what its hooks trace is the call's.
+            let preparation = prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel)
+                .instrument(span.clone())
+                .await;
+            match preparation {
                 Preparation::Immediate(result) => {
                     let outcome = Finished::immediate(*result);
+                    self.trace.end(&span, &outcome);
+                    drop(span);
                     self.emitter.emit(end_event(call, &outcome)).await?;
                     slots.push(Slot::Done(outcome));
                 }
-                Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args)),
+                Preparation::Prepared { tool, args } => slots.push(Slot::Run(tool, args, span)),
             }
         }
         Ok(slots)
@@ -540,26 +576,23 @@ impl KeptCall {
     }
 }
 
-async fn execute_sequential(
-    context: &AgentContext,
-    assistant: &Arc<AssistantMessage>,
-    calls: &[&ToolCall],
-    hooks: &HookFns,
-    cancel: &CancellationToken,
-    emitter: &Emitter,
-) -> Result<ToolBatch, LoopError> {
+async fn execute_sequential(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<ToolBatch, LoopError> {
+    let Batch { context, assistant, hooks, cancel, emitter, .. } = *batch;
     let mut outcomes = Vec::new();
     let mut messages = Vec::new();
     for call in calls {
+        let span = batch.trace.span(call);
         emitter.emit(start_event(call)).await?;
-        let outcome = match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
-            Preparation::Immediate(result) => Finished::immediate(*result),
-            Preparation::Prepared { tool, mut args } => {
-                Batch { context, assistant, hooks, cancel, emitter, parallel: false }
-                    .run_prepared(call, &tool, &mut args)
-                    .await?
+        let outcome = async {
+            match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
+                Preparation::Immediate(result) => Ok(Finished::immediate(*result)),
+                Preparation::Prepared { tool, mut args } => batch.run_prepared(call, &tool, &mut args).await,
             }
-        };
+        }
+        .instrument(span.clone())
+        .await?;
+        batch.trace.end(&span, &outcome);
+        drop(span);
         emitter.emit(end_event(call, &outcome)).await?;
         messages.push(emit_result_message(result_message(call, &outcome), emitter).await?);
         outcomes.push(outcome);
@@ -567,16 +600,8 @@ async fn execute_sequential(
     Ok(ToolBatch { messages, terminate: terminates(&outcomes) })
 }
 
-async fn execute_parallel(
-    context: &AgentContext,
-    assistant: &Arc<AssistantMessage>,
-    calls: &[&ToolCall],
-    hooks: &HookFns,
-    cancel: &CancellationToken,
-    emitter: &Emitter,
-) -> Result<ToolBatch, LoopError> {
-    let batch = Batch { context, assistant, hooks, cancel, emitter, parallel: true };
-    let batch = &batch;
+async fn execute_parallel(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<ToolBatch, LoopError> {
+    let Batch { cancel, emitter, .. } = *batch;
     // Boxed, this phase and the last: every call of the batch waits in this future (at the
     // yield after its execution), so it holds no state of the steps before and after.
     let slots = Box::pin(batch.prepare_all(calls)).await?;
@@ -587,12 +612,14 @@ async fn execute_parallel(
     // place in its future (see `Batch::run_prepared`).
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| match slot {
         Slot::Done(outcome) => Either::Left(std::future::ready(Ok(outcome))),
-        Slot::Run(tool, mut args) => Either::Right(async move {
+        Slot::Run(tool, mut args, span) => Either::Right(async move {
             let outcome = if cancel.is_cancelled() {
                 Finished::immediate(error_result(ABORTED))
             } else {
-                batch.run_prepared(call, &tool, &mut args).await?
+                batch.run_prepared(call, &tool, &mut args).instrument(span.clone()).await?
             };
+            batch.trace.end(&span, &outcome);
+            drop(span);
             emitter.emit(end_event(call, &outcome)).await?;
             Ok(outcome)
         }),
@@ -604,7 +631,8 @@ async fn execute_parallel(
 /// A parallel batch's call once prepared: its outcome, or what it runs with.
 enum Slot {
     Done(Box<Finished>),
-    Run(Arc<dyn AgentTool>, Value),
+    /// The tool, its arguments and the call's span.
+    Run(Arc<dyn AgentTool>, Value, Span),
 }
 
 /// The last phase of a parallel batch: the result messages, in call order.
@@ -641,6 +669,14 @@ pub struct RunToolCallOptions {
 /// (preparation, validation, `before_tool_call`, execution, `after_tool_call`) without
 /// events or messages. Never fails: every problem is an error outcome.
 pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
+    // Under the caller's current span; no content (there is no run configuration to opt in).
+    let span = tool_span(&Span::current(), tool_call, false);
+    let outcome = run_tool_call_in_span(tool_call, options).instrument(span.clone()).await;
+    end_tool(&span, &outcome.result, outcome.is_error, false);
+    outcome
+}
+
+async fn run_tool_call_in_span(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
     let hooks = options.hooks.fns();
     let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
     let preparation =

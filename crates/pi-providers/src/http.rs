@@ -10,6 +10,11 @@
 //! [`crate::client`]). Redirects are never followed by the default client, so provider
 //! credentials only reach the configured origin; a client that follows them ends the request
 //! with the redirect error. Environment proxies (`HTTP(S)_PROXY`) are opt-in.
+//!
+//! Each attempt is a `tracing` span `POST` (OpenTelemetry's HTTP client conventions: method,
+//! server address and port, resend count, status, `error.type`) under the span current when
+//! the request is sent (an agent loop's `chat` span), and each retry an event with its delay.
+//! Neither records the URL's path or query, headers or bodies: they can hold keys and content.
 
 use std::time::Duration;
 
@@ -19,6 +24,8 @@ use indexmap::IndexMap;
 use pi_types::CancellationToken;
 use pi_types::{Model, ProviderResponse, StreamOptions};
 use reqwest::header::HeaderMap;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use crate::sse::FrameGuard;
 
@@ -148,7 +155,11 @@ pub(crate) async fn send(
         if is_cancelled(cancel) {
             return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true });
         }
-        let error = match attempt(request, options, dialect).await {
+        let span = attempt_span(&request.url, max_retries - remaining);
+        let outcome = attempt(request, options, dialect).instrument(span.clone()).await;
+        record_attempt(&span, &outcome);
+        drop(span);
+        let error = match outcome {
             Ok(Some(response)) => {
                 if let Some(hook) = &options.on_response {
                     hook(&provider_response(&response), model).await;
@@ -177,6 +188,7 @@ pub(crate) async fn send(
             Err(message) => return Err(Failure { message: dialect.format(&ApiError::other(message)), aborted: false }),
         };
         remaining -= 1;
+        tracing::info!(retry = retry_index + 1, delay_ms = delay, status = error.status, "retrying provider request");
         tokio::select! {
             biased;
             () = cancelled(cancel) => {
@@ -184,6 +196,56 @@ pub(crate) async fn send(
             }
             () = tokio::time::sleep(delay_duration(delay)) => {}
         }
+    }
+}
+
+/// The span of one attempt; `resend_count` is 0 for the first.
+fn attempt_span(url: &str, resend_count: u32) -> Span {
+    let span = tracing::info_span!(
+        "POST",
+        otel.kind = "client",
+        otel.status_code = Empty,
+        http.request.method = "POST",
+        http.request.resend_count = (resend_count > 0).then_some(resend_count),
+        server.address = Empty,
+        server.port = Empty,
+        http.response.status_code = Empty,
+        error.type = Empty,
+    );
+    if !span.is_disabled() {
+        if let Ok(url) = reqwest::Url::parse(url) {
+            span.record("server.address", url.host_str());
+            span.record("server.port", url.port_or_known_default());
+        }
+    }
+    span
+}
+
+fn record_attempt(span: &Span, outcome: &Result<Option<reqwest::Response>, ApiError>) {
+    if span.is_disabled() {
+        return;
+    }
+    let (status, error_type) = match outcome {
+        Ok(Some(response)) => (Some(response.status().as_u16()), None),
+        Ok(None) => (None, Some("aborted")),
+        Err(error) => (
+            error.status,
+            Some(match error.kind {
+                ApiErrorKind::Status => "status",
+                ApiErrorKind::Connection => "connection",
+                ApiErrorKind::Timeout => "timeout",
+                ApiErrorKind::Other => "_OTHER",
+            }),
+        ),
+    };
+    span.record("http.response.status_code", status);
+    if let Some(kind) = error_type {
+        // The conventions' error type of an HTTP error answer is its status code.
+        match status {
+            Some(code) => span.record("error.type", code.to_string()),
+            None => span.record("error.type", kind),
+        };
+        span.record("otel.status_code", "ERROR");
     }
 }
 

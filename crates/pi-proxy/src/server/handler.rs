@@ -67,6 +67,7 @@ fn redactor(config: &ServerConfig) -> Redactor {
 /// The router; `drain` ends running streams when cancelled.
 pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
     let limits = config.limits.clone();
+    let access_log = super::access_log::Tokens::new(&config.tokens);
     let per_token =
         config.tokens.iter().map(|t| (t.id.clone(), Arc::new(Semaphore::new(limits.max_streams_per_token)))).collect();
     let redactor = Arc::new(redactor(&config));
@@ -85,6 +86,7 @@ pub(crate) fn router(config: ServerConfig, drain: CancellationToken) -> Router {
         .layer(tower_http::limit::RequestBodyLimitLayer::new(limits.max_body_bytes))
         // Outermost, so it also sees the answers of the limit and timeout layers.
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn_with_state(access_log, super::access_log::log))
 }
 
 async fn healthz(State(state): State<Arc<AppState>>) -> Response {

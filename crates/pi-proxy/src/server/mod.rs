@@ -29,11 +29,13 @@
 //! drops the body, which cancels the upstream request at once. A stream that runs past
 //! [`Limits::upstream_timeout`] ends with an `error` event. Each request is one `tracing`
 //! span `proxy_request` with the token id (never the token), provider, model, HTTP status,
-//! outcome and duration; no message content is logged.
+//! outcome and duration; no message content is logged. The access log is one event per
+//! request at target [`ACCESS_TARGET`] (method, path, status, duration, token id).
 //!
 //! The server keeps no state between requests, so it scales by adding replicas behind any
 //! HTTP load balancer (docs/proxy.md).
 
+mod access_log;
 mod body;
 mod budget;
 mod config;
@@ -50,6 +52,7 @@ use std::time::Duration;
 
 use pi_providers::Models;
 
+pub use access_log::ACCESS_TARGET;
 pub use config::{CustomProvider, FileConfig};
 pub use listener::serve;
 
