@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use rmcp::service::ServiceError;
+
 /// What can go wrong connecting to an MCP server or calling one of its tools.
 ///
 /// A tool call that fails returns one of these as its `Err`; the agent loop turns it into an
@@ -73,4 +75,15 @@ pub enum McpError {
         /// The tool's name on the server.
         tool: String,
     },
+}
+
+/// An rmcp request failure as this crate's error, naming the server and the request.
+pub(crate) fn service_error(server: &str, what: &str, error: ServiceError) -> McpError {
+    let (server, what) = (server.to_owned(), what.to_owned());
+    match error {
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed { server, what },
+        ServiceError::Timeout { timeout } => McpError::Timeout { server, what, limit: timeout },
+        ServiceError::McpError(error) => McpError::Request { server, what, reason: error.message.to_string() },
+        other => McpError::Request { server, what, reason: other.to_string() },
+    }
 }

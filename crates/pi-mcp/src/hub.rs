@@ -9,30 +9,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::ServerConfig;
-use crate::server::{supervise, ServerShared};
+use crate::connection::ServerShared;
+pub use crate::connection::ServerStatus;
+use crate::server::{supervise, Publish};
 use crate::tool::McpTool;
-
-/// Where a server is in its life.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ServerStatus {
-    /// The first connection attempt is under way.
-    Connecting,
-    /// Connected; its tools are in the set.
-    Ready {
-        /// How many tools it lists.
-        tools: usize,
-    },
-    /// The connection ended or failed; another attempt follows after a delay.
-    Reconnecting {
-        /// Consecutive failed attempts so far.
-        attempt: u32,
-        /// Why the last one ended.
-        last_error: String,
-    },
-    /// Given up after `Limits::reconnect_attempts` consecutive failures.
-    Failed(String),
-}
 
 /// A server as `/tools` shows it.
 #[derive(Clone, Debug)]
@@ -71,9 +51,11 @@ impl HubInner {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
 
+impl Publish for HubInner {
     /// A server's new tools and status (from its task).
-    pub(crate) fn publish(&self, index: usize, tools: Vec<Arc<McpTool>>, status: ServerStatus) {
+    fn publish(&self, index: usize, tools: Vec<Arc<McpTool>>, status: ServerStatus) {
         let changed = {
             let mut state = self.lock();
             let Some(slot) = state.slots.get_mut(index) else { return };
@@ -140,7 +122,9 @@ impl McpHub {
         let mut state = self.inner.lock();
         let index = state.slots.len();
         state.slots.push(Slot { shared: Arc::clone(&shared), status: ServerStatus::Connecting, tools: Vec::new() });
-        let task = tokio::spawn(supervise(Arc::downgrade(&self.inner), index, shared));
+        let inner: Arc<dyn Publish> = self.inner.clone();
+        let hub = Arc::downgrade(&inner);
+        let task = tokio::spawn(supervise(hub, index, shared));
         state.tasks.push(task);
     }
 

@@ -33,6 +33,7 @@
 //! ```
 
 mod config;
+mod connection;
 mod error;
 mod handler;
 mod hub;

@@ -1,6 +1,6 @@
 //! One server's connection: connect, list, follow `list_changed`, reconnect within limits.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rmcp::service::RunningService;
@@ -9,41 +9,20 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{Peer, RoleClient, ServiceExt};
 
 use crate::config::{ServerConfig, ServerTransport};
+use crate::connection::{Connection, ServerShared, ServerStatus};
+use crate::error::service_error;
 use crate::error::McpError;
 use crate::handler::Handler;
-use crate::hub::{HubInner, ServerStatus};
-use crate::tool::{service_error, McpTool};
+use crate::tool::McpTool;
+
+/// Where a server's task reports its tools and status (the hub).
+pub(crate) trait Publish: Send + Sync {
+    /// Server `index` now has `tools` and is in `status`.
+    fn publish(&self, index: usize, tools: Vec<Arc<McpTool>>, status: ServerStatus);
+}
 
 /// The longest wait between two reconnection attempts.
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(30);
-
-/// A live connection: the peer to send requests on, the handler that routes what comes back.
-#[derive(Clone)]
-pub(crate) struct Connection {
-    pub(crate) peer: Peer<RoleClient>,
-    pub(crate) handler: Handler,
-}
-
-/// What a server's tools share: its configuration and its current connection.
-pub(crate) struct ServerShared {
-    pub(crate) config: ServerConfig,
-    connection: Mutex<Option<Connection>>,
-}
-
-impl ServerShared {
-    pub(crate) fn new(config: ServerConfig) -> Arc<Self> {
-        Arc::new(Self { config, connection: Mutex::new(None) })
-    }
-
-    /// The current connection, if the server is connected.
-    pub(crate) fn connection(&self) -> Option<Connection> {
-        self.connection.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    fn set_connection(&self, connection: Option<Connection>) {
-        *self.connection.lock().unwrap_or_else(PoisonError::into_inner) = connection;
-    }
-}
 
 type Service = RunningService<RoleClient, Handler>;
 
@@ -118,7 +97,7 @@ async fn list_tools(shared: &Arc<ServerShared>, peer: &Peer<RoleClient>) -> Resu
 
 /// The server's task: connect, publish its tools, re-list on `list_changed`, and reconnect when
 /// the connection ends, until `limits.reconnect_attempts` consecutive attempts failed.
-pub(crate) async fn supervise(hub: Weak<HubInner>, index: usize, shared: Arc<ServerShared>) {
+pub(crate) async fn supervise(hub: Weak<dyn Publish>, index: usize, shared: Arc<ServerShared>) {
     let limits = shared.config.limits;
     let mut failures = 0u32;
     let mut delay = limits.reconnect_delay;
@@ -150,7 +129,12 @@ pub(crate) async fn supervise(hub: Weak<HubInner>, index: usize, shared: Arc<Ser
 
 /// Publish the server's tools and follow `list_changed` until the connection ends; returns
 /// whether the tools were listed at least once, and why it ended.
-async fn serve(hub: &Weak<HubInner>, index: usize, shared: &Arc<ServerShared>, service: Service) -> (bool, McpError) {
+async fn serve(
+    hub: &Weak<dyn Publish>,
+    index: usize,
+    shared: &Arc<ServerShared>,
+    service: Service,
+) -> (bool, McpError) {
     let name = &shared.config.name;
     let handler = service.service().clone();
     let peer = service.peer().clone();

@@ -10,12 +10,12 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientNotification, ClientRequest, ContentBlock,
     Notification, ProgressNotificationParam, Request, RequestId, ResourceContents, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::service::PeerRequestOptions;
 use rmcp::{Peer, RoleClient};
 use serde_json::{json, Value};
 
-use crate::error::McpError;
-use crate::server::ServerShared;
+use crate::connection::ServerShared;
+use crate::error::{service_error, McpError};
 
 /// A tool of an MCP server, callable by the agent loop.
 ///
@@ -137,16 +137,6 @@ impl Drop for CancelOnDrop {
             // Bounded: a stuck transport must not keep this task alive.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), peer.send_notification(notification)).await;
         });
-    }
-}
-
-pub(crate) fn service_error(server: &str, what: &str, error: ServiceError) -> McpError {
-    let (server, what) = (server.to_owned(), what.to_owned());
-    match error {
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed { server, what },
-        ServiceError::Timeout { timeout } => McpError::Timeout { server, what, limit: timeout },
-        ServiceError::McpError(error) => McpError::Request { server, what, reason: error.message.to_string() },
-        other => McpError::Request { server, what, reason: other.to_string() },
     }
 }
 
