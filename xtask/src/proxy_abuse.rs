@@ -38,24 +38,16 @@ struct Settings {
 
 fn parse(args: &[String]) -> Result<Settings, String> {
     let mut settings = Settings { streams: 500, slow: 500, idle: 1000, big: 16 };
-    let mut args = args.iter();
-    while let Some(flag) = args.next() {
-        if flag == "--release" {
-            if cfg!(debug_assertions) {
-                return Err("--release: this is a debug build; run `cargo xtask proxy-abuse` (a release build)".into());
-            }
-            continue;
-        }
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number: usize = value.parse().map_err(|_| format!("{flag}: not a number: {value}"))?;
-        match flag.as_str() {
+    crate::proxy_common::parse_flags(args, "proxy-abuse", |flag, number| {
+        match flag {
             "--streams" => settings.streams = number.max(1),
             "--slow" => settings.slow = number,
             "--idle" => settings.idle = number,
             "--big" => settings.big = number,
             other => return Err(format!("unknown option {other}")),
         }
-    }
+        Ok(())
+    })?;
     Ok(settings)
 }
 

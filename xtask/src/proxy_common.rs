@@ -113,3 +113,26 @@ pub fn first_difference(path: &str, left: &Value, right: &Value) -> Option<Strin
         _ => Some(format!("{path}: {left} vs {right}")),
     }
 }
+
+/// The command line of the proxy benchmarks: `--release` (refused in a debug build, which
+/// would measure the wrong thing) and `--FLAG N` pairs, each handed to `set`, which rejects
+/// flags it does not know.
+pub(crate) fn parse_flags(
+    args: &[String],
+    command: &str,
+    mut set: impl FnMut(&str, usize) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut args = args.iter();
+    while let Some(flag) = args.next() {
+        if flag == "--release" {
+            if cfg!(debug_assertions) {
+                return Err(format!("--release: this is a debug build; run `cargo xtask {command}` (a release build)"));
+            }
+            continue;
+        }
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number: usize = value.parse().map_err(|_| format!("{flag}: not a number: {value}"))?;
+        set(flag, number)?;
+    }
+    Ok(())
+}

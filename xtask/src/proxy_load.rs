@@ -34,23 +34,15 @@ struct Settings {
 
 fn parse(args: &[String]) -> Result<Settings, String> {
     let mut settings = Settings { streams: 500, chars: 2000, tokens_per_second: None };
-    let mut args = args.iter();
-    while let Some(flag) = args.next() {
-        if flag == "--release" {
-            if cfg!(debug_assertions) {
-                return Err("--release: this is a debug build; run `cargo xtask proxy-load` (a release build)".into());
-            }
-            continue;
-        }
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number: usize = value.parse().map_err(|_| format!("{flag}: not a number: {value}"))?;
-        match flag.as_str() {
+    crate::proxy_common::parse_flags(args, "proxy-load", |flag, number| {
+        match flag {
             "--streams" => settings.streams = number.max(1),
             "--chars" => settings.chars = number,
             "--tokens-per-second" => settings.tokens_per_second = Some(number as f64).filter(|r| *r > 0.0),
             other => return Err(format!("unknown option {other}")),
         }
-    }
+        Ok(())
+    })?;
     Ok(settings)
 }
 

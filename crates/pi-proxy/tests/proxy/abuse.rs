@@ -150,12 +150,16 @@ async fn status_line(socket: &mut tokio::net::TcpStream) -> String {
     String::from_utf8_lossy(&answer[..n]).lines().next().unwrap_or_default().to_owned()
 }
 
+/// A server configuration whose one faux model answers "hello" once, and that model.
+fn answering_hello() -> (Model, pi_proxy::server::ServerConfig) {
+    let faux = faux();
+    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
+    (faux.model(), config_with(vec![faux_provider(&faux)]))
+}
+
 #[tokio::test]
 async fn slow_bodies_hold_no_stream_slot() {
-    let faux = faux();
-    let model = faux.model();
-    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
-    let mut config = config_with(vec![faux_provider(&faux)]);
+    let (model, mut config) = answering_hello();
     config.limits.max_streams_per_token = 2;
     config.limits.body_read_timeout = Duration::from_millis(1500);
     let server = TestServer::start(config).await;
@@ -188,10 +192,7 @@ fn user_body(model: &Model, text: &str) -> String {
 
 #[tokio::test]
 async fn bodies_wait_for_room_in_the_byte_budget() {
-    let faux = faux();
-    let model = faux.model();
-    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
-    let mut config = config_with(vec![faux_provider(&faux)]);
+    let (model, mut config) = answering_hello();
     config.limits.max_body_bytes = 256 * 1024;
     config.limits.max_body_bytes_in_flight = 256 * 1024;
     config.limits.body_read_timeout = Duration::from_secs(5);
@@ -385,10 +386,7 @@ async fn closed_within(socket: &mut tokio::net::TcpStream, wait: Duration) -> bo
 
 #[tokio::test]
 async fn an_idle_flood_does_not_lock_the_listener() {
-    let faux = faux();
-    let model = faux.model();
-    faux.set_responses(vec![FauxResponse::Message(faux_assistant_message(vec![faux_text("hello")], StopReason::Stop))]);
-    let mut config = config_with(vec![faux_provider(&faux)]);
+    let (model, mut config) = answering_hello();
     config.limits.max_connections = 64;
     config.limits.max_idle_connections = 32;
     config.limits.max_idle_connections_per_peer = 32;
