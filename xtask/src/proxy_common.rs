@@ -136,3 +136,13 @@ pub(crate) fn parse_flags(
     }
     Ok(())
 }
+
+/// The runtime the proxy benchmarks run client and server on: two workers, as the machine the
+/// figures are taken on has two cores.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))
+}

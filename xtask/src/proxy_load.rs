@@ -249,10 +249,6 @@ async fn load(settings: Settings) -> Result<String, String> {
 /// The command.
 pub fn run(args: &[String]) -> Result<String, String> {
     let settings = parse(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("runtime: {e}"))?;
+    let runtime = crate::proxy_common::runtime()?;
     runtime.block_on(load(settings))
 }
