@@ -35,6 +35,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// The `pi` binary's allocator, so that `proxy-load` and `proxy-abuse` measure the server as
+/// `pi proxy serve` runs it. `xtask-bench-one` keeps the system allocator of a library user.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:

@@ -161,6 +161,11 @@ pub struct ModelArgs {
     /// dropped connection) up to N times, waiting 2 s, 4 s, 8 s, ...; 0 disables.
     #[arg(long, global = true, value_name = "N", default_value_t = 3)]
     pub retries: u32,
+    /// Send requests through the proxy that HTTPS_PROXY, HTTP_PROXY or ALL_PROXY names, except
+    /// to hosts in NO_PROXY; without this flag those variables are ignored, so that keys go only
+    /// where pi was told to send them.
+    #[arg(long, global = true)]
+    pub env_proxy: bool,
     /// MCP servers (`--mcp`, see [`crate::mcp`]).
     #[command(flatten)]
     pub mcp: crate::mcp::McpArgs,
@@ -177,6 +182,7 @@ impl std::fmt::Debug for ModelArgs {
             .field("system", &self.system.as_ref().map(String::len))
             .field("proxy", &self.proxy)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("env_proxy", &self.env_proxy)
             .finish()
     }
 }

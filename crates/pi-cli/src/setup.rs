@@ -181,6 +181,24 @@ fn registry() -> Models {
     models
 }
 
+/// The registry for `args`: with `--env-proxy`, its requests go out through the environment's
+/// proxy.
+fn registry_for(args: &ModelArgs) -> Result<Models, CliError> {
+    let models = registry();
+    if let Some(client) = env_proxy_client(args)? {
+        models.set_http_client(Some(client));
+    }
+    Ok(models)
+}
+
+/// The client of `--env-proxy` (HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read now), if asked for.
+fn env_proxy_client(args: &ModelArgs) -> Result<Option<pi_providers::reqwest::Client>, CliError> {
+    match args.env_proxy {
+        true => pi_providers::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
+        false => Ok(None),
+    }
+}
+
 /// Whether `url` is an absolute http(s) URL with a host.
 fn is_http_url(url: &str) -> bool {
     ["http://", "https://"].iter().any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
@@ -343,7 +361,11 @@ fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> 
     let Some(token) = token else {
         return Err(CliError::Usage("--proxy needs --token TOKEN (or PI_PROXY_TOKEN)".into()));
     };
-    Ok(Some((url.to_owned(), ProxyStreamFn::new(url, token))))
+    let client = match env_proxy_client(args)? {
+        Some(http) => ProxyStreamFn::new(url, token).with_http_client(http),
+        None => ProxyStreamFn::new(url, token),
+    };
+    Ok(Some((url.to_owned(), client)))
 }
 
 /// Resolve the command line's model options. With `--proxy`, a provider or model the
@@ -362,7 +384,7 @@ pub async fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
     let Some((url, client)) = proxy(args)? else { return local };
     let served = fetch_served(&url, &client).await?;
     let model = pick_served(args, &served, &url)?;
-    Ok(Backend { models: Arc::new(registry()), model, proxy: Some((url, client)) })
+    Ok(Backend { models: Arc::new(registry_for(args)?), model, proxy: Some((url, client)) })
 }
 
 /// The models the proxy of `--proxy` serves, with its URL.
@@ -430,7 +452,7 @@ fn pick_served(args: &ModelArgs, served: &[Model], url: &str) -> Result<Model, C
 fn resolve_locally(args: &ModelArgs) -> Result<Backend, CliError> {
     let proxy = proxy(args)?;
     let check_keys = proxy.is_none();
-    let models = registry();
+    let models = registry_for(args)?;
     let model = if args.provider.as_deref() == Some(DEMO_PROVIDER) {
         if args.base_url.is_some() || args.api.is_some() {
             return Err(CliError::Usage("--base-url and --api cannot be used with the faux provider".into()));

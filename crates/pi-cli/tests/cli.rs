@@ -439,6 +439,41 @@ fn base_url_talks_to_an_openai_compatible_server() {
     assert!(second.body.contains(r#""tool_call_id":"call_a""#), "{}", second.body);
 }
 
+#[test]
+fn env_proxy_sends_requests_through_http_proxy_only_when_asked() {
+    // The loopback server plays an HTTP proxy that answers itself; the upstream is a port where
+    // nothing listens, so a request that does not go through the proxy fails.
+    let (proxy_url, requests) = completions_server(2);
+    let proxy = proxy_url.trim_end_matches("/v1");
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let upstream = format!("http://127.0.0.1:{port}/v1");
+    let pi_with = |flag: bool, no_proxy: &str| {
+        let mut command = pi();
+        if flag {
+            command.arg("--env-proxy");
+        }
+        command
+            .args(["--retries", "0", "--base-url", &upstream, "--model", "test-model", "Weather in Oslo?"])
+            .env("PI_API_KEY", "none")
+            .env("HTTP_PROXY", proxy)
+            .env("NO_PROXY", no_proxy)
+            .output()
+            .unwrap()
+    };
+    for (flag, no_proxy) in [(false, ""), (true, "127.0.0.1")] {
+        let output = pi_with(flag, no_proxy);
+        assert_eq!(output.status.code(), Some(1), "flag {flag}, NO_PROXY {no_proxy:?}: {output:?}");
+        assert!(text(&output.stderr).starts_with(&format!("pi: cannot reach {upstream}")), "{output:?}");
+        assert!(requests.try_recv().is_err(), "flag {flag}, NO_PROXY {no_proxy:?}: the proxy was used");
+    }
+    let output = pi_with(true, "");
+    assert!(output.status.success(), "{output:?}");
+    assert!(text(&output.stdout).contains("Oslo is cold today."), "{output:?}");
+    let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    let line = format!("POST {upstream}/chat/completions HTTP/1.1\r\n");
+    assert!(first.head.starts_with(&line), "absolute-form request line to the proxy: {}", first.head);
+}
+
 fn chat(args: &[&str], input: &str) -> Output {
     let mut child = pi()
         .arg("chat")

@@ -62,11 +62,17 @@ const CLOSED_EARLY: &str = "Connection closed by proxy server before the respons
 pub struct ProxyStreamFn {
     endpoint: Arc<str>,
     token: Arc<str>,
+    /// The client of [`ProxyStreamFn::with_http_client`], if one was given.
+    http_client: Option<reqwest::Client>,
 }
 
 impl fmt::Debug for ProxyStreamFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ProxyStreamFn").field("endpoint", &self.endpoint).field("token", &"<redacted>").finish()
+        f.debug_struct("ProxyStreamFn")
+            .field("endpoint", &self.endpoint)
+            .field("token", &"<redacted>")
+            .field("http_client", &self.http_client.is_some())
+            .finish()
     }
 }
 
@@ -74,7 +80,23 @@ impl ProxyStreamFn {
     /// A client of the proxy at `proxy_url` (e.g. `https://genai.example.com`) with a bearer token.
     pub fn new(proxy_url: impl AsRef<str>, token: impl Into<String>) -> Self {
         let base = proxy_url.as_ref().trim_end_matches('/');
-        Self { endpoint: format!("{base}/api/stream").into(), token: token.into().into() }
+        Self { endpoint: format!("{base}/api/stream").into(), token: token.into().into(), http_client: None }
+    }
+
+    /// Send requests (streams and [`ProxyStreamFn::models`]) with `client` unless a request's
+    /// [`StreamOptions::http_client`] names another; otherwise pi-providers' shared client.
+    /// Every time limit of the stream holds with any client.
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// The client a request with `options` is sent with.
+    fn client_for(&self, options: &StreamOptions) -> Result<reqwest::Client, String> {
+        match (&options.http_client, &self.http_client) {
+            (None, Some(client)) => Ok(client.clone()),
+            _ => pi_providers::client::of_options(options),
+        }
     }
 
     /// The URL requests go to.
@@ -114,7 +136,7 @@ impl StreamFn for ProxyStreamFn {
             cancel: options.cancel.clone(),
             timeout: limit(options.timeout_ms, DEFAULT_TIMEOUT_MS),
             idle: limit(options.idle_timeout_ms, pi_providers::DEFAULT_IDLE_TIMEOUT_MS),
-            client: pi_providers::client::of_options(&options),
+            client: self.client_for(&options),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = AssistantMessageBuilder::for_model(tx, &model);

@@ -36,7 +36,7 @@ impl ProxyStreamFn {
     }
 
     async fn fetch_models(&self, url: &str) -> Result<ModelList, String> {
-        let client = pi_providers::http_client()?;
+        let client = self.client_for(&pi_types::StreamOptions::default())?;
         let response = client
             .get(url)
             .header(reqwest::header::AUTHORIZATION, format!("Bearer {}", self.token))

@@ -133,6 +133,30 @@ async fn the_request_goes_through_the_users_client() {
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
+/// A client given to the `ProxyStreamFn` carries its requests, unless a request names its own.
+#[tokio::test]
+async fn the_proxy_clients_own_client_carries_requests_unless_the_request_names_one() {
+    let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body().into_bytes())]).await;
+    let tagged = |tag: &'static str| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("x-client", reqwest::header::HeaderValue::from_static(tag));
+        reqwest::Client::builder().default_headers(headers).build().expect("client")
+    };
+    let proxy = ProxyStreamFn::new(&server.url, TOKEN).with_http_client(tagged("proxys"));
+    let message = proxy.stream(&model(), context(), options()).result().await;
+    assert_complete(&message.expect("a message"));
+    let per_request =
+        StreamOptions { http_client: Some(pi_providers::client::handle(tagged("requests"))), ..options() };
+    assert_complete(&proxy.stream(&model(), context(), per_request).result().await.expect("a message"));
+    let heads = server.heads.lock().expect("heads").clone();
+    let tags: Vec<&str> = heads
+        .iter()
+        .filter_map(|head| head.lines().find_map(|line| line.strip_prefix("x-client: ")))
+        .map(str::trim)
+        .collect();
+    assert_eq!(tags, ["proxys", "requests"], "{heads:?}");
+}
+
 #[tokio::test]
 async fn reset_mid_stream() {
     let body = body();
