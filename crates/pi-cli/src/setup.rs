@@ -18,6 +18,7 @@
 use std::sync::Arc;
 
 use pi_providers::registry::{env_api_key_vars, has_env_credentials, Auth};
+use pi_providers::reqwest::Client as HttpClient;
 use pi_providers::{catalog, env_api_key, Models, Provider};
 use pi_proxy::ProxyStreamFn;
 use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
@@ -181,18 +182,17 @@ fn registry() -> Models {
     models
 }
 
-/// The registry for `args`: with `--env-proxy`, its requests go out through the environment's
-/// proxy.
-fn registry_for(args: &ModelArgs) -> Result<Models, CliError> {
+/// The registry, sending with `http` (the `--env-proxy` client) when there is one.
+fn registry_with(http: Option<&HttpClient>) -> Models {
     let models = registry();
-    if let Some(client) = env_proxy_client(args)? {
-        models.set_http_client(Some(client));
+    if let Some(client) = http {
+        models.set_http_client(Some(client.clone()));
     }
-    Ok(models)
+    models
 }
 
 /// The client of `--env-proxy` (HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read now), if asked for.
-fn env_proxy_client(args: &ModelArgs) -> Result<Option<pi_providers::reqwest::Client>, CliError> {
+fn env_proxy_client(args: &ModelArgs) -> Result<Option<HttpClient>, CliError> {
     match args.env_proxy {
         true => pi_providers::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
         false => Ok(None),
@@ -346,7 +346,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
 }
 
 /// The proxy of `--proxy` / `--token` (or `PI_PROXY_TOKEN`), if one is named.
-fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> {
+fn proxy(args: &ModelArgs, http: Option<&HttpClient>) -> Result<Option<(String, ProxyStreamFn)>, CliError> {
     let Some(url) = &args.proxy else {
         if args.token.is_some() {
             return Err(CliError::Usage("--token needs --proxy URL".into()));
@@ -361,8 +361,8 @@ fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> 
     let Some(token) = token else {
         return Err(CliError::Usage("--proxy needs --token TOKEN (or PI_PROXY_TOKEN)".into()));
     };
-    let client = match env_proxy_client(args)? {
-        Some(http) => ProxyStreamFn::new(url, token).with_http_client(http),
+    let client = match http {
+        Some(http) => ProxyStreamFn::new(url, token).with_http_client(http.clone()),
         None => ProxyStreamFn::new(url, token),
     };
     Ok(Some((url.to_owned(), client)))
@@ -371,7 +371,8 @@ fn proxy(args: &ModelArgs) -> Result<Option<(String, ProxyStreamFn)>, CliError> 
 /// Resolve the command line's model options. With `--proxy`, a provider or model the
 /// built-in catalog does not know is looked up in what the proxy serves (`GET /api/models`).
 pub async fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
-    let local = resolve_locally(args);
+    let http = env_proxy_client(args)?;
+    let local = resolve_locally(args, http.as_ref());
     let served_only = args.proxy.is_some()
         && args.base_url.is_none()
         && args.api.is_none()
@@ -381,15 +382,15 @@ pub async fn resolve(args: &ModelArgs) -> Result<Backend, CliError> {
     if !served_only {
         return local;
     }
-    let Some((url, client)) = proxy(args)? else { return local };
+    let Some((url, client)) = proxy(args, http.as_ref())? else { return local };
     let served = fetch_served(&url, &client).await?;
     let model = pick_served(args, &served, &url)?;
-    Ok(Backend { models: Arc::new(registry_for(args)?), model, proxy: Some((url, client)) })
+    Ok(Backend { models: Arc::new(registry_with(http.as_ref())), model, proxy: Some((url, client)) })
 }
 
 /// The models the proxy of `--proxy` serves, with its URL.
 pub async fn served_models(args: &ModelArgs) -> Result<(String, Vec<Model>), CliError> {
-    let Some((url, client)) = proxy(args)? else {
+    let Some((url, client)) = proxy(args, env_proxy_client(args)?.as_ref())? else {
         return Err(CliError::Usage("no --proxy URL named".into()));
     };
     let served = fetch_served(&url, &client).await?;
@@ -449,10 +450,10 @@ fn pick_served(args: &ModelArgs, served: &[Model], url: &str) -> Result<Model, C
 }
 
 /// Resolve the command line's model options from the built-in catalog.
-fn resolve_locally(args: &ModelArgs) -> Result<Backend, CliError> {
-    let proxy = proxy(args)?;
+fn resolve_locally(args: &ModelArgs, http: Option<&HttpClient>) -> Result<Backend, CliError> {
+    let proxy = proxy(args, http)?;
     let check_keys = proxy.is_none();
-    let models = registry_for(args)?;
+    let models = registry_with(http);
     let model = if args.provider.as_deref() == Some(DEMO_PROVIDER) {
         if args.base_url.is_some() || args.api.is_some() {
             return Err(CliError::Usage("--base-url and --api cannot be used with the faux provider".into()));

@@ -318,12 +318,12 @@ impl SseDecoder {
         if self.buffer.capacity() > RETAINED_BYTES {
             self.buffer.shrink_to(RETAINED_BYTES);
         }
-        let lines = RETAINED_BYTES / std::mem::size_of::<Line>();
-        if self.lines.capacity() > lines {
-            self.lines.shrink_to(lines);
+        let entries = RETAINED_BYTES / std::mem::size_of::<Line>();
+        if self.lines.capacity() > entries {
+            self.lines.shrink_to(entries);
         }
-        if self.ready.capacity() > lines {
-            self.ready.shrink_to(lines);
+        if self.ready.capacity() > entries {
+            self.ready.shrink_to(entries);
         }
     }
 

@@ -63,7 +63,7 @@ pub struct ProxyStreamFn {
     endpoint: Arc<str>,
     token: Arc<str>,
     /// The client of [`ProxyStreamFn::with_http_client`], if one was given.
-    http_client: Option<reqwest::Client>,
+    http_client: Option<pi_types::HttpClientHandle>,
 }
 
 impl fmt::Debug for ProxyStreamFn {
@@ -84,18 +84,18 @@ impl ProxyStreamFn {
     }
 
     /// Send requests (streams and [`ProxyStreamFn::models`]) with `client` unless a request's
-    /// [`StreamOptions::http_client`] names another; otherwise pi-providers' shared client.
-    /// Every time limit of the stream holds with any client.
+    /// [`StreamOptions::http_client`] names another, as a registry's client is used (see
+    /// [`pi_providers::client`]); otherwise pi-providers' shared client. Every time limit of
+    /// the stream holds with any client.
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-        self.http_client = Some(client);
+        self.http_client = Some(pi_providers::client::handle(client));
         self
     }
 
-    /// The client a request with `options` is sent with.
-    fn client_for(&self, options: &StreamOptions) -> Result<reqwest::Client, String> {
-        match (&options.http_client, &self.http_client) {
-            (None, Some(client)) => Ok(client.clone()),
-            _ => pi_providers::client::of_options(options),
+    /// `options` with this proxy client's HTTP client where they name none.
+    fn fill_client(&self, options: &mut StreamOptions) {
+        if options.http_client.is_none() {
+            options.http_client.clone_from(&self.http_client);
         }
     }
 
@@ -126,7 +126,13 @@ fn request_body(model: &Model, context: &TranscriptContext, options: &StreamOpti
 }
 
 impl StreamFn for ProxyStreamFn {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+    fn stream(
+        &self,
+        model: &Model,
+        context: TranscriptContext,
+        mut options: StreamOptions,
+    ) -> AssistantMessageEventStream {
+        self.fill_client(&mut options);
         let body = request_body(model, &context, &options);
         drop(context);
         let model = model.clone();
@@ -136,7 +142,7 @@ impl StreamFn for ProxyStreamFn {
             cancel: options.cancel.clone(),
             timeout: limit(options.timeout_ms, DEFAULT_TIMEOUT_MS),
             idle: limit(options.idle_timeout_ms, pi_providers::DEFAULT_IDLE_TIMEOUT_MS),
-            client: self.client_for(&options),
+            client: pi_providers::client::of_options(&options),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = AssistantMessageBuilder::for_model(tx, &model);
