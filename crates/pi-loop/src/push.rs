@@ -104,10 +104,7 @@ impl EventConsumer for PushDelivery {
             let emitter = self.emitter.clone();
             return self.wait_for(Pending::Queued(Box::pin(async move {
                 let _turn = emitter.order().lock().await;
-                match emitter.deliver(update, info) {
-                    Delivered::Now(outcome) => outcome,
-                    Delivered::Later(unfinished) => unfinished.await,
-                }
+                emitter.deliver(update, info).await
             })));
         }
         match self.emitter.deliver(update, info) {
@@ -116,7 +113,7 @@ impl EventConsumer for PushDelivery {
                 self.fail(error);
                 Consumed::Stop
             }
-            Delivered::Later(unfinished) if unfinished.completes_after_one_yield() => {
+            Delivered::AfterYield => {
                 // Plain stores: `consume` and `poll_ready` run on one task in turn.
                 self.yielding.store(YIELDING, Ordering::Release);
                 Consumed::Waiting

@@ -125,15 +125,6 @@ impl std::fmt::Debug for Delivery {
 /// A delivery the sink did not finish at once; its error or panic becomes [`LoopError::Sink`].
 pub(crate) struct Unfinished(State);
 
-impl Unfinished {
-    /// Whether the delivery is done once the run was polled again (see `Taken::Directly`),
-    /// so that a caller need not keep and poll it.
-    #[inline]
-    pub(crate) fn completes_after_one_yield(&self) -> bool {
-        matches!(self.0, State::Handed(Taken::Directly { polled: false }))
-    }
-}
-
 impl Future for Unfinished {
     type Output = Result<(), LoopError>;
 
@@ -152,16 +143,43 @@ impl Future for Unfinished {
     }
 }
 
+// Inlined: the `Ok` of every event's delivery is then a test, not a call.
+#[inline(always)]
 fn sink_outcome(outcome: Result<(), BoxError>) -> Result<(), LoopError> {
-    outcome.map_err(|error| LoopError::Sink(error.to_string()))
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(error) => Err(sink_error(error)),
+    }
+}
+
+#[cold]
+fn sink_error(error: BoxError) -> LoopError {
+    LoopError::Sink(error.to_string())
 }
 
 /// How far [`Emitter::deliver`] got.
 pub(crate) enum Delivered {
     /// Handled at once (the common case): no future to poll.
     Now(Result<(), LoopError>),
+    /// Done once the run was polled again (see `Taken::Directly`): a caller that yields once
+    /// need not keep a future for it.
+    AfterYield,
     /// Being handled by this future.
     Later(Unfinished),
+}
+
+impl std::future::IntoFuture for Delivered {
+    type Output = Result<(), LoopError>;
+    type IntoFuture = futures::future::Either<std::future::Ready<Result<(), LoopError>>, Unfinished>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        use futures::future::Either;
+        match self {
+            Delivered::Now(outcome) => Either::Left(std::future::ready(outcome)),
+            Delivered::AfterYield => Either::Right(Unfinished(State::Handed(Taken::Directly { polled: false }))),
+            Delivered::Later(unfinished) => Either::Right(unfinished),
+        }
+    }
 }
 
 /// A synchronous closure sink: `|event| { ... }`.
@@ -220,10 +238,21 @@ impl Emitter {
     /// caller holds the emit order (or knows nobody else delivers).
     #[inline(always)]
     pub(crate) fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivered {
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.sink.deliver(event, info))) {
-            Ok(Delivery(State::Done(outcome))) => Delivered::Now(sink_outcome(outcome)),
-            Ok(Delivery(pending)) => Delivered::Later(Unfinished(pending)),
-            Err(payload) => Delivered::Now(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref())))),
+        let state = match std::panic::catch_unwind(AssertUnwindSafe(|| self.sink.deliver(event, info))) {
+            Ok(Delivery(state)) => state,
+            Err(payload) => {
+                return Delivered::Now(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))))
+            }
+        };
+        match state {
+            State::Done(outcome) => Delivered::Now(sink_outcome(outcome)),
+            State::Handed(Taken::Directly { polled: false }) => {
+                // Holds nothing to drop; forgotten, it costs no call of `State`'s drop glue
+                // per streamed delta.
+                std::mem::forget(state);
+                Delivered::AfterYield
+            }
+            pending => Delivered::Later(Unfinished(pending)),
         }
     }
 
@@ -232,10 +261,7 @@ impl Emitter {
     pub(crate) fn emit(&self, event: AgentEvent) -> impl Future<Output = Result<(), LoopError>> + Send + '_ {
         async move {
             let _turn = self.order.lock().await;
-            match self.deliver(event, EventInfo::EVENT) {
-                Delivered::Now(outcome) => outcome,
-                Delivered::Later(unfinished) => unfinished.await,
-            }
+            self.deliver(event, EventInfo::EVENT).await
         }
     }
 

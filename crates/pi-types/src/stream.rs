@@ -273,30 +273,35 @@ impl Stream for AssistantMessageEventStream {
         }
         let this = &mut *self;
         // Looked at in place and returned as polled: the event is not moved out and back in.
-        // A provider is user code: its panic ends its stream, not the consumer's task.
-        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| loop {
-            match &mut this.source {
-                Source::Producer(ProducerStream { slot, future }) => break poll_pushing_producer(slot, future, cx),
-                Source::Events(events) => break poll_events(events, this.follow.get_or_insert_with(Box::default), cx),
-                Source::Deferred(start) => match start.as_mut().poll(cx) {
-                    Poll::Pending => break Poll::Pending,
-                    Poll::Ready(inner) => this.adopt(inner),
-                },
-            }
-        }));
-        let mut polled = match polled {
-            Ok(polled) => polled,
-            Err(payload) => {
-                this.panic = Some(crate::error::panic_message(payload.as_ref()));
-                // The producer is not polled again (it may be in any state); dropping it now
-                // leaves its builder's message with the slot, for `take_unfinished`.
-                match &mut this.source {
-                    Source::Producer(producer) => producer.future = None,
-                    source => *source = Source::Events(Box::pin(Ready(Vec::new().into_iter()))),
+        let mut panicked = None;
+        let mut polled = loop {
+            break match &mut this.source {
+                Source::Producer(ProducerStream { slot, future }) => {
+                    poll_pushing_producer(slot, future, cx, &mut panicked)
                 }
-                Poll::Ready(None)
-            }
+                Source::Events(events) => {
+                    poll_events(events, this.follow.get_or_insert_with(Box::default), cx, &mut panicked)
+                }
+                Source::Deferred(start) => match guarded(|| start.as_mut().poll(cx), &mut panicked) {
+                    Some(Poll::Ready(inner)) => {
+                        this.adopt(inner);
+                        continue;
+                    }
+                    Some(Poll::Pending) => Poll::Pending,
+                    None => Poll::Ready(None),
+                },
+            };
         };
+        if let Some(payload) = panicked {
+            this.panic = Some(crate::error::panic_message(payload.as_ref()));
+            // The producer is not polled again (it may be in any state); dropping it now
+            // leaves its builder's message with the slot, for `take_unfinished`.
+            match &mut this.source {
+                Source::Producer(producer) => producer.future = None,
+                source => *source = Source::Events(Box::pin(Ready(Vec::new().into_iter()))),
+            }
+            polled = Poll::Ready(None);
+        }
         match &mut polled {
             Poll::Pending => {}
             Poll::Ready(None) => this.ended = true,
@@ -349,15 +354,16 @@ fn poll_pushing_producer(
     slot: &Slot,
     future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     cx: &mut TaskContext<'_>,
+    panicked: &mut Option<Panicked>,
 ) -> Poll<Option<AssistantMessageEvent>> {
-    let Some(Registered(consumer)) = slot.consumer.get() else { return poll_producer(slot, future, cx) };
+    let Some(Registered(consumer)) = slot.consumer.get() else { return poll_producer(slot, future, cx, panicked) };
     loop {
-        match consumer.poll_ready(cx) {
-            Poll::Pending => return Poll::Pending,
-            Poll::Ready(Flow::Stop) => return Poll::Ready(None),
-            Poll::Ready(Flow::Continue) => {}
+        match guarded(|| consumer.poll_ready(cx), panicked) {
+            Some(Poll::Pending) => return Poll::Pending,
+            Some(Poll::Ready(Flow::Continue)) => {}
+            Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
         }
-        match poll_producer(slot, future, cx) {
+        match poll_producer(slot, future, cx, panicked) {
             // The producer waits for a pushed event's handling: poll that first.
             Poll::Pending if slot.take_consumer_waiting() => continue,
             Poll::Pending if slot.consumer_stopped.load(Ordering::Acquire) => return Poll::Ready(None),
@@ -372,31 +378,51 @@ fn poll_events(
     events: &mut BoxStream<'static, AssistantMessageEvent>,
     follow: &mut Follow,
     cx: &mut TaskContext<'_>,
+    panicked: &mut Option<Panicked>,
 ) -> Poll<Option<AssistantMessageEvent>> {
     loop {
         if follow.waiting {
             if let Some(Registered(consumer)) = &follow.consumer {
-                match consumer.poll_ready(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Flow::Stop) => return Poll::Ready(None),
-                    Poll::Ready(Flow::Continue) => {}
+                match guarded(|| consumer.poll_ready(cx), panicked) {
+                    Some(Poll::Pending) => return Poll::Pending,
+                    Some(Poll::Ready(Flow::Continue)) => {}
+                    Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
                 }
             }
             follow.waiting = false;
         }
-        let event = match events.as_mut().poll_next(cx) {
-            Poll::Ready(Some(event)) => event,
-            other => return other,
+        let event = match guarded(|| events.as_mut().poll_next(cx), panicked) {
+            Some(Poll::Ready(Some(event))) => event,
+            Some(other) => return other,
+            None => return Poll::Ready(None),
         };
         observe(&mut follow.copy, &event);
         let consumer = match &follow.consumer {
             Some(Registered(consumer)) if is_block_event(&event) => consumer,
             _ => return Poll::Ready(Some(event)),
         };
-        match consumer.consume(event, true) {
-            Consumed::Handled => {}
-            Consumed::Waiting => follow.waiting = true,
-            Consumed::Stop => return Poll::Ready(None),
+        match guarded(|| consumer.consume(event, true), panicked) {
+            Some(Consumed::Handled) => {}
+            Some(Consumed::Waiting) => follow.waiting = true,
+            Some(Consumed::Stop) | None => return Poll::Ready(None),
+        }
+    }
+}
+
+/// The payload of a panic in code a stream calls.
+type Panicked = Box<dyn std::any::Any + Send>;
+
+/// Call into code a stream does not own (a producer, a wrapped stream, a consumer): its panic
+/// ends this stream, not the consumer's task. `None` when it panicked, with the payload in
+/// `panicked`. Guarded call by call rather than around the whole poll, so that what passes
+/// through the guard is a flag, not the event.
+#[inline(always)]
+fn guarded<T>(call: impl FnOnce() -> T, panicked: &mut Option<Panicked>) -> Option<T> {
+    match std::panic::catch_unwind(AssertUnwindSafe(call)) {
+        Ok(value) => Some(value),
+        Err(payload) => {
+            *panicked = Some(payload);
+            None
         }
     }
 }
@@ -593,20 +619,22 @@ fn poll_producer(
     slot: &Slot,
     future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     cx: &mut TaskContext<'_>,
+    panicked: &mut Option<Panicked>,
 ) -> Poll<Option<AssistantMessageEvent>> {
     if let Some(event) = slot.take() {
         return Poll::Ready(Some(event));
     }
     let Some(running) = future.as_mut() else { return Poll::Ready(None) };
-    match running.as_mut().poll(cx) {
-        Poll::Ready(()) => {
+    match guarded(|| running.as_mut().poll(cx), panicked) {
+        Some(Poll::Ready(())) => {
             *future = None;
             Poll::Ready(slot.take())
         }
-        Poll::Pending => match slot.take() {
+        Some(Poll::Pending) => match slot.take() {
             Some(event) => Poll::Ready(Some(event)),
             None => Poll::Pending,
         },
+        None => Poll::Ready(None),
     }
 }
 
@@ -674,5 +702,67 @@ mod tests {
         });
         let message = futures_executor::block_on(stream.result());
         assert!(message.and_then(|m| m.duration_ms).is_some());
+    }
+
+    /// Drains `stream`: the types of the events it yielded, and its panic message.
+    fn drain(mut stream: AssistantMessageEventStream) -> (Vec<&'static str>, Option<String>) {
+        let mut yielded = Vec::new();
+        while let Some(event) =
+            futures_executor::block_on(std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)))
+        {
+            yielded.push(event.type_name());
+        }
+        (yielded, stream.panic_message().map(str::to_owned))
+    }
+
+    #[test]
+    fn a_panic_in_any_source_ends_the_stream_with_its_message() {
+        let producer = AssistantMessageEventStream::from_producer(|tx| async move {
+            tx.send(started(1)).await;
+            panic!("producer exploded");
+        });
+        assert_eq!(drain(producer), (vec!["start"], Some("producer exploded".to_owned())));
+
+        let mut polls = 0;
+        let wrapped = AssistantMessageEventStream::new(futures::stream::poll_fn(move |_| {
+            polls += 1;
+            match polls {
+                1 => Poll::Ready(Some(started(1))),
+                _ => panic!("wrapped stream exploded"),
+            }
+        }));
+        assert_eq!(drain(wrapped), (vec!["start"], Some("wrapped stream exploded".to_owned())));
+
+        let deferred = AssistantMessageEventStream::deferred(async { panic!("start exploded") });
+        assert_eq!(drain(deferred), (vec![], Some("start exploded".to_owned())));
+    }
+
+    #[test]
+    fn a_panicking_consumer_ends_the_stream_with_its_message() {
+        struct Exploding;
+        impl EventConsumer for Exploding {
+            fn consume(&self, _event: AssistantMessageEvent, _metadata_changed: bool) -> Consumed {
+                panic!("consumer exploded")
+            }
+            fn poll_ready(&self, _cx: &mut TaskContext<'_>) -> Poll<Flow> {
+                Poll::Ready(Flow::Continue)
+            }
+        }
+        let delta = || {
+            let partial = Arc::new(AssistantMessage::default());
+            AssistantMessageEvent::TextDelta { content_index: 0, delta: "x".into(), partial }
+        };
+        let producer = AssistantMessageEventStream::from_producer(move |tx| async move {
+            tx.send(started(1)).await;
+            tx.send(delta()).await;
+            tx.send(ended(1)).await;
+        });
+        let wrapped = AssistantMessageEventStream::from_events([started(1), delta(), ended(1)]);
+        for mut stream in [producer, wrapped] {
+            let first = futures_executor::block_on(std::future::poll_fn(|cx| Pin::new(&mut stream).poll_next(cx)));
+            assert_eq!(first.map(|e| e.type_name()), Some("start"));
+            assert!(stream.push_to(Arc::new(Exploding)));
+            assert_eq!(drain(stream), (vec![], Some("consumer exploded".to_owned())));
+        }
     }
 }
