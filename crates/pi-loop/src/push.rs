@@ -104,7 +104,11 @@ impl EventConsumer for PushDelivery {
             let emitter = self.emitter.clone();
             return self.wait_for(Pending::Queued(Box::pin(async move {
                 let _turn = emitter.order().lock().await;
-                emitter.deliver(update, info).await
+                match emitter.deliver(update, info) {
+                    Delivered::Now(outcome) => outcome,
+                    Delivered::AfterYield => Unfinished::after_yield().await,
+                    Delivered::Later(unfinished) => unfinished.await,
+                }
             })));
         }
         match self.emitter.deliver(update, info) {

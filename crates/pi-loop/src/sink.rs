@@ -168,17 +168,11 @@ pub(crate) enum Delivered {
     Later(Unfinished),
 }
 
-impl std::future::IntoFuture for Delivered {
-    type Output = Result<(), LoopError>;
-    type IntoFuture = futures::future::Either<std::future::Ready<Result<(), LoopError>>, Unfinished>;
-
-    fn into_future(self) -> Self::IntoFuture {
-        use futures::future::Either;
-        match self {
-            Delivered::Now(outcome) => Either::Left(std::future::ready(outcome)),
-            Delivered::AfterYield => Either::Right(Unfinished(State::Handed(Taken::Directly { polled: false }))),
-            Delivered::Later(unfinished) => Either::Right(unfinished),
-        }
+impl Unfinished {
+    /// A delivery done once the run was polled again, for a caller that awaits
+    /// [`Delivered::AfterYield`].
+    pub(crate) fn after_yield() -> Self {
+        Unfinished(State::Handed(Taken::Directly { polled: false }))
     }
 }
 
@@ -261,7 +255,11 @@ impl Emitter {
     pub(crate) fn emit(&self, event: AgentEvent) -> impl Future<Output = Result<(), LoopError>> + Send + '_ {
         async move {
             let _turn = self.order.lock().await;
-            self.deliver(event, EventInfo::EVENT).await
+            match self.deliver(event, EventInfo::EVENT) {
+                Delivered::Now(outcome) => outcome,
+                Delivered::AfterYield => Unfinished::after_yield().await,
+                Delivered::Later(unfinished) => unfinished.await,
+            }
         }
     }
 
