@@ -369,7 +369,8 @@ async fn run(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::SplitCrLfAcrossChunks);
-    let mut state = BlockState { open: HashMap::new(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
+    let mut state =
+        BlockState { open: OpenBlocks::default(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
     // Without a hook that sees every event as a `Value`, delta events take the typed decode.
     let typed = options.on_provider_stream_event.is_none();
     loop {
@@ -456,12 +457,47 @@ async fn run(
 }
 
 struct BlockState {
-    /// Content index of each open block, by the stream's block index.
-    open: HashMap<i64, usize>,
+    open: OpenBlocks,
     saw_start: bool,
     saw_stop: bool,
     tools: Vec<Tool>,
     oauth: bool,
+}
+
+/// The content index of each open block, by the stream's block index. A server may open any
+/// number of blocks, so they are hashed; the block the deltas go to is remembered, so that a
+/// run of deltas to one block (the usual stream) hashes nothing.
+#[derive(Default)]
+struct OpenBlocks {
+    by_index: HashMap<i64, usize>,
+    /// The last block looked up or opened: (stream index, content index).
+    last: Option<(i64, usize)>,
+}
+
+impl OpenBlocks {
+    fn insert(&mut self, index: i64, content_index: usize) {
+        self.by_index.insert(index, content_index);
+        self.last = Some((index, content_index));
+    }
+
+    #[inline]
+    fn get(&mut self, index: i64) -> Option<usize> {
+        match self.last {
+            Some((last, content_index)) if last == index => Some(content_index),
+            _ => {
+                let content_index = *self.by_index.get(&index)?;
+                self.last = Some((index, content_index));
+                Some(content_index)
+            }
+        }
+    }
+
+    fn remove(&mut self, index: i64) -> Option<usize> {
+        if self.last.is_some_and(|(last, _)| last == index) {
+            self.last = None;
+        }
+        self.by_index.remove(&index)
+    }
 }
 
 fn count(value: Option<&Value>) -> u64 {
@@ -512,7 +548,7 @@ impl BlockState {
     /// A `content_block_delta` from its typed decode (as [`BlockState::handle`] takes it).
     async fn delta(&mut self, event: typed::AnthropicDelta<'_>, out: &mut AssistantMessageBuilder) {
         let index = event.index.map_or(-1, |typed::Int(i)| i);
-        let Some(&content_index) = self.open.get(&index) else { return };
+        let Some(content_index) = self.open.get(index) else { return };
         let delta = event.delta.map(|typed::Obj(d)| d);
         let kind = delta.as_ref().and_then(|d| d.kind.as_deref());
         let text = delta.as_ref().and_then(|d| match kind {
@@ -586,7 +622,7 @@ impl BlockState {
                 self.open.insert(index, content_index);
             }
             Some("content_block_delta") => {
-                let Some(&content_index) = self.open.get(&index) else { return Ok(()) };
+                let Some(content_index) = self.open.get(index) else { return Ok(()) };
                 let delta = event.get("delta");
                 let text_of = |key: &str| delta.and_then(|d| d.get(key)).and_then(Value::as_str).unwrap_or("");
                 let kind = delta.and_then(|d| d.get("type")).and_then(Value::as_str);
@@ -600,7 +636,7 @@ impl BlockState {
                 apply_delta(out, content_index, kind, text).await;
             }
             Some("content_block_stop") => {
-                let Some(content_index) = self.open.remove(&index) else { return Ok(()) };
+                let Some(content_index) = self.open.remove(index) else { return Ok(()) };
                 out.end_block(content_index).await?;
             }
             Some("message_delta") => {
@@ -1099,4 +1135,23 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
         }
     }
     (params, levels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpenBlocks;
+
+    #[test]
+    fn open_blocks_remember_the_last_block_without_outliving_it() {
+        let mut open = OpenBlocks::default();
+        open.insert(0, 0);
+        open.insert(1, 1);
+        assert_eq!((open.get(0), open.get(0), open.get(1)), (Some(0), Some(0), Some(1)));
+        assert_eq!(open.remove(1), Some(1));
+        assert_eq!((open.get(1), open.get(0)), (None, Some(0)));
+        // A block opened again at a stream index gets its new content index.
+        open.insert(0, 2);
+        assert_eq!(open.get(0), Some(2));
+        assert_eq!((open.remove(0), open.get(0), open.remove(0)), (Some(2), None, None));
+    }
 }

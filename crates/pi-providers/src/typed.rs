@@ -2,41 +2,118 @@
 //!
 //! Each adapter decodes the few fields a delta event needs into a struct that borrows its
 //! strings from the event's data (no `serde_json::Value`, no allocation for a delta without
-//! escapes). The decode is strict so that it can only agree with the generic path: a JSON text
-//! the typed decode accepts is one `JSON.parse` accepts, every member the generic path reads is
-//! a field here with the one JSON type it handles (objects only as objects, arrays with exactly
-//! the expected length, integers only as integers), and a duplicate member fails. Whatever the
-//! typed decode rejects (another shape, another type, a float, an escape in a name) goes the
-//! generic way, `js_json::parse` into a `Value`, with the reference's semantics.
+//! escapes), with the strict pull [`reader`]. The decode is strict so that it can only agree
+//! with the generic path: a JSON text the typed decode accepts is one `JSON.parse` accepts,
+//! every member the generic path reads is a field here with the one JSON type it handles
+//! (objects only as objects, arrays with exactly the expected length, integers only as
+//! integers), and a duplicate member fails. Whatever the typed decode declines (another shape,
+//! another type, a float, an escape in a name) goes the generic way, `js_json::parse` into a
+//! `Value`, with the reference's semantics.
+
+mod reader;
 
 use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use reader::Reader;
 
 /// The typed decode of an event's data, or `None` (take the generic path).
-pub(crate) fn decode<'a, T: Deserialize<'a>>(data: &'a str) -> Option<T> {
-    serde_json::from_str::<Obj<T>>(data).ok().map(|Obj(value)| value)
+pub(crate) fn decode<'a, T: Decode<'a>>(data: &'a str) -> Option<T> {
+    let mut reader = Reader::new(data);
+    let value = T::read(&mut reader)?;
+    reader.end()?;
+    Some(value)
 }
 
-/// A JSON object decoded as `T` (a derived struct would also accept an array of its fields).
+/// A value the typed decode reads; `None` declines the text.
+pub(crate) trait Decode<'a>: Sized {
+    fn read(reader: &mut Reader<'a>) -> Option<Self>;
+}
+
+/// A JSON object decoded as `T`.
 pub(crate) struct Obj<T>(pub T);
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ObjVisitor<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjVisitor<T> {
-            type Value = Obj<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+impl<'a, T: Decode<'a>> Decode<'a> for Obj<T> {
+    #[inline]
+    fn read(reader: &mut Reader<'a>) -> Option<Self> {
+        T::read(reader).map(Obj)
+    }
+}
+
+/// `null` or the value.
+impl<'a, T: Decode<'a>> Decode<'a> for Option<T> {
+    #[inline]
+    fn read(reader: &mut Reader<'a>) -> Option<Self> {
+        reader.nullable(T::read)
+    }
+}
+
+/// An array of exactly one element.
+impl<'a, T: Decode<'a>> Decode<'a> for (T,) {
+    fn read(reader: &mut Reader<'a>) -> Option<Self> {
+        reader.single(T::read).map(|value| (value,))
+    }
+}
+
+impl Decode<'_> for bool {
+    fn read(reader: &mut Reader<'_>) -> Option<Self> {
+        reader.boolean()
+    }
+}
+
+/// The fields of an object struct: each member is read by name with its type's [`Decode`], a
+/// duplicate declines the text, others are checked and passed over. A field of an `Option` type
+/// may be missing; any other must be there.
+macro_rules! object_fields {
+    ($name:ident { $($body:tt)* }) => {
+        object_fields!(@impl $name, 'a, [] { $($body)* });
+    };
+    ($name:ident<$lt:lifetime> { $($body:tt)* }) => {
+        object_fields!(@impl $name, $lt, [<$lt>] { $($body)* });
+    };
+    (@impl $name:ident, $lt:lifetime, [$($generics:tt)*] { $($field:ident: $ty:ty = $key:literal),* $(,)? }) => {
+        impl<$lt> Decode<$lt> for $name $($generics)* {
+            fn read(reader: &mut Reader<$lt>) -> Option<Self> {
+                $(let mut $field: Option<$ty> = None;)*
+                reader.object(|reader, name| {
+                    match name {
+                        $($key => {
+                            if $field.is_some() {
+                                return None;
+                            }
+                            $field = Some(<$ty as Decode<$lt>>::read(reader)?);
+                        })*
+                        _ => reader.skip()?,
+                    }
+                    Some(())
+                })?;
+                Some(Self { $($field: <$ty as Field>::finish($field)?,)* })
             }
         }
-        deserializer.deserialize_map(ObjVisitor(PhantomData))
+    };
+}
+
+/// What a field that is missing from its object becomes: `None` for an optional one, while a
+/// required one declines the text.
+trait Field: Sized {
+    fn finish(read: Option<Self>) -> Option<Self>;
+}
+
+impl<T> Field for Option<T> {
+    #[inline]
+    fn finish(read: Option<Self>) -> Option<Self> {
+        Some(read.flatten())
     }
+}
+
+macro_rules! required {
+    ($([$($generic:tt)*] $ty:ty),*) => {$(
+        impl<$($generic)*> Field for $ty {
+            #[inline]
+            fn finish(read: Option<Self>) -> Option<Self> {
+                read
+            }
+        }
+    )*};
 }
 
 /// An integer that a JavaScript number holds exactly (|n| ≤ 2^53); a float, a larger integer
@@ -44,32 +121,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Int(pub i64);
 
-const MAX_SAFE: u64 = 1 << 53;
-
-impl<'de> Deserialize<'de> for Int {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct IntVisitor;
-        impl Visitor<'_> for IntVisitor {
-            type Value = Int;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a safe integer")
-            }
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Int, E> {
-                if n <= MAX_SAFE {
-                    Ok(Int(n as i64))
-                } else {
-                    Err(E::custom("not a safe integer"))
-                }
-            }
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Int, E> {
-                if n.unsigned_abs() <= MAX_SAFE {
-                    Ok(Int(n))
-                } else {
-                    Err(E::custom("not a safe integer"))
-                }
-            }
-        }
-        deserializer.deserialize_any(IntVisitor)
+impl Decode<'_> for Int {
+    #[inline]
+    fn read(reader: &mut Reader<'_>) -> Option<Self> {
+        reader.int().map(Int)
     }
 }
 
@@ -99,8 +154,7 @@ impl Int {
     }
 }
 
-/// A string borrowed from the data (owned when it has escapes). Serde borrows a bare
-/// `Cow<str>` field only, not one inside an `Option`.
+/// A string borrowed from the data (owned when it has escapes).
 #[derive(Debug)]
 pub(crate) struct Str<'a>(pub Cow<'a, str>);
 
@@ -111,173 +165,205 @@ impl std::ops::Deref for Str<'_> {
     }
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct StrVisitor;
-        impl<'de> Visitor<'de> for StrVisitor {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Borrowed(s)))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(Str(Cow::Owned(s.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(StrVisitor)
+impl<'a> Decode<'a> for Str<'a> {
+    #[inline]
+    fn read(reader: &mut Reader<'a>) -> Option<Self> {
+        reader.string().map(Str)
     }
 }
 
+/// Any JSON value, checked and not kept.
+pub(crate) struct Any;
+
+impl Decode<'_> for Any {
+    fn read(reader: &mut Reader<'_>) -> Option<Self> {
+        reader.skip().map(|()| Any)
+    }
+}
+
+required!(['a] Str<'a>, [] Int, [T] Obj<T>, [T] (T,));
+
 /// A member that is only looked at for being present and not `null`.
-pub(crate) type Present = Option<IgnoredAny>;
+pub(crate) type Present = Option<Any>;
 
 // --- anthropic-messages: `content_block_delta` -------------------------------------------------
 
 /// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
-#[derive(serde::Deserialize)]
 pub(crate) struct AnthropicDelta<'a> {
-    #[serde(rename = "type", borrow)]
     pub kind: Str<'a>,
     pub index: Option<Int>,
-    #[serde(borrow)]
     pub delta: Option<Obj<AnthropicDeltaBody<'a>>>,
 }
 
+object_fields!(AnthropicDelta<'a> {
+    kind: Str<'a> = "type",
+    index: Option<Int> = "index",
+    delta: Option<Obj<AnthropicDeltaBody<'a>>> = "delta",
+});
+
 /// The `delta` of a `content_block_delta`.
-#[derive(serde::Deserialize)]
 pub(crate) struct AnthropicDeltaBody<'a> {
-    #[serde(rename = "type", borrow)]
     pub kind: Option<Str<'a>>,
-    #[serde(borrow)]
     pub text: Option<Str<'a>>,
-    #[serde(borrow)]
     pub thinking: Option<Str<'a>>,
-    #[serde(borrow)]
     pub partial_json: Option<Str<'a>>,
-    #[serde(borrow)]
     pub signature: Option<Str<'a>>,
 }
+
+object_fields!(AnthropicDeltaBody<'a> {
+    kind: Option<Str<'a>> = "type",
+    text: Option<Str<'a>> = "text",
+    thinking: Option<Str<'a>> = "thinking",
+    partial_json: Option<Str<'a>> = "partial_json",
+    signature: Option<Str<'a>> = "signature",
+});
 
 // --- openai-completions: a chunk with one choice whose delta carries content ------------------
 
 /// A chat-completions chunk without usage or error.
-#[derive(serde::Deserialize)]
 pub(crate) struct CompletionsChunk<'a> {
-    #[serde(borrow)]
     pub id: Option<Str<'a>>,
-    #[serde(borrow)]
     pub model: Option<Str<'a>>,
     pub usage: Present,
     pub error: Present,
-    #[serde(borrow)]
     pub choices: Option<(Obj<CompletionsChoice<'a>>,)>,
 }
 
+object_fields!(CompletionsChunk<'a> {
+    id: Option<Str<'a>> = "id",
+    model: Option<Str<'a>> = "model",
+    usage: Present = "usage",
+    error: Present = "error",
+    choices: Option<(Obj<CompletionsChoice<'a>>,)> = "choices",
+});
+
 /// Its one choice.
-#[derive(serde::Deserialize)]
 pub(crate) struct CompletionsChoice<'a> {
     pub usage: Present,
     pub finish_reason: Present,
-    #[serde(borrow)]
     pub delta: Option<Obj<CompletionsDelta<'a>>>,
 }
 
+object_fields!(CompletionsChoice<'a> {
+    usage: Present = "usage",
+    finish_reason: Present = "finish_reason",
+    delta: Option<Obj<CompletionsDelta<'a>>> = "delta",
+});
+
 /// The choice's delta.
-#[derive(serde::Deserialize)]
 pub(crate) struct CompletionsDelta<'a> {
-    #[serde(borrow)]
     pub reasoning_content: Option<Str<'a>>,
-    #[serde(borrow)]
     pub reasoning: Option<Str<'a>>,
-    #[serde(borrow)]
     pub reasoning_text: Option<Str<'a>>,
     pub reasoning_details: Present,
-    #[serde(borrow)]
     pub content: Option<Str<'a>>,
-    #[serde(borrow)]
     pub tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)>,
 }
 
+object_fields!(CompletionsDelta<'a> {
+    reasoning_content: Option<Str<'a>> = "reasoning_content",
+    reasoning: Option<Str<'a>> = "reasoning",
+    reasoning_text: Option<Str<'a>> = "reasoning_text",
+    reasoning_details: Present = "reasoning_details",
+    content: Option<Str<'a>> = "content",
+    tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)> = "tool_calls",
+});
+
 /// One tool call of a delta.
-#[derive(serde::Deserialize)]
 pub(crate) struct CompletionsToolCall<'a> {
     pub index: Option<Int>,
-    #[serde(borrow)]
     pub id: Option<Str<'a>>,
-    #[serde(borrow)]
     pub function: Option<Obj<CompletionsFunction<'a>>>,
 }
 
+object_fields!(CompletionsToolCall<'a> {
+    index: Option<Int> = "index",
+    id: Option<Str<'a>> = "id",
+    function: Option<Obj<CompletionsFunction<'a>>> = "function",
+});
+
 /// Its function.
-#[derive(serde::Deserialize)]
 pub(crate) struct CompletionsFunction<'a> {
-    #[serde(borrow)]
     pub name: Option<Str<'a>>,
-    #[serde(borrow)]
     pub arguments: Option<Str<'a>>,
 }
+
+object_fields!(CompletionsFunction<'a> {
+    name: Option<Str<'a>> = "name",
+    arguments: Option<Str<'a>> = "arguments",
+});
 
 // --- openai-responses: `response.*.delta` -------------------------------------------------------
 
 /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
 /// delta events, without an error.
-#[derive(serde::Deserialize)]
 pub(crate) struct ResponsesDelta<'a> {
-    #[serde(rename = "type", borrow)]
     pub kind: Str<'a>,
     pub output_index: Int,
-    #[serde(borrow)]
     pub delta: Option<Str<'a>>,
     pub error: Present,
 }
 
+object_fields!(ResponsesDelta<'a> {
+    kind: Str<'a> = "type",
+    output_index: Int = "output_index",
+    delta: Option<Str<'a>> = "delta",
+    error: Present = "error",
+});
+
 // --- google-generative-ai: a chunk with one candidate of one part -------------------------------
 
 /// A Gemini chunk without an error.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct GeminiChunk<'a> {
-    #[serde(borrow)]
     pub response_id: Option<Str<'a>>,
     pub error: Present,
-    #[serde(borrow)]
     pub candidates: (Obj<GeminiCandidate<'a>>,),
     pub usage_metadata: Option<Obj<GeminiUsage>>,
 }
 
+object_fields!(GeminiChunk<'a> {
+    response_id: Option<Str<'a>> = "responseId",
+    error: Present = "error",
+    candidates: (Obj<GeminiCandidate<'a>>,) = "candidates",
+    usage_metadata: Option<Obj<GeminiUsage>> = "usageMetadata",
+});
+
 /// Its candidate, without a finish reason.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct GeminiCandidate<'a> {
-    #[serde(borrow)]
     pub content: Obj<GeminiContent<'a>>,
     pub finish_reason: Present,
 }
 
+object_fields!(GeminiCandidate<'a> {
+    content: Obj<GeminiContent<'a>> = "content",
+    finish_reason: Present = "finishReason",
+});
+
 /// The candidate's content: one part.
-#[derive(serde::Deserialize)]
 pub(crate) struct GeminiContent<'a> {
-    #[serde(borrow)]
     pub parts: (Obj<GeminiPart<'a>>,),
 }
 
+object_fields!(GeminiContent<'a> {
+    parts: (Obj<GeminiPart<'a>>,) = "parts",
+});
+
 /// A text or thought part.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct GeminiPart<'a> {
-    #[serde(borrow)]
     pub text: Option<Str<'a>>,
     pub thought: Option<bool>,
-    #[serde(borrow)]
     pub thought_signature: Option<Str<'a>>,
     pub function_call: Present,
 }
 
+object_fields!(GeminiPart<'a> {
+    text: Option<Str<'a>> = "text",
+    thought: Option<bool> = "thought",
+    thought_signature: Option<Str<'a>> = "thoughtSignature",
+    function_call: Present = "functionCall",
+});
+
 /// The usage counts pi-ai reads.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct GeminiUsage {
     pub prompt_token_count: Option<Int>,
     pub cached_content_token_count: Option<Int>,
@@ -285,6 +371,14 @@ pub(crate) struct GeminiUsage {
     pub candidates_token_count: Option<Int>,
     pub total_token_count: Option<Int>,
 }
+
+object_fields!(GeminiUsage {
+    prompt_token_count: Option<Int> = "promptTokenCount",
+    cached_content_token_count: Option<Int> = "cachedContentTokenCount",
+    thoughts_token_count: Option<Int> = "thoughtsTokenCount",
+    candidates_token_count: Option<Int> = "candidatesTokenCount",
+    total_token_count: Option<Int> = "totalTokenCount",
+});
 
 #[cfg(test)]
 mod tests {
@@ -323,6 +417,214 @@ mod tests {
         assert!(chunk.usage.is_none());
         let with_usage = r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}"#;
         assert!(decode::<CompletionsChunk<'_>>(with_usage).is_some_and(|c| c.usage.is_some()));
+    }
+
+    /// A deterministic generator of texts near the events' shape: members the decode reads and
+    /// others, values of every JSON type (and of none), escapes, odd numbers, whitespace, and
+    /// random edits of the result.
+    struct Texts(u64);
+
+    impl Texts {
+        fn next(&mut self, below: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % below as u64) as usize
+        }
+
+        fn pick<'s>(&mut self, from: &[&'s str]) -> &'s str {
+            from[self.next(from.len())]
+        }
+
+        fn space(&mut self) -> &'static str {
+            self.pick(&["", "", "", " ", "\n", "\t ", "\r\n", "\u{a0}", "\u{feff}"])
+        }
+
+        fn string(&mut self) -> String {
+            let valid = [
+                "a",
+                "text_delta",
+                "content_block_delta",
+                "é",
+                "\\n",
+                "\\\"",
+                "\\u00e9",
+                "\\ud83d\\ude00",
+                "\\/",
+                "ab\\\\",
+                "\\u0000",
+                "😀",
+            ];
+            let invalid = ["\\ud83d", "\\ude00", "\\x", "\\u12", "\u{1}", "\t"];
+            let mut text = String::from("\"");
+            for _ in 0..self.next(4) {
+                let piece = if self.next(12) > 0 { self.pick(&valid) } else { self.pick(&invalid) };
+                text.push_str(piece);
+            }
+            text.push('"');
+            text
+        }
+
+        fn value(&mut self, depth: usize) -> String {
+            match self.next(if depth > 2 { 4 } else { 6 }) {
+                0 => self.string(),
+                1 => self
+                    .pick(&[
+                        "0",
+                        "-0",
+                        "7",
+                        "-3",
+                        "0.5",
+                        "1e2",
+                        "1E+2",
+                        "01",
+                        "1.",
+                        "-",
+                        "9007199254740992",
+                        "9007199254740993",
+                        "-9007199254740992",
+                        "12345678901234567890",
+                        ".5",
+                    ])
+                    .to_owned(),
+                2 => self.pick(&["true", "false", "null", "nul", "tru", "NaN"]).to_owned(),
+                3 => String::new(),
+                4 => {
+                    let items: Vec<String> = (0..self.next(3)).map(|_| self.value(depth + 1)).collect();
+                    format!("[{}]", items.join(","))
+                }
+                _ => self.object(depth + 1),
+            }
+        }
+
+        fn object(&mut self, depth: usize) -> String {
+            let names = [
+                "type",
+                "index",
+                "delta",
+                "text",
+                "thinking",
+                "partial_json",
+                "signature",
+                "x",
+                "t\\u0079pe",
+                "choices",
+                "content",
+            ];
+            let mut members = Vec::new();
+            for _ in 0..self.next(5) {
+                let name = self.pick(&names);
+                let (a, b) = (self.space(), self.space());
+                members.push(format!("{a}\"{name}\"{b}:{}{}", self.space(), self.value(depth)));
+            }
+            format!("{{{}}}", members.join(","))
+        }
+
+        /// An event: mostly the members the decode reads, with values of their type.
+        fn event(&mut self) -> String {
+            let mut members = Vec::new();
+            if self.next(8) > 0 {
+                members.push(format!("\"type\":{}", self.string()));
+            }
+            if self.next(2) > 0 {
+                members.push(format!("\"index\":{}", self.value(3)));
+            }
+            if self.next(3) > 0 {
+                let mut body = Vec::new();
+                for name in ["type", "text", "thinking", "partial_json", "signature", "x"] {
+                    if self.next(3) == 0 {
+                        let value = if self.next(4) > 0 { self.string() } else { self.value(2) };
+                        body.push(format!("{}\"{name}\":{value}", self.space()));
+                    }
+                }
+                members.push(format!("\"delta\":{{{}}}", body.join(",")));
+            }
+            if self.next(3) == 0 {
+                let other = self.object(1);
+                members.push(format!("\"x\":{other}"));
+            }
+            let first = self.next(members.len() + 1).min(members.len());
+            members.rotate_left(first);
+            format!("{{{}}}", members.join(&format!(",{}", self.space())))
+        }
+
+        fn text(&mut self) -> String {
+            let body = if self.next(4) > 0 { self.event() } else { self.object(0) };
+            let mut text = format!("{}{}{}", self.space(), body, self.space());
+            for _ in 0..self.next(6).saturating_sub(4) {
+                let at = self.next(text.len() + 1);
+                if !text.is_char_boundary(at) {
+                    continue;
+                }
+                match self.next(3) {
+                    0 => text.insert_str(at, self.pick(&["\"", ",", "}", "]", "{", ":", "\\", " ", "0"])),
+                    _ => {
+                        let end = (at + 1..=text.len()).find(|&i| text.is_char_boundary(i));
+                        if let Some(end) = end {
+                            text.replace_range(at..end, "");
+                        }
+                    }
+                }
+            }
+            text
+        }
+    }
+
+    /// A string member of a `JSON.parse` value as the typed decode reads it.
+    fn member_str<'v>(value: &'v serde_json::Value, name: &str) -> Option<&'v str> {
+        value.get(name).and_then(serde_json::Value::as_str)
+    }
+
+    #[test]
+    fn what_the_typed_decode_accepts_json_parse_reads_alike() {
+        let mut texts = Texts(0x9e37_79b9_7f4a_7c15);
+        let mut accepted = 0;
+        for _ in 0..40_000 {
+            let text = texts.text();
+            let Some(delta) = decode::<AnthropicDelta<'_>>(&text) else { continue };
+            accepted += 1;
+            let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?} accepted, JSON.parse: {e}"));
+            assert!(value.is_object(), "{text:?}");
+            assert_eq!(Some(&*delta.kind), member_str(&value, "type"), "{text:?}");
+            let index = value.get("index").filter(|i| !i.is_null());
+            assert_eq!(delta.index.map(|Int(i)| i), index.map(|i| i.as_i64().unwrap_or(i64::MIN)), "{text:?}");
+            let body = value.get("delta").filter(|d| !d.is_null());
+            assert_eq!(delta.delta.is_some(), body.is_some(), "{text:?}");
+            if let (Some(Obj(mine)), Some(body)) = (&delta.delta, body) {
+                for (field, name) in [
+                    (&mine.kind, "type"),
+                    (&mine.text, "text"),
+                    (&mine.thinking, "thinking"),
+                    (&mine.partial_json, "partial_json"),
+                    (&mine.signature, "signature"),
+                ] {
+                    assert_eq!(field.as_deref(), member_str(body, name), "{text:?}: {name}");
+                }
+            }
+        }
+        // The generator reaches both ways.
+        assert!((2_000..38_000).contains(&accepted), "{accepted} accepted");
+    }
+
+    #[test]
+    fn the_reader_accepts_exactly_the_json_that_json_parse_does() {
+        let mut texts = Texts(0x2545_f491_4f6c_dd1d);
+        let (mut both, mut declined) = (0, 0);
+        for _ in 0..40_000 {
+            let text = texts.text();
+            let mut reader = Reader::new(&text);
+            let read = reader.skip().is_some() && reader.end().is_some();
+            let parsed = crate::js_json::parse(&text).is_ok();
+            assert!(!read || parsed, "{text:?} read, but JSON.parse rejects it");
+            if parsed && !read {
+                // Only what the reader declines on purpose: a `\u` escape in a name, or a lone
+                // surrogate.
+                assert!(text.contains("\\u"), "{text:?} parsed, but the reader declined it");
+                declined += 1;
+            }
+            both += usize::from(read);
+        }
+        assert!(both > 5_000 && declined > 100, "{both} read, {declined} declined");
     }
 
     #[test]
