@@ -125,6 +125,14 @@ impl std::fmt::Debug for Delivery {
 /// A delivery the sink did not finish at once; its error or panic becomes [`LoopError::Sink`].
 pub(crate) struct Unfinished(State);
 
+impl Unfinished {
+    /// A delivery done once the run was polled again, for a caller that awaits
+    /// [`Delivered::AfterYield`].
+    pub(crate) fn after_yield() -> Self {
+        Unfinished(State::Handed(Taken::Directly { polled: false }))
+    }
+}
+
 impl Future for Unfinished {
     type Output = Result<(), LoopError>;
 
@@ -166,14 +174,6 @@ pub(crate) enum Delivered {
     AfterYield,
     /// Being handled by this future.
     Later(Unfinished),
-}
-
-impl Unfinished {
-    /// A delivery done once the run was polled again, for a caller that awaits
-    /// [`Delivered::AfterYield`].
-    pub(crate) fn after_yield() -> Self {
-        Unfinished(State::Handed(Taken::Directly { polled: false }))
-    }
 }
 
 /// A synchronous closure sink: `|event| { ... }`.
