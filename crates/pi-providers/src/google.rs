@@ -774,8 +774,7 @@ async fn handle_typed_chunk(
         let prompt = typed::Int::count(usage.prompt_token_count);
         let cached = typed::Int::count(usage.cached_content_token_count);
         let thoughts = typed::Int::count(usage.thoughts_token_count);
-        let mut m = out.metadata_mut();
-        m.usage = pi_types::Usage {
+        let mut usage = pi_types::Usage {
             input: prompt.saturating_sub(cached),
             output: typed::Int::count(usage.candidates_token_count).saturating_add(thoughts),
             cache_read: cached,
@@ -784,7 +783,12 @@ async fn handle_typed_chunk(
             total_tokens: typed::Int::count(usage.total_token_count),
             ..Default::default()
         };
-        crate::cost::calculate_cost(model, &mut m.usage);
+        crate::cost::calculate_cost(model, &mut usage);
+        // Most chunks repeat the usage: edited only when it changes, since an edit tells each
+        // follower of the message to compare its metadata.
+        if out.message().usage != usage {
+            out.metadata_mut().usage = usage;
+        }
     }
     Ok(true)
 }

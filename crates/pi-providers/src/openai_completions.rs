@@ -519,6 +519,35 @@ fn parse_chunk_usage(raw: &Value, model: &Model) -> Usage {
     usage
 }
 
+/// A chunk's `id` and `model`: the response id until one that is not empty was seen, the
+/// response model when it is another than the requested one and none was seen yet. Looked at
+/// before the message is edited: every chunk repeats them, and an edit tells each follower of
+/// the message to compare its metadata.
+fn record_response_ids(
+    out: &mut AssistantMessageBuilder,
+    model: &Model,
+    id: Option<&str>,
+    response_model: Option<&str>,
+) {
+    let message = out.message();
+    let id = id.filter(|_| message.response_id.as_deref().is_none_or(str::is_empty));
+    let response_model = response_model.filter(|response_model| {
+        !response_model.is_empty()
+            && *response_model != model.id
+            && message.response_model.as_deref().is_none_or(str::is_empty)
+    });
+    if id.is_none() && response_model.is_none() {
+        return;
+    }
+    let mut m = out.metadata_mut();
+    if let Some(id) = id {
+        m.response_id = Some(id.to_owned().into());
+    }
+    if let Some(response_model) = response_model {
+        m.response_model = Some(response_model.to_owned().into());
+    }
+}
+
 fn map_stop_reason(reason: &str) -> (StopReason, Option<String>) {
     match reason {
         "stop" | "end" => (StopReason::Stop, None),
@@ -625,22 +654,8 @@ impl Chunks {
         if !chunk.is_object() {
             return Ok(());
         }
-        {
-            let mut m = out.metadata_mut();
-            if m.response_id.as_deref().is_none_or(str::is_empty) {
-                if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-                    m.response_id = Some(id.to_owned().into());
-                }
-            }
-            if let Some(response_model) = chunk.get("model").and_then(Value::as_str) {
-                if !response_model.is_empty()
-                    && response_model != model.id
-                    && m.response_model.as_deref().is_none_or(str::is_empty)
-                {
-                    m.response_model = Some(response_model.to_owned().into());
-                }
-            }
-        }
+        let field = |key: &str| chunk.get(key).and_then(Value::as_str);
+        record_response_ids(out, model, field("id"), field("model"));
         let chunk_usage = chunk.get("usage").filter(|u| http::truthy(u));
         if let Some(usage) = chunk_usage {
             out.metadata_mut().usage = parse_chunk_usage(usage, model);
@@ -744,22 +759,7 @@ impl Chunks {
         {
             return Ok(false);
         }
-        {
-            let mut m = out.metadata_mut();
-            if m.response_id.as_deref().is_none_or(str::is_empty) {
-                if let Some(id) = chunk.id.as_deref() {
-                    m.response_id = Some(id.to_owned().into());
-                }
-            }
-            if let Some(response_model) = chunk.model.as_deref() {
-                if !response_model.is_empty()
-                    && response_model != model.id
-                    && m.response_model.as_deref().is_none_or(str::is_empty)
-                {
-                    m.response_model = Some(response_model.to_owned().into());
-                }
-            }
-        }
+        record_response_ids(out, model, chunk.id.as_deref(), chunk.model.as_deref());
         let Some(delta) = delta else { return Ok(true) };
         let reasoning = [
             ("reasoning_content", &delta.reasoning_content),

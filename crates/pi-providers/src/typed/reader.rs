@@ -35,6 +35,12 @@ impl<'a> Reader<'a> {
     #[inline]
     fn peek(&mut self) -> Option<u8> {
         let bytes = self.text.as_bytes();
+        // Compact JSON has no whitespace: one comparison (whitespace is at most b' ').
+        match bytes.get(self.at) {
+            Some(&byte) if byte > b' ' => return Some(byte),
+            None => return None,
+            Some(_) => {}
+        }
         while let Some(&byte) = bytes.get(self.at) {
             match byte {
                 b' ' | b'\t' | b'\n' | b'\r' => self.at += 1,
@@ -313,13 +319,13 @@ fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
         word.copy_from_slice(chunk);
         let word = u64::from_le_bytes(word);
         // A byte is flagged when it is below 0x20, or equal to `"` or `\` (the zero-byte test
-        // of `word ^ byte`); bytes of 0x80 and up never are.
+        // of `word ^ byte`); bytes of 0x80 and up never are. The three tests share their
+        // `& !byte & 0x80` (XOR with an ASCII byte keeps the high bit), and a borrow only
+        // flags bytes above a flagged one, so the lowest flag is exact.
         let quote = word ^ (ONES * u64::from(b'"'));
         let backslash = word ^ (ONES * u64::from(b'\\'));
-        let flagged = (quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (word.wrapping_sub(ONES * 0x20) & !word);
-        let flagged = flagged & HIGHS;
+        let below = quote.wrapping_sub(ONES) | backslash.wrapping_sub(ONES) | word.wrapping_sub(ONES * 0x20);
+        let flagged = below & !word & HIGHS;
         if flagged != 0 {
             return at + (flagged.trailing_zeros() / 8) as usize;
         }
