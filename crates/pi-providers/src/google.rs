@@ -651,8 +651,7 @@ pub(crate) async fn stream_response(
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                let text = framer.push_text(&bytes);
-                if let Some(message) = stream_error_chunk(&text) {
+                if let Some(message) = stream_error_chunk(framer.push_chunk(&bytes)) {
                     return Err(Stop::error(message));
                 }
                 false

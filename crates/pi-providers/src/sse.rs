@@ -416,8 +416,30 @@ pub struct Utf8Stream {
 impl Utf8Stream {
     /// Decode one chunk (`stream: true`).
     pub fn push(&mut self, chunk: &[u8]) -> String {
-        self.pending.extend_from_slice(chunk);
         let mut out = String::new();
+        self.push_to(chunk, &mut out);
+        out
+    }
+
+    /// [`push`](Self::push), appending the text to `out`.
+    pub(crate) fn push_to(&mut self, chunk: &[u8], out: &mut String) {
+        if self.pending.is_empty() {
+            // The common case, a chunk that starts a sequence and ends one, or is cut inside
+            // one at its end: checked and copied once.
+            let cut = match std::str::from_utf8(chunk) {
+                Ok(text) => {
+                    out.push_str(text);
+                    return;
+                }
+                Err(error) => (error.error_len().is_none()).then(|| error.valid_up_to()),
+            };
+            if let Some(valid) = cut {
+                out.push_str(std::str::from_utf8(&chunk[..valid]).unwrap_or_default());
+                self.pending.extend_from_slice(&chunk[valid..]);
+                return;
+            }
+        }
+        self.pending.extend_from_slice(chunk);
         let mut rest: &[u8] = &self.pending;
         loop {
             match std::str::from_utf8(rest) {
@@ -443,7 +465,6 @@ impl Utf8Stream {
             }
         }
         self.pending = rest.to_vec();
-        out
     }
 
     /// The end of the input: an incomplete sequence becomes U+FFFD.
@@ -500,6 +521,15 @@ impl GeminiFramer {
     /// Feed one network chunk and get its decoded text (the SDK checks it for a whole error
     /// object); then take the events it completes with [`GeminiFramer::next_data`].
     pub fn push_text(&mut self, chunk: &[u8]) -> String {
+        let text = self.push_chunk(chunk).to_owned();
+        // Copied out.
+        self.work = self.work.saturating_add(text.len() as u64);
+        text
+    }
+
+    /// [`push_text`](Self::push_text) with the decoded text borrowed from the buffer it was
+    /// decoded into (no copy of its own).
+    pub(crate) fn push_chunk(&mut self, chunk: &[u8]) -> &str {
         // The events handed out since the last chunk leave the buffer (the rest moves once).
         if self.start > 0 {
             let rest = self.buffer.len() - self.start;
@@ -508,11 +538,11 @@ impl GeminiFramer {
             self.start = 0;
             self.work = self.work.saturating_add(rest as u64);
         }
-        let text = self.utf8.push(chunk);
-        // Decoded, then appended.
-        self.work = self.work.saturating_add(chunk.len().saturating_add(text.len()) as u64);
-        self.buffer.push_str(&text);
-        text
+        let from = self.buffer.len();
+        self.utf8.push_to(chunk, &mut self.buffer);
+        // Decoded into the buffer.
+        self.work = self.work.saturating_add(chunk.len() as u64);
+        self.buffer.get(from..).unwrap_or_default()
     }
 
     /// The JSON text of the next complete `data:` event, borrowed from the buffer.
@@ -772,6 +802,15 @@ mod tests {
         assert_eq!(utf8.push(b"\xacb"), "\u{20ac}b");
         assert_eq!(utf8.push(b"\xe2"), "");
         assert_eq!(utf8.finish(), "\u{fffd}");
+        // An invalid byte inside a chunk and a sequence cut at its end, with nothing pending.
+        assert_eq!(utf8.push(b"a\xffb\xe2"), "a\u{fffd}b");
+        assert_eq!(utf8.push(b"\x82\xac"), "\u{20ac}");
+        assert_eq!(utf8.push(b"\xf0\x9f"), "");
+        assert_eq!(utf8.push(b"\x98\x80!"), "\u{1f600}!");
+        let mut out = String::from(">");
+        utf8.push_to(b"\xc3", &mut out);
+        utf8.push_to(b"\xa9", &mut out);
+        assert_eq!(out, ">\u{e9}");
     }
 
     fn gemini_all(chunks: &[&[u8]]) -> (Vec<GeminiItem>, Result<(), String>) {
