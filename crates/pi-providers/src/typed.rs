@@ -548,6 +548,148 @@ mod tests {
             format!("{{{}}}", members.join(&format!(",{}", self.space())))
         }
 
+        /// A member `name` with a value of `kind` most of the time, else any value; or none.
+        fn member(&mut self, members: &mut Vec<String>, name: &str, kind: String) {
+            match self.next(16) {
+                0 => {}
+                1 => {
+                    let other = self.value(2);
+                    members.push(format!("\"{name}\":{other}"));
+                }
+                _ => members.push(format!("\"{name}\":{kind}")),
+            }
+        }
+
+        /// `[item]` mostly, sometimes with none or two, or `null`.
+        fn array_of(&mut self, item: impl Fn(&mut Self) -> String) -> String {
+            match self.next(16) {
+                0 => "[]".to_owned(),
+                1 => format!("[{},{}]", item(self), item(self)),
+                2 => "null".to_owned(),
+                _ => format!("[{}]", item(self)),
+            }
+        }
+
+        fn close(&mut self, mut members: Vec<String>) -> String {
+            if self.next(4) == 0 {
+                let other = self.value(1);
+                members.push(format!("\"x\":{other}"));
+            }
+            let first = self.next(members.len() + 1).min(members.len());
+            members.rotate_left(first);
+            format!("{{{}}}", members.join(&format!(",{}", self.space())))
+        }
+
+        /// A chat-completions chunk.
+        fn completions(&mut self) -> String {
+            let mut members = Vec::new();
+            let (id, model) = (self.string(), self.string());
+            self.member(&mut members, "id", id);
+            self.member(&mut members, "model", model);
+            if self.next(4) == 0 {
+                let usage = self.value(1);
+                members.push(format!("\"usage\":{usage}"));
+            }
+            let choices = self.array_of(|texts| {
+                let mut choice = Vec::new();
+                if texts.next(4) == 0 {
+                    let finish = texts.value(2);
+                    choice.push(format!("\"finish_reason\":{finish}"));
+                }
+                let delta = {
+                    let mut delta = Vec::new();
+                    for name in ["content", "reasoning", "reasoning_content", "reasoning_text"] {
+                        let text = texts.string();
+                        texts.member(&mut delta, name, text);
+                    }
+                    let calls = texts.array_of(|texts| {
+                        let mut call = Vec::new();
+                        let (index, id) = (texts.pick(&["0", "1", "-3", "0.5"]).to_owned(), texts.string());
+                        texts.member(&mut call, "index", index);
+                        texts.member(&mut call, "id", id);
+                        let mut function = Vec::new();
+                        let (name, arguments) = (texts.string(), texts.string());
+                        texts.member(&mut function, "name", name);
+                        texts.member(&mut function, "arguments", arguments);
+                        let function = texts.close(function);
+                        texts.member(&mut call, "function", function);
+                        texts.close(call)
+                    });
+                    texts.member(&mut delta, "tool_calls", calls);
+                    texts.close(delta)
+                };
+                texts.member(&mut choice, "delta", delta);
+                texts.close(choice)
+            });
+            self.member(&mut members, "choices", choices);
+            self.close(members)
+        }
+
+        /// A Gemini chunk.
+        fn gemini(&mut self) -> String {
+            let mut members = Vec::new();
+            let id = self.string();
+            self.member(&mut members, "responseId", id);
+            let candidates = self.array_of(|texts| {
+                let parts = texts.array_of(|texts| {
+                    let mut part = Vec::new();
+                    let (text, thought, signature) = (
+                        texts.string(),
+                        texts.pick(&["true", "false", "null", "true", "1"]).to_owned(),
+                        texts.string(),
+                    );
+                    texts.member(&mut part, "text", text);
+                    texts.member(&mut part, "thought", thought);
+                    texts.member(&mut part, "thoughtSignature", signature);
+                    texts.close(part)
+                });
+                let mut content = Vec::new();
+                texts.member(&mut content, "parts", parts);
+                let content = texts.close(content);
+                let mut candidate = Vec::new();
+                texts.member(&mut candidate, "content", content);
+                texts.close(candidate)
+            });
+            self.member(&mut members, "candidates", candidates);
+            let mut usage = Vec::new();
+            for name in [
+                "promptTokenCount",
+                "cachedContentTokenCount",
+                "thoughtsTokenCount",
+                "candidatesTokenCount",
+                "totalTokenCount",
+            ] {
+                let count = match self.next(12) {
+                    0 => self.pick(&["1.5", "9007199254740993", "\"1\""]),
+                    _ => self.pick(&["0", "100", "-1", "9007199254740992"]),
+                }
+                .to_owned();
+                self.member(&mut usage, name, count);
+            }
+            let usage = self.close(usage);
+            self.member(&mut members, "usageMetadata", usage);
+            self.close(members)
+        }
+
+        /// `text` with a few random edits now and then.
+        fn edited(&mut self, mut text: String) -> String {
+            for _ in 0..self.next(8).saturating_sub(6) {
+                let at = self.next(text.len() + 1);
+                if !text.is_char_boundary(at) {
+                    continue;
+                }
+                match self.next(3) {
+                    0 => text.insert_str(at, self.pick(&["\"", ",", "}", "]", "{", ":", "\\", " ", "0"])),
+                    _ => {
+                        if let Some(end) = (at + 1..=text.len()).find(|&i| text.is_char_boundary(i)) {
+                            text.replace_range(at..end, "");
+                        }
+                    }
+                }
+            }
+            text
+        }
+
         fn text(&mut self) -> String {
             let body = if self.next(4) > 0 { self.event() } else { self.object(0) };
             let mut text = format!("{}{}{}", self.space(), body, self.space());
@@ -604,6 +746,96 @@ mod tests {
         }
         // The generator reaches both ways.
         assert!((2_000..38_000).contains(&accepted), "{accepted} accepted");
+    }
+
+    /// An optional string member as the typed decode reads it: `Some(None)` for one that is
+    /// missing or `null`, `None` for any other type (the decode must then have declined).
+    fn optional_str<'v>(value: &'v serde_json::Value, name: &str) -> Option<Option<&'v str>> {
+        match value.get(name) {
+            None | Some(serde_json::Value::Null) => Some(None),
+            Some(serde_json::Value::String(s)) => Some(Some(s)),
+            Some(_) => None,
+        }
+    }
+
+    /// The one element of an optional one-element array member.
+    fn optional_single<'v>(value: &'v serde_json::Value, name: &str) -> Option<&'v serde_json::Value> {
+        value.get(name).and_then(serde_json::Value::as_array).map(|items| {
+            assert_eq!(items.len(), 1, "{name}: exactly one element");
+            &items[0]
+        })
+    }
+
+    fn is_set(value: &serde_json::Value, name: &str) -> bool {
+        value.get(name).is_some_and(|v| !v.is_null())
+    }
+
+    #[test]
+    fn completions_and_gemini_decodes_read_what_json_parse_reads() {
+        let mut texts = Texts(0x1234_5678_9abc_def1);
+        let (mut completions, mut gemini) = (0, 0);
+        for _ in 0..60_000 {
+            let text = texts.completions();
+            let text = texts.edited(text);
+            if let Some(chunk) = decode::<CompletionsChunk<'_>>(&text) {
+                completions += 1;
+                let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+                assert_eq!(optional_str(&value, "id"), Some(chunk.id.as_deref()), "{text:?}");
+                assert_eq!(optional_str(&value, "model"), Some(chunk.model.as_deref()), "{text:?}");
+                assert_eq!(is_set(&value, "usage"), chunk.usage.is_some(), "{text:?}");
+                let choice = optional_single(&value, "choices");
+                assert_eq!(choice.is_some(), chunk.choices.is_some(), "{text:?}");
+                if let (Some(choice), Some((Obj(mine),))) = (choice, &chunk.choices) {
+                    assert_eq!(is_set(choice, "finish_reason"), mine.finish_reason.is_some(), "{text:?}");
+                    let delta = choice.get("delta").filter(|d| !d.is_null());
+                    assert_eq!(delta.is_some(), mine.delta.is_some(), "{text:?}");
+                    if let (Some(delta), Some(Obj(d))) = (delta, &mine.delta) {
+                        assert_eq!(optional_str(delta, "content"), Some(d.content.as_deref()), "{text:?}");
+                        assert_eq!(optional_str(delta, "reasoning"), Some(d.reasoning.as_deref()), "{text:?}");
+                        let call = optional_single(delta, "tool_calls");
+                        assert_eq!(call.is_some(), d.tool_calls.is_some(), "{text:?}");
+                        if let (Some(call), Some((Obj(c),))) = (call, &d.tool_calls) {
+                            let index = call.get("index").filter(|i| !i.is_null()).map(|i| i.as_i64());
+                            assert_eq!(index, c.index.map(|Int(i)| Some(i)), "{text:?}");
+                            assert_eq!(optional_str(call, "id"), Some(c.id.as_deref()), "{text:?}");
+                            let function = call.get("function").filter(|f| !f.is_null());
+                            assert_eq!(function.is_some(), c.function.is_some(), "{text:?}");
+                            if let (Some(function), Some(Obj(f))) = (function, &c.function) {
+                                assert_eq!(optional_str(function, "name"), Some(f.name.as_deref()), "{text:?}");
+                                assert_eq!(
+                                    optional_str(function, "arguments"),
+                                    Some(f.arguments.as_deref()),
+                                    "{text:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+            let text = texts.gemini();
+            let text = texts.edited(text);
+            if let Some(chunk) = decode::<GeminiChunk<'_>>(&text) {
+                gemini += 1;
+                let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+                assert_eq!(optional_str(&value, "responseId"), Some(chunk.response_id.as_deref()), "{text:?}");
+                let candidate = optional_single(&value, "candidates").expect("a candidate");
+                let (Obj(mine),) = &chunk.candidates;
+                let part = optional_single(&candidate["content"], "parts").expect("a part");
+                let (Obj(p),) = &mine.content.0.parts;
+                assert_eq!(optional_str(part, "text"), Some(p.text.as_deref()), "{text:?}");
+                assert_eq!(optional_str(part, "thoughtSignature"), Some(p.thought_signature.as_deref()), "{text:?}");
+                assert_eq!(part.get("thought").and_then(serde_json::Value::as_bool), p.thought, "{text:?}");
+                let usage = value.get("usageMetadata").filter(|u| !u.is_null());
+                assert_eq!(usage.is_some(), chunk.usage_metadata.is_some(), "{text:?}");
+                if let (Some(usage), Some(Obj(u))) = (usage, &chunk.usage_metadata) {
+                    let count =
+                        |name: &str| usage.get(name).filter(|c| !c.is_null()).map(|c| c.as_i64().expect("an integer"));
+                    assert_eq!(count("promptTokenCount"), u.prompt_token_count.map(|Int(i)| i), "{text:?}");
+                    assert_eq!(count("totalTokenCount"), u.total_token_count.map(|Int(i)| i), "{text:?}");
+                }
+            }
+        }
+        assert!(completions > 3_000 && gemini > 1_000, "{completions} completions, {gemini} gemini chunks read");
     }
 
     #[test]
