@@ -671,9 +671,9 @@ mod tests {
             self.close(members)
         }
 
-        /// `text` with a few random edits now and then.
-        fn edited(&mut self, mut text: String) -> String {
-            for _ in 0..self.next(8).saturating_sub(6) {
+        /// `text` with `next(rolls) - keep` random edits (none most of the time).
+        fn edited(&mut self, mut text: String, rolls: usize, keep: usize) -> String {
+            for _ in 0..self.next(rolls).saturating_sub(keep) {
                 let at = self.next(text.len() + 1);
                 if !text.is_char_boundary(at) {
                     continue;
@@ -692,23 +692,8 @@ mod tests {
 
         fn text(&mut self) -> String {
             let body = if self.next(4) > 0 { self.event() } else { self.object(0) };
-            let mut text = format!("{}{}{}", self.space(), body, self.space());
-            for _ in 0..self.next(6).saturating_sub(4) {
-                let at = self.next(text.len() + 1);
-                if !text.is_char_boundary(at) {
-                    continue;
-                }
-                match self.next(3) {
-                    0 => text.insert_str(at, self.pick(&["\"", ",", "}", "]", "{", ":", "\\", " ", "0"])),
-                    _ => {
-                        let end = (at + 1..=text.len()).find(|&i| text.is_char_boundary(i));
-                        if let Some(end) = end {
-                            text.replace_range(at..end, "");
-                        }
-                    }
-                }
-            }
-            text
+            let text = format!("{}{}{}", self.space(), body, self.space());
+            self.edited(text, 6, 4)
         }
     }
 
@@ -776,7 +761,7 @@ mod tests {
         let (mut completions, mut gemini) = (0, 0);
         for _ in 0..60_000 {
             let text = texts.completions();
-            let text = texts.edited(text);
+            let text = texts.edited(text, 8, 6);
             if let Some(chunk) = decode::<CompletionsChunk<'_>>(&text) {
                 completions += 1;
                 let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
@@ -813,7 +798,7 @@ mod tests {
                 }
             }
             let text = texts.gemini();
-            let text = texts.edited(text);
+            let text = texts.edited(text, 8, 6);
             if let Some(chunk) = decode::<GeminiChunk<'_>>(&text) {
                 gemini += 1;
                 let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
