@@ -414,8 +414,8 @@ type Panicked = Box<dyn std::any::Any + Send>;
 
 /// Call into code a stream does not own (a producer, a wrapped stream, a consumer): its panic
 /// ends this stream, not the consumer's task. `None` when it panicked, with the payload in
-/// `panicked`. Guarded call by call rather than around the whole poll, so that what passes
-/// through the guard is a flag, not the event.
+/// `panicked`. Guarded call by call rather than around the whole poll, so that on a producer's
+/// path (every streamed delta) what passes through a guard is a flag, not the event.
 #[inline(always)]
 fn guarded<T>(call: impl FnOnce() -> T, panicked: &mut Option<Panicked>) -> Option<T> {
     match std::panic::catch_unwind(AssertUnwindSafe(call)) {
