@@ -543,9 +543,7 @@ mod tests {
                 let other = self.object(1);
                 members.push(format!("\"x\":{other}"));
             }
-            let first = self.next(members.len() + 1).min(members.len());
-            members.rotate_left(first);
-            format!("{{{}}}", members.join(&format!(",{}", self.space())))
+            self.join(members)
         }
 
         /// A member `name` with a value of `kind` most of the time, else any value; or none.
@@ -570,11 +568,17 @@ mod tests {
             }
         }
 
+        /// The object of `members`, maybe with one more, in a rotated order.
         fn close(&mut self, mut members: Vec<String>) -> String {
             if self.next(4) == 0 {
                 let other = self.value(1);
                 members.push(format!("\"x\":{other}"));
             }
+            self.join(members)
+        }
+
+        /// The object of `members`, in a rotated order, with random whitespace between them.
+        fn join(&mut self, mut members: Vec<String>) -> String {
             let first = self.next(members.len() + 1).min(members.len());
             members.rotate_left(first);
             format!("{{{}}}", members.join(&format!(",{}", self.space())))
