@@ -423,30 +423,22 @@ impl Utf8Stream {
 
     /// [`push`](Self::push), appending the text to `out`.
     pub(crate) fn push_to(&mut self, chunk: &[u8], out: &mut String) {
-        if self.pending.is_empty() {
-            // The common case, a chunk that starts a sequence and ends one, or is cut inside
-            // one at its end: checked and copied once.
-            let cut = match std::str::from_utf8(chunk) {
-                Ok(text) => {
-                    out.push_str(text);
-                    return;
-                }
-                Err(error) => (error.error_len().is_none()).then(|| error.valid_up_to()),
-            };
-            if let Some(valid) = cut {
-                out.push_str(std::str::from_utf8(&chunk[..valid]).unwrap_or_default());
-                self.pending.extend_from_slice(&chunk[valid..]);
-                return;
+        // With nothing pending (the common case) the chunk is decoded where it is: checked once
+        // and copied once, into `out`.
+        let joined;
+        let mut rest: &[u8] = match self.pending.is_empty() {
+            true => chunk,
+            false => {
+                self.pending.extend_from_slice(chunk);
+                joined = std::mem::take(&mut self.pending);
+                &joined
             }
-        }
-        self.pending.extend_from_slice(chunk);
-        let mut rest: &[u8] = &self.pending;
+        };
         loop {
             match std::str::from_utf8(rest) {
                 Ok(text) => {
                     out.push_str(text);
-                    rest = &[];
-                    break;
+                    return;
                 }
                 Err(error) => {
                     let valid = error.valid_up_to();
@@ -457,14 +449,14 @@ impl Utf8Stream {
                             rest = &rest[valid + len..];
                         }
                         None => {
-                            rest = &rest[valid..];
-                            break;
+                            // An incomplete sequence at the end waits for the next chunk.
+                            self.pending.extend_from_slice(&rest[valid..]);
+                            return;
                         }
                     }
                 }
             }
         }
-        self.pending = rest.to_vec();
     }
 
     /// The end of the input: an incomplete sequence becomes U+FFFD.
