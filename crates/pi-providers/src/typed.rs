@@ -27,6 +27,12 @@ pub(crate) fn decode<'a, T: Decode<'a>>(data: &'a str) -> Option<T> {
 /// A value the typed decode reads; `None` declines the text.
 pub(crate) trait Decode<'a>: Sized {
     fn read(reader: &mut Reader<'a>) -> Option<Self>;
+
+    /// What a member of this type that is missing from its object is: by default nothing, which
+    /// declines the text (a required member).
+    fn missing() -> Option<Self> {
+        None
+    }
 }
 
 /// A JSON object decoded as `T`.
@@ -39,11 +45,15 @@ impl<'a, T: Decode<'a>> Decode<'a> for Obj<T> {
     }
 }
 
-/// `null` or the value.
+/// `null` or the value; a missing member is `None` too.
 impl<'a, T: Decode<'a>> Decode<'a> for Option<T> {
     #[inline]
     fn read(reader: &mut Reader<'a>) -> Option<Self> {
         reader.nullable(T::read)
+    }
+
+    fn missing() -> Option<Self> {
+        Some(None)
     }
 }
 
@@ -60,60 +70,41 @@ impl Decode<'_> for bool {
     }
 }
 
-/// The fields of an object struct: each member is read by name with its type's [`Decode`], a
-/// duplicate declines the text, others are checked and passed over. A field of an `Option` type
-/// may be missing; any other must be there.
-macro_rules! object_fields {
-    ($name:ident { $($body:tt)* }) => {
-        object_fields!(@impl $name, 'a, [] { $($body)* });
-    };
-    ($name:ident<$lt:lifetime> { $($body:tt)* }) => {
-        object_fields!(@impl $name, $lt, [<$lt>] { $($body)* });
-    };
-    (@impl $name:ident, $lt:lifetime, [$($generics:tt)*] { $($field:ident: $ty:ty = $key:literal),* $(,)? }) => {
-        impl<$lt> Decode<$lt> for $name $($generics)* {
-            fn read(reader: &mut Reader<$lt>) -> Option<Self> {
-                $(let mut $field: Option<$ty> = None;)*
+/// A struct of the members of a JSON object and its [`Decode`]: each member is read by name
+/// with its type's [`Decode`], a duplicate declines the text, others are checked and passed
+/// over. A missing member is its type's [`Decode::missing`].
+macro_rules! json_object {
+    (
+        $(#[$attr:meta])*
+        struct $name:ident $(<$lt:lifetime>)? { $($field:ident: $field_ty:ty = $key:literal),* $(,)? }
+    ) => {
+        $(#[$attr])*
+        pub(crate) struct $name $(<$lt>)? {
+            $(pub $field: $field_ty,)*
+        }
+
+        impl<'a> Decode<'a> for $name $(<$lt>)? {
+            fn read(reader: &mut Reader<'a>) -> Option<Self> {
+                $(let mut $field: Option<$field_ty> = None;)*
                 reader.object(|reader, name| {
                     match name {
                         $($key => {
                             if $field.is_some() {
                                 return None;
                             }
-                            $field = Some(<$ty as Decode<$lt>>::read(reader)?);
+                            $field = Some(<$field_ty as Decode<'a>>::read(reader)?);
                         })*
                         _ => reader.skip()?,
                     }
                     Some(())
                 })?;
-                Some(Self { $($field: <$ty as Field>::finish($field)?,)* })
+                Some(Self { $($field: match $field {
+                    Some(value) => value,
+                    None => <$field_ty as Decode<'a>>::missing()?,
+                },)* })
             }
         }
     };
-}
-
-/// What a field that is missing from its object becomes: `None` for an optional one, while a
-/// required one declines the text.
-trait Field: Sized {
-    fn finish(read: Option<Self>) -> Option<Self>;
-}
-
-impl<T> Field for Option<T> {
-    #[inline]
-    fn finish(read: Option<Self>) -> Option<Self> {
-        Some(read.flatten())
-    }
-}
-
-macro_rules! required {
-    ($([$($generic:tt)*] $ty:ty),*) => {$(
-        impl<$($generic)*> Field for $ty {
-            #[inline]
-            fn finish(read: Option<Self>) -> Option<Self> {
-                read
-            }
-        }
-    )*};
 }
 
 /// An integer that a JavaScript number holds exactly (|n| ≤ 2^53); a float, a larger integer
@@ -181,204 +172,142 @@ impl Decode<'_> for Any {
     }
 }
 
-required!(['a] Str<'a>, [] Int, [T] Obj<T>, [T] (T,));
-
 /// A member that is only looked at for being present and not `null`.
 pub(crate) type Present = Option<Any>;
 
 // --- anthropic-messages: `content_block_delta` -------------------------------------------------
 
-/// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
-pub(crate) struct AnthropicDelta<'a> {
-    pub kind: Str<'a>,
-    pub index: Option<Int>,
-    pub delta: Option<Obj<AnthropicDeltaBody<'a>>>,
+json_object! {
+    /// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
+    struct AnthropicDelta<'a> {
+        kind: Str<'a> = "type",
+        index: Option<Int> = "index",
+        delta: Option<Obj<AnthropicDeltaBody<'a>>> = "delta",
+    }
 }
 
-object_fields!(AnthropicDelta<'a> {
-    kind: Str<'a> = "type",
-    index: Option<Int> = "index",
-    delta: Option<Obj<AnthropicDeltaBody<'a>>> = "delta",
-});
-
-/// The `delta` of a `content_block_delta`.
-pub(crate) struct AnthropicDeltaBody<'a> {
-    pub kind: Option<Str<'a>>,
-    pub text: Option<Str<'a>>,
-    pub thinking: Option<Str<'a>>,
-    pub partial_json: Option<Str<'a>>,
-    pub signature: Option<Str<'a>>,
+json_object! {
+    /// The `delta` of a `content_block_delta`.
+    struct AnthropicDeltaBody<'a> {
+        kind: Option<Str<'a>> = "type",
+        text: Option<Str<'a>> = "text",
+        thinking: Option<Str<'a>> = "thinking",
+        partial_json: Option<Str<'a>> = "partial_json",
+        signature: Option<Str<'a>> = "signature",
+    }
 }
-
-object_fields!(AnthropicDeltaBody<'a> {
-    kind: Option<Str<'a>> = "type",
-    text: Option<Str<'a>> = "text",
-    thinking: Option<Str<'a>> = "thinking",
-    partial_json: Option<Str<'a>> = "partial_json",
-    signature: Option<Str<'a>> = "signature",
-});
 
 // --- openai-completions: a chunk with one choice whose delta carries content ------------------
 
-/// A chat-completions chunk without usage or error.
-pub(crate) struct CompletionsChunk<'a> {
-    pub id: Option<Str<'a>>,
-    pub model: Option<Str<'a>>,
-    pub usage: Present,
-    pub error: Present,
-    pub choices: Option<(Obj<CompletionsChoice<'a>>,)>,
+json_object! {
+    /// A chat-completions chunk without usage or error.
+    struct CompletionsChunk<'a> {
+        id: Option<Str<'a>> = "id",
+        model: Option<Str<'a>> = "model",
+        usage: Present = "usage",
+        error: Present = "error",
+        choices: Option<(Obj<CompletionsChoice<'a>>,)> = "choices",
+    }
 }
 
-object_fields!(CompletionsChunk<'a> {
-    id: Option<Str<'a>> = "id",
-    model: Option<Str<'a>> = "model",
-    usage: Present = "usage",
-    error: Present = "error",
-    choices: Option<(Obj<CompletionsChoice<'a>>,)> = "choices",
-});
-
-/// Its one choice.
-pub(crate) struct CompletionsChoice<'a> {
-    pub usage: Present,
-    pub finish_reason: Present,
-    pub delta: Option<Obj<CompletionsDelta<'a>>>,
+json_object! {
+    /// Its one choice.
+    struct CompletionsChoice<'a> {
+        usage: Present = "usage",
+        finish_reason: Present = "finish_reason",
+        delta: Option<Obj<CompletionsDelta<'a>>> = "delta",
+    }
 }
 
-object_fields!(CompletionsChoice<'a> {
-    usage: Present = "usage",
-    finish_reason: Present = "finish_reason",
-    delta: Option<Obj<CompletionsDelta<'a>>> = "delta",
-});
-
-/// The choice's delta.
-pub(crate) struct CompletionsDelta<'a> {
-    pub reasoning_content: Option<Str<'a>>,
-    pub reasoning: Option<Str<'a>>,
-    pub reasoning_text: Option<Str<'a>>,
-    pub reasoning_details: Present,
-    pub content: Option<Str<'a>>,
-    pub tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)>,
+json_object! {
+    /// The choice's delta.
+    struct CompletionsDelta<'a> {
+        reasoning_content: Option<Str<'a>> = "reasoning_content",
+        reasoning: Option<Str<'a>> = "reasoning",
+        reasoning_text: Option<Str<'a>> = "reasoning_text",
+        reasoning_details: Present = "reasoning_details",
+        content: Option<Str<'a>> = "content",
+        tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)> = "tool_calls",
+    }
 }
 
-object_fields!(CompletionsDelta<'a> {
-    reasoning_content: Option<Str<'a>> = "reasoning_content",
-    reasoning: Option<Str<'a>> = "reasoning",
-    reasoning_text: Option<Str<'a>> = "reasoning_text",
-    reasoning_details: Present = "reasoning_details",
-    content: Option<Str<'a>> = "content",
-    tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)> = "tool_calls",
-});
-
-/// One tool call of a delta.
-pub(crate) struct CompletionsToolCall<'a> {
-    pub index: Option<Int>,
-    pub id: Option<Str<'a>>,
-    pub function: Option<Obj<CompletionsFunction<'a>>>,
+json_object! {
+    /// One tool call of a delta.
+    struct CompletionsToolCall<'a> {
+        index: Option<Int> = "index",
+        id: Option<Str<'a>> = "id",
+        function: Option<Obj<CompletionsFunction<'a>>> = "function",
+    }
 }
 
-object_fields!(CompletionsToolCall<'a> {
-    index: Option<Int> = "index",
-    id: Option<Str<'a>> = "id",
-    function: Option<Obj<CompletionsFunction<'a>>> = "function",
-});
-
-/// Its function.
-pub(crate) struct CompletionsFunction<'a> {
-    pub name: Option<Str<'a>>,
-    pub arguments: Option<Str<'a>>,
+json_object! {
+    /// Its function.
+    struct CompletionsFunction<'a> {
+        name: Option<Str<'a>> = "name",
+        arguments: Option<Str<'a>> = "arguments",
+    }
 }
-
-object_fields!(CompletionsFunction<'a> {
-    name: Option<Str<'a>> = "name",
-    arguments: Option<Str<'a>> = "arguments",
-});
 
 // --- openai-responses: `response.*.delta` -------------------------------------------------------
 
-/// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
-/// delta events, without an error.
-pub(crate) struct ResponsesDelta<'a> {
-    pub kind: Str<'a>,
-    pub output_index: Int,
-    pub delta: Option<Str<'a>>,
-    pub error: Present,
+json_object! {
+    /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
+    /// delta events, without an error.
+    struct ResponsesDelta<'a> {
+        kind: Str<'a> = "type",
+        output_index: Int = "output_index",
+        delta: Option<Str<'a>> = "delta",
+        error: Present = "error",
+    }
 }
-
-object_fields!(ResponsesDelta<'a> {
-    kind: Str<'a> = "type",
-    output_index: Int = "output_index",
-    delta: Option<Str<'a>> = "delta",
-    error: Present = "error",
-});
 
 // --- google-generative-ai: a chunk with one candidate of one part -------------------------------
 
-/// A Gemini chunk without an error.
-pub(crate) struct GeminiChunk<'a> {
-    pub response_id: Option<Str<'a>>,
-    pub error: Present,
-    pub candidates: (Obj<GeminiCandidate<'a>>,),
-    pub usage_metadata: Option<Obj<GeminiUsage>>,
+json_object! {
+    /// A Gemini chunk without an error.
+    struct GeminiChunk<'a> {
+        response_id: Option<Str<'a>> = "responseId",
+        error: Present = "error",
+        candidates: (Obj<GeminiCandidate<'a>>,) = "candidates",
+        usage_metadata: Option<Obj<GeminiUsage>> = "usageMetadata",
+    }
 }
 
-object_fields!(GeminiChunk<'a> {
-    response_id: Option<Str<'a>> = "responseId",
-    error: Present = "error",
-    candidates: (Obj<GeminiCandidate<'a>>,) = "candidates",
-    usage_metadata: Option<Obj<GeminiUsage>> = "usageMetadata",
-});
-
-/// Its candidate, without a finish reason.
-pub(crate) struct GeminiCandidate<'a> {
-    pub content: Obj<GeminiContent<'a>>,
-    pub finish_reason: Present,
+json_object! {
+    /// Its candidate, without a finish reason.
+    struct GeminiCandidate<'a> {
+        content: Obj<GeminiContent<'a>> = "content",
+        finish_reason: Present = "finishReason",
+    }
 }
 
-object_fields!(GeminiCandidate<'a> {
-    content: Obj<GeminiContent<'a>> = "content",
-    finish_reason: Present = "finishReason",
-});
-
-/// The candidate's content: one part.
-pub(crate) struct GeminiContent<'a> {
-    pub parts: (Obj<GeminiPart<'a>>,),
+json_object! {
+    /// The candidate's content: one part.
+    struct GeminiContent<'a> {
+        parts: (Obj<GeminiPart<'a>>,) = "parts",
+    }
 }
 
-object_fields!(GeminiContent<'a> {
-    parts: (Obj<GeminiPart<'a>>,) = "parts",
-});
-
-/// A text or thought part.
-pub(crate) struct GeminiPart<'a> {
-    pub text: Option<Str<'a>>,
-    pub thought: Option<bool>,
-    pub thought_signature: Option<Str<'a>>,
-    pub function_call: Present,
+json_object! {
+    /// A text or thought part.
+    struct GeminiPart<'a> {
+        text: Option<Str<'a>> = "text",
+        thought: Option<bool> = "thought",
+        thought_signature: Option<Str<'a>> = "thoughtSignature",
+        function_call: Present = "functionCall",
+    }
 }
 
-object_fields!(GeminiPart<'a> {
-    text: Option<Str<'a>> = "text",
-    thought: Option<bool> = "thought",
-    thought_signature: Option<Str<'a>> = "thoughtSignature",
-    function_call: Present = "functionCall",
-});
-
-/// The usage counts pi-ai reads.
-pub(crate) struct GeminiUsage {
-    pub prompt_token_count: Option<Int>,
-    pub cached_content_token_count: Option<Int>,
-    pub thoughts_token_count: Option<Int>,
-    pub candidates_token_count: Option<Int>,
-    pub total_token_count: Option<Int>,
+json_object! {
+    /// The usage counts pi-ai reads.
+    struct GeminiUsage {
+        prompt_token_count: Option<Int> = "promptTokenCount",
+        cached_content_token_count: Option<Int> = "cachedContentTokenCount",
+        thoughts_token_count: Option<Int> = "thoughtsTokenCount",
+        candidates_token_count: Option<Int> = "candidatesTokenCount",
+        total_token_count: Option<Int> = "totalTokenCount",
+    }
 }
-
-object_fields!(GeminiUsage {
-    prompt_token_count: Option<Int> = "promptTokenCount",
-    cached_content_token_count: Option<Int> = "cachedContentTokenCount",
-    thoughts_token_count: Option<Int> = "thoughtsTokenCount",
-    candidates_token_count: Option<Int> = "candidatesTokenCount",
-    total_token_count: Option<Int> = "totalTokenCount",
-});
 
 #[cfg(test)]
 mod tests {
