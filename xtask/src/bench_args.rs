@@ -1,9 +1,11 @@
 //! The arguments of `cargo xtask bench`, and one case run in the calling process.
 //!
-//! Shared by the `xtask` binary and `xtask-bench-one`, the binary each case runs in: peak RSS
-//! is per process, and that binary links only the workloads, not the provider SDKs the rest of
-//! xtask needs (the AWS and Google crates of the replay runner), whose code and relocations
-//! would add to every case's resident memory.
+//! Shared by the `xtask` binary and the two binaries each case runs in (peak RSS is per
+//! process): `xtask-bench-one` for the faux workloads, which links the runtime and the faux
+//! provider only, and `xtask-bench-sse` for the HTTP ones, which adds the HTTP stack and the
+//! adapters. Neither links the provider SDKs the rest of xtask needs (the AWS and Google crates
+//! of the replay runner); code and relocations a case does not use would add to its resident
+//! memory (the HTTP stack: about 1.5 MB on `agents`).
 
 use std::path::PathBuf;
 
@@ -72,8 +74,16 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
     Ok(BenchArgs { options, specs, runs, quiet, max_wait_s })
 }
 
-/// Run the cases of `args` in this process, one JSON line each on stdout.
-pub fn run_one(args: &[String]) -> Result<(), String> {
+/// How a case binary runs one case: `pi_testkit::bench::run_faux`, or `run` for every case.
+pub type RunCase = fn(
+    &str,
+    usize,
+    &tokio::runtime::Runtime,
+    pi_testkit::bench::BenchOptions,
+) -> Result<pi_testkit::bench::BenchLine, String>;
+
+/// Run the cases of `args` in this process with `run_case`, one JSON line each on stdout.
+pub fn run_one(args: &[String], run_case: RunCase) -> Result<(), String> {
     let parsed = parse(args)?;
     let runtime = match parsed.options.threads {
         None => tokio::runtime::Builder::new_current_thread().enable_all().build(),
@@ -81,7 +91,7 @@ pub fn run_one(args: &[String]) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     for (workload, size) in &parsed.specs {
-        let line = pi_testkit::bench::run(workload, *size, &runtime, parsed.options)?;
+        let line = run_case(workload, *size, &runtime, parsed.options)?;
         let mut line = serde_json::to_value(&line).map_err(|e| e.to_string())?;
         if let Some(fields) = line.as_object_mut() {
             let cpu_s = crate::bench_load::own_cpu_s();
@@ -92,23 +102,34 @@ pub fn run_one(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The `xtask-bench-one` binary beside the running one, built first (same profile) if needed.
+/// The binary that runs `workload` (`xtask-bench-sse` for an HTTP case, else
+/// `xtask-bench-one`), beside the running one; both are built first (same profile) if needed.
 #[allow(dead_code)] // used by the xtask binary only
-pub fn one_case_binary() -> Result<PathBuf, String> {
+pub fn case_binary(workload: &str) -> Result<PathBuf, String> {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    let dir = BUILT.get_or_init(build_case_binaries).clone()?;
+    let name = if workload.starts_with("sse-") { "xtask-bench-sse" } else { "xtask-bench-one" };
+    Ok(dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)))
+}
+
+/// Build both case binaries; the folder they are in.
+fn build_case_binaries() -> Result<PathBuf, String> {
     let current = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = current.parent().ok_or("the running binary has no folder")?;
-    let exe = dir.join(format!("xtask-bench-one{}", std::env::consts::EXE_SUFFIX));
     let release = dir.file_name().is_some_and(|name| name == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut build = std::process::Command::new(cargo);
-    build.args(["build", "-q", "-p", "xtask", "--bin", "xtask-bench-one"]);
+    build.args(["build", "-q", "-p", "xtask", "--bin", "xtask-bench-one", "--bin", "xtask-bench-sse"]);
     if release {
         build.arg("--release");
     }
-    // Always asked: cargo rebuilds it only when a source changed.
+    // Always asked: cargo rebuilds them only when a source changed.
     let status = build.status().map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() || !exe.is_file() {
-        return Err(format!("cannot build xtask-bench-one ({status})"));
+    let missing = ["xtask-bench-one", "xtask-bench-sse"]
+        .iter()
+        .any(|name| !dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)).is_file());
+    if !status.success() || missing {
+        return Err(format!("cannot build xtask-bench-one and xtask-bench-sse ({status})"));
     }
-    Ok(exe)
+    Ok(dir.to_path_buf())
 }

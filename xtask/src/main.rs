@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The `pi` binary's allocator, so that `proxy-load` and `proxy-abuse` measure the server as
-/// `pi proxy serve` runs it. `xtask-bench-one` keeps the system allocator of a library user.
+/// `pi proxy serve` runs it. The case binaries keep the system allocator of a library user.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -117,8 +117,10 @@ fn bench(args: &[String]) -> ExitCode {
         Ok(parsed) => parsed,
         Err(error) => return fail(error),
     };
-    let exe = match bench_args::one_case_binary() {
-        Ok(exe) => exe,
+    let exes =
+        parsed.specs.iter().map(|(workload, _)| bench_args::case_binary(workload)).collect::<Result<Vec<_>, _>>();
+    let exes = match exes {
+        Ok(exes) => exes,
         Err(error) => return fail(error),
     };
     let needs_server = parsed.specs.iter().any(|(workload, _)| workload.starts_with("sse-"));
@@ -149,9 +151,9 @@ fn bench(args: &[String]) -> ExitCode {
         .collect();
     let max_wait = std::time::Duration::from_secs(parsed.max_wait_s);
     for _round in 0..parsed.runs {
-        for ((workload, size), case) in parsed.specs.iter().zip(cases.iter_mut()) {
+        for (((workload, size), case), exe) in parsed.specs.iter().zip(cases.iter_mut()).zip(&exes) {
             let waited_s = bench_load::wait_for_quiet(parsed.quiet, max_wait);
-            let mut command = std::process::Command::new(&exe);
+            let mut command = std::process::Command::new(exe);
             command.arg(format!("{workload}:{size}")).args(&flags).stderr(std::process::Stdio::inherit());
             if let Some(server) = &server {
                 command.env("BENCH_SSE_URL", server.url());
@@ -199,9 +201,9 @@ fn bench(args: &[String]) -> ExitCode {
 }
 
 /// One case in this process (the `bench-one` command; `bench` runs the lean
-/// `xtask-bench-one` binary instead).
+/// `xtask-bench-one` and `xtask-bench-sse` binaries instead).
 fn bench_one(args: &[String]) -> ExitCode {
-    match bench_args::run_one(args) {
+    match bench_args::run_one(args, pi_testkit::bench::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(error),
     }

@@ -97,7 +97,7 @@ fn mb_per_s(bytes: usize, seconds: f64) -> String {
 /// The command: a Markdown table on stdout.
 pub fn run(args: &[String]) -> Result<String, String> {
     let options = parse(args)?;
-    let exe = crate::bench_args::one_case_binary()?;
+    let exe = crate::bench_args::case_binary("sse-")?;
     let server = match std::env::var("BENCH_SSE_URL") {
         Ok(_) => None,
         Err(_) => Some(pi_testkit::bench_sse::SseServer::start()?),

@@ -155,7 +155,8 @@ impl StreamFn for WithoutTranscript {
     }
 }
 
-/// Run one workload once on the given runtime and check it.
+/// Run one workload once on the given runtime and check it: a faux workload, or with the
+/// `sse-bench` feature an HTTP one (`sse-*`, against the server at `BENCH_SSE_URL`).
 pub fn run(
     workload: &str,
     size: usize,
@@ -169,6 +170,17 @@ pub fn run(
         })?;
         return crate::bench_sse::run(workload, size, runtime, options, &url);
     }
+    run_faux(workload, size, runtime, options)
+}
+
+/// Run one faux workload ([`WORKLOADS`]) once on the given runtime and check it. A binary that
+/// calls only this links none of the HTTP stack, so its resident memory is the runtime's.
+pub fn run_faux(
+    workload: &str,
+    size: usize,
+    runtime: &tokio::runtime::Runtime,
+    options: BenchOptions,
+) -> Result<BenchLine, String> {
     if !WORKLOADS.contains(&workload) {
         return Err(format!("unknown workload `{workload}` (one of {})", WORKLOADS.join(", ")));
     }

@@ -1,6 +1,6 @@
-//! One benchmark case in this process (what `cargo xtask bench` runs for each case): a binary
-//! that links the workloads only, so a case's peak RSS is the runtime's, not the provider SDKs'
-//! the rest of xtask carries.
+//! One faux benchmark case in this process (what `cargo xtask bench` runs for each faux
+//! workload): a binary that links the runtime and the faux provider only, so a case's peak RSS
+//! is the runtime's, not the HTTP stack's or the provider SDKs' the rest of xtask carries.
 
 #[path = "../bench_args.rs"]
 mod bench_args;
@@ -10,7 +10,7 @@ mod bench_load;
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match bench_args::run_one(&args) {
+    match bench_args::run_one(&args, pi_testkit::bench::run_faux) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("xtask-bench-one: {error}");
