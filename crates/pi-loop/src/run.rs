@@ -433,7 +433,7 @@ impl Run {
     /// The tool calls of `message`: executed, or failed when the response was cut off.
     async fn execute_tools(&self, message: &Arc<AssistantMessage>) -> Result<crate::tools::ToolBatch, LoopError> {
         let trace =
-            crate::tools::ToolTrace { parent: &self.trace.span, record_content: self.config.trace.record_content };
+            crate::tools::ToolTrace { parent: self.trace.span(), record_content: self.config.trace.record_content };
         if message.stop_reason == StopReason::Length {
             return fail_truncated_tool_calls(message, &self.emitter, trace).await;
         }
@@ -530,7 +530,7 @@ impl Run {
         let chat = self.trace.chat_span(&self.config, transcript.messages());
         // In the span while the provider starts the request, so that what it traces (the HTTP
         // request at its seam) is the response's.
-        let mut stream = chat.in_scope(|| self.start_request(transcript, api_key));
+        let mut stream = crate::trace::in_scope(chat.as_deref(), || self.start_request(transcript, api_key));
 
         // Keep no reference, not even a weak one, to the provider's partial between events: the
         // provider mutates it in place (`Arc::make_mut`) only while nobody else holds it.
@@ -547,7 +547,7 @@ impl Run {
                 // is, so the deltas pay nothing for tracing.
                 let next = match was_started {
                     true => stream.next().await,
-                    false => next_in_span(&mut stream, &chat).await,
+                    false => crate::trace::InSpan::new(chat.as_deref(), stream.next()).await,
                 };
                 // A pushed update's failure ends the run before anything after it is handled.
                 if let Some(push) = &push {
@@ -575,7 +575,7 @@ impl Run {
         // Without a terminal event, end with what was streamed. Taking the final message out of
         // the stream avoids copying it when nobody shares it.
         let message = self.finished(stream, was_started, thinking_level);
-        self.trace.end_chat(&chat, &message, self.config.trace.record_content);
+        self.trace.end_chat(chat.as_deref(), &message, self.config.trace.record_content);
         drop(chat);
         if !was_started {
             let start = AgentMessage::Assistant(Arc::new((*message).clone()));
@@ -655,16 +655,6 @@ impl Drop for Run {
     fn drop(&mut self) {
         self.return_cache();
     }
-}
-
-/// The stream's next event, polled in `span` (what the provider traces meanwhile, its HTTP
-/// request, is the span's).
-async fn next_in_span(stream: &mut AssistantMessageEventStream, span: &tracing::Span) -> Option<AssistantMessageEvent> {
-    std::future::poll_fn(|cx| {
-        let _entered = span.enter();
-        stream.poll_next_unpin(cx)
-    })
-    .await
 }
 
 /// Declare the difference between the executable tools and the tools the transcript

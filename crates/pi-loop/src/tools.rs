@@ -14,14 +14,12 @@ use pi_types::{
     ToolExecutionMode, ToolResultMessage, ToolUpdateFn,
 };
 use serde_json::{Map, Value};
-// `Instrument` rather than a future of our own: its future holds the tool's once (an `async fn`
-// taking the future would keep it twice, as argument and as pinned local).
-use tracing::{Instrument, Span};
+use tracing::Span;
 
 use crate::context::{AfterToolCallContext, AgentContext, BeforeToolCallContext};
 use crate::hooks::{HookFns, Hooks};
 use crate::sink::Emitter;
-use crate::trace::{end_tool, tool_span};
+use crate::trace::{end_tool, tool_span, InSpan, LiveSpan};
 use crate::LoopError;
 
 /// The final outcome of one tool call after the hooks ran.
@@ -46,17 +44,17 @@ pub(crate) struct ToolBatch {
 /// Where a batch's `execute_tool` spans go: under the run's span, with content or not.
 #[derive(Clone, Copy)]
 pub(crate) struct ToolTrace<'a> {
-    pub(crate) parent: &'a Span,
+    pub(crate) parent: Option<&'a Span>,
     pub(crate) record_content: bool,
 }
 
 impl ToolTrace<'_> {
-    fn span(&self, call: &ToolCall) -> Span {
+    fn span(&self, call: &ToolCall) -> LiveSpan {
         tool_span(self.parent, call, self.record_content)
     }
 
-    fn end(&self, span: &Span, outcome: &Finished) {
-        end_tool(span, &outcome.result, outcome.is_error, self.record_content);
+    fn end(&self, span: &LiveSpan, outcome: &Finished) {
+        end_tool(span.as_deref(), &outcome.result, outcome.is_error, self.record_content);
     }
 }
 
@@ -502,9 +500,11 @@ impl Batch<'_> {
             let span = self.trace.span(call);
             self.emitter.emit(start_event(call)).await?;
             // Polled in the call's span, as the execution is: what its hooks trace is the call's.
-            let preparation = prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel)
-                .instrument(span.clone())
-                .await;
+            let preparation = InSpan::new(
+                span.as_deref(),
+                prepare(self.context, &self.context.tools, self.assistant, call, self.hooks, self.cancel),
+            )
+            .await;
             match preparation {
                 Preparation::Immediate(result) => {
                     let outcome = Finished::immediate(*result);
@@ -583,13 +583,12 @@ async fn execute_sequential(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<To
     for call in calls {
         let span = batch.trace.span(call);
         emitter.emit(start_event(call)).await?;
-        let outcome = async {
+        let outcome = InSpan::new(span.as_deref(), async {
             match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
                 Preparation::Immediate(result) => Ok(Finished::immediate(*result)),
                 Preparation::Prepared { tool, mut args } => batch.run_prepared(call, &tool, &mut args).await,
             }
-        }
-        .instrument(span.clone())
+        })
         .await?;
         batch.trace.end(&span, &outcome);
         drop(span);
@@ -616,7 +615,7 @@ async fn execute_parallel(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<Tool
             let outcome = if cancel.is_cancelled() {
                 Finished::immediate(error_result(ABORTED))
             } else {
-                batch.run_prepared(call, &tool, &mut args).instrument(span.clone()).await?
+                InSpan::new(span.as_deref(), batch.run_prepared(call, &tool, &mut args)).await?
             };
             batch.trace.end(&span, &outcome);
             drop(span);
@@ -632,7 +631,7 @@ async fn execute_parallel(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<Tool
 enum Slot {
     Done(Box<Finished>),
     /// The tool, its arguments and the call's span.
-    Run(Arc<dyn AgentTool>, Value, Span),
+    Run(Arc<dyn AgentTool>, Value, LiveSpan),
 }
 
 /// The last phase of a parallel batch: the result messages, in call order.
@@ -670,9 +669,9 @@ pub struct RunToolCallOptions {
 /// events or messages. Never fails: every problem is an error outcome.
 pub async fn run_tool_call(tool_call: &ToolCall, options: RunToolCallOptions) -> ToolCallOutcome {
     // Under the caller's current span; no content (there is no run configuration to opt in).
-    let span = tool_span(&Span::current(), tool_call, false);
-    let outcome = run_tool_call_in_span(tool_call, options).instrument(span.clone()).await;
-    end_tool(&span, &outcome.result, outcome.is_error, false);
+    let span = tool_span(Some(&Span::current()), tool_call, false);
+    let outcome = InSpan::new(span.as_deref(), run_tool_call_in_span(tool_call, options)).await;
+    end_tool(span.as_deref(), &outcome.result, outcome.is_error, false);
     outcome
 }
 

@@ -4,8 +4,14 @@
 //!
 //! Nothing here is on the per-delta path: spans are made when a run, a response or a call
 //! starts and get their attributes when it ends. Without a subscriber that wants them, each is
-//! [`Span::none`] and every function here is a branch on that (the attribute values are not
-//! even computed).
+//! a [`LiveSpan`] of `None` and every function here is a branch on that (the attribute values
+//! are not even computed): the futures that hold a span (every run's, every tool call's) then
+//! hold a null pointer instead of a [`Span`]'s 40 bytes, and poll through [`InSpan`], which
+//! borrows the span where `tracing`'s `Instrumented` holds a copy of it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use pi_types::{
     AgentToolResult, AssistantContent, AssistantMessage, Message, StopReason, ToolCall, UserContent, UserMessageContent,
@@ -56,9 +62,52 @@ pub fn provider_name(provider: &str) -> &str {
     }
 }
 
-/// A run's span and the usage of its responses so far.
-pub(crate) struct RunTrace {
-    pub(crate) span: Span,
+/// A span a subscriber records, boxed; `None` for one nobody records (a disabled span).
+pub(crate) type LiveSpan = Option<Box<Span>>;
+
+/// `span` if a subscriber records it.
+fn live(span: Span) -> LiveSpan {
+    (!span.is_disabled()).then(|| Box::new(span))
+}
+
+/// `f` run inside `span`, if there is one.
+pub(crate) fn in_scope<T>(span: Option<&Span>, f: impl FnOnce() -> T) -> T {
+    match span {
+        Some(span) => span.in_scope(f),
+        None => f(),
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `inner`, each poll of it inside `span` (if there is one).
+    pub(crate) struct InSpan<'a, F> {
+        span: Option<&'a Span>,
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<'a, F> InSpan<'a, F> {
+    pub(crate) fn new(span: Option<&'a Span>, inner: F) -> Self {
+        Self { span, inner }
+    }
+}
+
+impl<F: Future> Future for InSpan<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _entered = this.span.map(Span::enter);
+        this.inner.poll(cx)
+    }
+}
+
+/// A run's span and the usage of its responses so far, when a subscriber records the span.
+pub(crate) struct RunTrace(Option<Box<RunSpan>>);
+
+struct RunSpan {
+    span: Span,
     input_tokens: u64,
     output_tokens: u64,
     /// The `error.type` of the last response, when it failed.
@@ -83,14 +132,19 @@ impl RunTrace {
             gen_ai.usage.output_tokens = Empty,
             error.type = Empty,
         );
-        Self { span, input_tokens: 0, output_tokens: 0, failed: None }
+        Self((!span.is_disabled()).then(|| Box::new(RunSpan { span, input_tokens: 0, output_tokens: 0, failed: None })))
+    }
+
+    /// The run's span, if a subscriber records it.
+    pub(crate) fn span(&self) -> Option<&Span> {
+        self.0.as_ref().map(|run| &run.span)
     }
 
     /// The `chat` span of the next response, a child of the run's.
-    pub(crate) fn chat_span(&self, config: &LoopConfig, transcript: &[Message]) -> Span {
+    pub(crate) fn chat_span(&self, config: &LoopConfig, transcript: &[Message]) -> LiveSpan {
         let model = &config.model;
         let span = tracing::info_span!(
-            parent: &self.span,
+            parent: self.span().and_then(Span::id),
             "chat",
             otel.name = format!("chat {}", model.id),
             otel.kind = "client",
@@ -112,23 +166,24 @@ impl RunTrace {
             gen_ai.output.messages = Empty,
             error.type = Empty,
         );
-        if config.trace.record_content && !span.is_disabled() {
+        let span = live(span)?;
+        if config.trace.record_content {
             let messages: Vec<Value> = transcript.iter().filter_map(message_json).collect();
             span.record("gen_ai.input.messages", Value::Array(messages).to_string());
         }
-        span
+        Some(span)
     }
 
     /// Records the ended response on its span (and its usage towards the run's).
-    pub(crate) fn end_chat(&mut self, span: &Span, message: &AssistantMessage, record_content: bool) {
+    pub(crate) fn end_chat(&mut self, span: Option<&Span>, message: &AssistantMessage, record_content: bool) {
         let usage = &message.usage;
         let input = usage.input.saturating_add(usage.cache_read).saturating_add(usage.cache_write);
-        self.input_tokens = self.input_tokens.saturating_add(input);
-        self.output_tokens = self.output_tokens.saturating_add(usage.output);
-        self.failed = error_type(message.stop_reason);
-        if span.is_disabled() {
-            return;
+        if let Some(run) = &mut self.0 {
+            run.input_tokens = run.input_tokens.saturating_add(input);
+            run.output_tokens = run.output_tokens.saturating_add(usage.output);
+            run.failed = error_type(message.stop_reason);
         }
+        let Some(span) = span else { return };
         span.record("gen_ai.response.id", message.response_id.as_deref());
         span.record("gen_ai.response.model", message.response_model.as_deref().unwrap_or(message.model.as_str()));
         span.record("gen_ai.response.finish_reasons", format!("[\"{}\"]", finish_reason(message.stop_reason)));
@@ -159,19 +214,17 @@ impl RunTrace {
     /// Records the run's usage and, when it failed (a [`LoopError`], or a final response
     /// that ended in an error or was aborted), its `error.type`.
     pub(crate) fn end(&self, error: Option<&LoopError>) {
-        if self.span.is_disabled() {
-            return;
-        }
-        self.span.record("gen_ai.usage.input_tokens", self.input_tokens);
-        self.span.record("gen_ai.usage.output_tokens", self.output_tokens);
+        let Some(run) = &self.0 else { return };
+        run.span.record("gen_ai.usage.input_tokens", run.input_tokens);
+        run.span.record("gen_ai.usage.output_tokens", run.output_tokens);
         let loop_error = error.map(|e| match e {
             LoopError::NoMessages | LoopError::ContinueFromAssistant => "invalid_context",
             LoopError::Hook(_) => "hook_error",
             LoopError::Sink(_) => "sink_error",
         });
-        if let Some(kind) = loop_error.or(self.failed) {
-            self.span.record("error.type", kind);
-            self.span.record("otel.status_code", "ERROR");
+        if let Some(kind) = loop_error.or(run.failed) {
+            run.span.record("error.type", kind);
+            run.span.record("otel.status_code", "ERROR");
         }
     }
 }
@@ -198,9 +251,9 @@ fn finish_reason(reason: StopReason) -> &'static str {
 }
 
 /// The `execute_tool` span of `call`, a child of `parent` (the run's span).
-pub(crate) fn tool_span(parent: &Span, call: &ToolCall, record_content: bool) -> Span {
+pub(crate) fn tool_span(parent: Option<&Span>, call: &ToolCall, record_content: bool) -> LiveSpan {
     let span = tracing::info_span!(
-        parent: parent,
+        parent: parent.and_then(Span::id),
         "execute_tool",
         otel.name = format!("execute_tool {}", call.name),
         otel.kind = "internal",
@@ -213,17 +266,16 @@ pub(crate) fn tool_span(parent: &Span, call: &ToolCall, record_content: bool) ->
         gen_ai.tool.call.result = Empty,
         error.type = Empty,
     );
-    if record_content && !span.is_disabled() {
+    let span = live(span)?;
+    if record_content {
         span.record("gen_ai.tool.call.arguments", Value::Object(call.arguments.clone()).to_string());
     }
-    span
+    Some(span)
 }
 
 /// Records a tool call's outcome on its span.
-pub(crate) fn end_tool(span: &Span, result: &AgentToolResult, is_error: bool, record_content: bool) {
-    if span.is_disabled() {
-        return;
-    }
+pub(crate) fn end_tool(span: Option<&Span>, result: &AgentToolResult, is_error: bool, record_content: bool) {
+    let Some(span) = span else { return };
     if is_error {
         span.record("error.type", "tool_error");
         span.record("otel.status_code", "ERROR");
