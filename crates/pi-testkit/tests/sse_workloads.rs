@@ -14,7 +14,7 @@ fn every_sse_workload_passes_its_checks() {
         return;
     }
     let server = SseServer::start().expect("sse-server.mjs starts");
-    // `run` takes the server's URL from the environment, as `xtask-bench-one` does.
+    // `run` takes the server's URL from the environment, as `xtask-bench-sse` does.
     std::env::set_var("BENCH_SSE_URL", server.url());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let mut cases: Vec<(String, usize)> = Vec::new();
