@@ -49,6 +49,67 @@ impl FrameGuard {
     /// The caps are checked as each byte counts, so the verdict does not depend on how the
     /// network split the bytes.
     pub fn check(&mut self, chunk: &[u8]) -> Result<(), String> {
+        // A chunk too short to reach either cap from where the counts stand cannot exceed one
+        // at any byte (the counts only grow by its bytes, or restart), so only the state at its
+        // end is needed, and that depends on its last line break and last event end alone:
+        // found from the end, they are a few bytes away in an event stream, where the walk
+        // through every line break costs about a hundred instructions per line.
+        let fits = |count: usize, cap: usize| count.checked_add(chunk.len()).is_some_and(|end| end <= cap);
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if fits(self.line, self.max_line) && fits(self.event, self.max_event) {
+            self.skip(chunk);
+            return Ok(());
+        }
+        self.check_each(chunk)
+    }
+
+    /// [`FrameGuard::check`] of a chunk that exceeds no cap: the state after it, from its end.
+    fn skip(&mut self, chunk: &[u8]) {
+        let is_break = |byte: &u8| matches!(byte, b'\n' | b'\r');
+        let Some(last) = memchr::memrchr2(b'\n', b'\r', chunk) else {
+            self.run = 0;
+            self.line += chunk.len();
+            self.event += chunk.len();
+            return;
+        };
+        self.line = chunk.len() - last - 1;
+        let before = (self.breaks, self.run);
+        // Runs of line breaks from the last one back: the state after a run follows from the
+        // run's bytes and, for a run that starts the chunk, the run before the chunk (after
+        // text a run starts empty). The last run that ends an event sets the event count.
+        let mut end = last + 1;
+        let mut trailing = true;
+        loop {
+            let start = chunk[..end].iter().rposition(|b| !is_break(b)).map_or(0, |text| text + 1);
+            let (mut breaks, mut run) = if start == 0 { before } else { ([0; 4], 0) };
+            let mut event_end = None;
+            for (offset, &byte) in chunk[start..end].iter().enumerate() {
+                if step(&mut breaks, &mut run, byte) {
+                    event_end = Some(start + offset + 1);
+                }
+            }
+            if trailing {
+                // The chunk's last run is the guard's run from now on (`run` is 0 after text
+                // that follows it).
+                (self.breaks, self.run) = if end == chunk.len() { (breaks, run) } else { ([0; 4], 0) };
+                trailing = false;
+            }
+            if let Some(event_end) = event_end {
+                self.event = chunk.len() - event_end;
+                return;
+            }
+            match memchr::memrchr2(b'\n', b'\r', &chunk[..start]) {
+                Some(previous) if start > 0 => end = previous + 1,
+                _ => break,
+            }
+        }
+        self.event += chunk.len();
+    }
+
+    /// [`FrameGuard::check`] byte by byte (each line break in turn).
+    fn check_each(&mut self, chunk: &[u8]) -> Result<(), String> {
         let mut from = 0;
         for index in memchr::memchr2_iter(b'\n', b'\r', chunk) {
             self.text(index - from)?;
@@ -89,18 +150,27 @@ impl FrameGuard {
 
     fn line_break(&mut self, byte: u8) {
         self.line = 0;
-        if self.run == self.breaks.len() {
-            self.breaks.copy_within(1.., 0);
-            self.run -= 1;
-        }
-        self.breaks[self.run] = byte;
-        self.run += 1;
-        let run = &self.breaks[..self.run];
-        if run.ends_with(b"\n\n") || run.ends_with(b"\r\r") || run.ends_with(b"\r\n\r\n") {
+        if step(&mut self.breaks, &mut self.run, byte) {
             self.event = 0;
-            self.run = 0;
         }
     }
+}
+
+/// One line-break byte added to a run of them (the last four kept in `breaks`); whether it
+/// ends an event, which also ends the run.
+fn step(breaks: &mut [u8; 4], run: &mut usize, byte: u8) -> bool {
+    if *run == breaks.len() {
+        breaks.copy_within(1.., 0);
+        *run -= 1;
+    }
+    breaks[*run] = byte;
+    *run += 1;
+    let current = &breaks[..*run];
+    let ends = current.ends_with(b"\n\n") || current.ends_with(b"\r\r") || current.ends_with(b"\r\n\r\n");
+    if ends {
+        *run = 0;
+    }
+    ends
 }
 
 /// One dispatched server-sent event.
@@ -850,6 +920,36 @@ mod tests {
         assert!(guard.check(b"\nc: 3\nd: 4\ne: 5\n").is_ok());
         let error = guard.check(b"f: 66\n").expect_err("event cap");
         assert!(error.starts_with("Server-sent event larger than 20 bytes"), "{error}");
+    }
+
+    /// The state the guard keeps between chunks: counts and the run of line breaks.
+    fn guard_state(guard: &FrameGuard) -> (usize, usize, Vec<u8>) {
+        (guard.line, guard.event, guard.breaks[..guard.run].to_vec())
+    }
+
+    /// A chunk checked from its end (the caps out of reach) leaves the guard as the walk
+    /// through each of its line breaks does, for bodies of text and every mix of `\r` and `\n`
+    /// split anywhere, and the verdicts agree.
+    #[test]
+    fn frame_guard_from_the_end_matches_the_walk_through_each_break() {
+        let mut rng = fastrand::Rng::with_seed(2026_12_03);
+        for _ in 0..20_000 {
+            let len = rng.usize(0..48);
+            let body: Vec<u8> = (0..len).map(|_| [b'a', b'\n', b'\r'][rng.usize(0..3)]).collect();
+            let (max_line, max_event) = (rng.usize(1..12), rng.usize(1..40));
+            let (mut fast, mut walk) = (FrameGuard::new(max_line, max_event), FrameGuard::new(max_line, max_event));
+            let mut rest = &body[..];
+            while !rest.is_empty() {
+                let (chunk, tail) = rest.split_at(rng.usize(0..=rest.len()));
+                rest = tail;
+                let (verdict, expected) = (fast.check(chunk), walk.check_each(chunk));
+                assert_eq!(verdict, expected, "{body:?} at {chunk:?}");
+                if expected.is_err() {
+                    break;
+                }
+                assert_eq!(guard_state(&fast), guard_state(&walk), "{body:?} after {chunk:?}");
+            }
+        }
     }
 
     /// Found by the `sse_framing` fuzz target: an event over the cap that ended later in the
