@@ -408,7 +408,11 @@ async fn run(
             if typed {
                 if let Some(delta) = typed::decode::<typed::AnthropicDelta<'_>>(&sse.data) {
                     if &*delta.kind == "content_block_delta" {
-                        state.delta(delta, out).await;
+                        // The decoded event stays here, borrowed: moved into the delta's future,
+                        // it would be copied once more per event.
+                        if let Some((content_index, kind, text)) = state.delta(&delta) {
+                            apply_delta(out, content_index, kind, text).await;
+                        }
                         continue;
                     }
                 }
@@ -546,19 +550,22 @@ async fn apply_delta(out: &mut AssistantMessageBuilder, content_index: usize, ki
 
 impl BlockState {
     /// A `content_block_delta` from its typed decode (as [`BlockState::handle`] takes it).
-    async fn delta(&mut self, event: typed::AnthropicDelta<'_>, out: &mut AssistantMessageBuilder) {
+    /// What a decoded `content_block_delta` applies: its block's content index, its kind and
+    /// its text; `None` for a block that is not open.
+    fn delta<'e>(&mut self, event: &'e typed::AnthropicDelta<'_>) -> Option<(usize, Option<&'e str>, &'e str)> {
         let index = event.index.map_or(-1, |typed::Int(i)| i);
-        let Some(content_index) = self.open.get(index) else { return };
-        let delta = event.delta.map(|typed::Obj(d)| d);
-        let kind = delta.as_ref().and_then(|d| d.kind.as_deref());
-        let text = delta.as_ref().and_then(|d| match kind {
-            Some("text_delta") => d.text.as_deref(),
-            Some("thinking_delta") => d.thinking.as_deref(),
-            Some("input_json_delta") => d.partial_json.as_deref(),
-            Some("signature_delta") => d.signature.as_deref(),
+        let content_index = self.open.get(index)?;
+        let delta = event.delta.as_ref().map(|typed::Obj(d)| d);
+        let kind = delta.and_then(|d| d.kind.as_deref());
+        let member = match kind {
+            Some("text_delta") => Some(typed::AnthropicPayload::Text),
+            Some("thinking_delta") => Some(typed::AnthropicPayload::Thinking),
+            Some("input_json_delta") => Some(typed::AnthropicPayload::PartialJson),
+            Some("signature_delta") => Some(typed::AnthropicPayload::Signature),
             _ => None,
-        });
-        apply_delta(out, content_index, kind, text.unwrap_or_default()).await;
+        };
+        let text = delta.zip(member).and_then(|(d, member)| d.member(member));
+        Some((content_index, kind, text.unwrap_or_default()))
     }
 
     async fn handle(&mut self, model: &Model, event: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
