@@ -932,7 +932,7 @@ mod tests {
     /// split anywhere, and the verdicts agree.
     #[test]
     fn frame_guard_from_the_end_matches_the_walk_through_each_break() {
-        let mut rng = fastrand::Rng::with_seed(2026_12_03);
+        let mut rng = fastrand::Rng::with_seed(20_261_203);
         for _ in 0..20_000 {
             let len = rng.usize(0..48);
             let body: Vec<u8> = (0..len).map(|_| [b'a', b'\n', b'\r'][rng.usize(0..3)]).collect();

@@ -9,6 +9,10 @@
 //! integers), and a duplicate member fails. Whatever the typed decode declines (another shape,
 //! another type, a float, an escape in a name) goes the generic way, `js_json::parse` into a
 //! `Value`, with the reference's semantics.
+//!
+//! Nested objects are read in place ([`Object`], [`Field`]): the decode starts from the
+//! struct's default and writes each member where it stays, so a decoded event is not moved out
+//! of each level of its nesting (a `memcpy` call per move, for structs of a few hundred bytes).
 
 mod reader;
 
@@ -17,9 +21,11 @@ use std::borrow::Cow;
 use reader::Reader;
 
 /// The typed decode of an event's data, or `None` (take the generic path).
-pub(crate) fn decode<'a, T: Decode<'a>>(data: &'a str) -> Option<T> {
+pub(crate) fn decode<'a, T: Object<'a>>(data: &'a str) -> Option<T> {
     let mut reader = Reader::new(data);
-    let value = T::read(&mut reader)?;
+    // Read where it is returned from: each move of a decoded event is a `memcpy` call.
+    let mut value = T::default();
+    T::read_fields(&mut reader, &mut value)?;
     reader.end()?;
     Some(value)
 }
@@ -35,13 +41,88 @@ pub(crate) trait Decode<'a>: Sized {
     }
 }
 
-/// A JSON object decoded as `T`.
+/// The members of a JSON object, read into a struct in place.
+pub(crate) trait Object<'a>: Default {
+    /// Reads an object into `out` (which holds the default).
+    fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()>;
+}
+
+/// How a struct's member is read: into its place in the struct, so that a nested object is
+/// never moved out of the decode of its parent (each move of a decoded struct of a few hundred
+/// bytes is a `memcpy` call).
+pub(crate) trait Field<'a>: Default {
+    /// Reads the member's value into `slot` (which holds the default).
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()>;
+
+    /// Whether a missing member declines the text.
+    fn required() -> bool;
+}
+
+/// A value member: read whole. Missing, it is its type's [`Decode::missing`], which is its
+/// default (`None`, for the optional members here) or declines.
+impl<'a, T: Decode<'a> + Default> Field<'a> for T {
+    #[inline]
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()> {
+        *slot = T::read(reader)?;
+        Some(())
+    }
+
+    fn required() -> bool {
+        T::missing().is_none()
+    }
+}
+
+/// A JSON object decoded as `T`, a member that must be there.
+#[derive(Default)]
 pub(crate) struct Obj<T>(pub T);
 
-impl<'a, T: Decode<'a>> Decode<'a> for Obj<T> {
+impl<'a, T: Object<'a>> Field<'a> for Obj<T> {
     #[inline]
-    fn read(reader: &mut Reader<'a>) -> Option<Self> {
-        T::read(reader).map(Obj)
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()> {
+        T::read_fields(reader, &mut slot.0)
+    }
+
+    fn required() -> bool {
+        true
+    }
+}
+
+/// An object member that may be `null` or missing.
+impl<'a, T: Object<'a>> Field<'a> for Option<Obj<T>> {
+    #[inline]
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()> {
+        reader.nullable(|reader| T::read_fields(reader, &mut slot.insert(Obj::default()).0)).map(drop)
+    }
+
+    fn required() -> bool {
+        false
+    }
+}
+
+/// An array of exactly one object, a member that must be there.
+impl<'a, T: Object<'a>> Field<'a> for (Obj<T>,) {
+    #[inline]
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()> {
+        reader.single(|reader| T::read_fields(reader, &mut slot.0 .0))
+    }
+
+    fn required() -> bool {
+        true
+    }
+}
+
+/// An array of exactly one object that may be `null` or missing.
+impl<'a, T: Object<'a>> Field<'a> for Option<(Obj<T>,)> {
+    #[inline]
+    fn read_field(reader: &mut Reader<'a>, slot: &mut Self) -> Option<()> {
+        let read = |reader: &mut Reader<'a>| {
+            reader.single(|reader| T::read_fields(reader, &mut slot.insert(Default::default()).0 .0))
+        };
+        reader.nullable(read).map(drop)
+    }
+
+    fn required() -> bool {
+        false
     }
 }
 
@@ -57,59 +138,57 @@ impl<'a, T: Decode<'a>> Decode<'a> for Option<T> {
     }
 }
 
-/// An array of exactly one element.
-impl<'a, T: Decode<'a>> Decode<'a> for (T,) {
-    fn read(reader: &mut Reader<'a>) -> Option<Self> {
-        reader.single(T::read).map(|value| (value,))
-    }
-}
-
 impl Decode<'_> for bool {
     fn read(reader: &mut Reader<'_>) -> Option<Self> {
         reader.boolean()
     }
 }
 
-/// A struct of the members of a JSON object and its [`Decode`]: each member is read by name
-/// with its type's [`Decode`], a duplicate declines the text, others are checked and passed
-/// over. A missing member is its type's [`Decode::missing`].
+/// A struct of the members of a JSON object and its [`Object`]: each member
+/// is read by name into its place with its type's [`Field`], a duplicate declines the text,
+/// others are checked and passed over. A missing member keeps its default, or declines the
+/// text when its type is [`Field::required`].
 macro_rules! json_object {
     (
         $(#[$attr:meta])*
         struct $name:ident $(<$lt:lifetime>)? { $($field:ident: $field_ty:ty = $key:literal),* $(,)? }
     ) => {
         $(#[$attr])*
+        #[derive(Default)]
         pub(crate) struct $name $(<$lt>)? {
             $(pub $field: $field_ty,)*
         }
 
-        impl<'a> Decode<'a> for $name $(<$lt>)? {
-            fn read(reader: &mut Reader<'a>) -> Option<Self> {
-                $(let mut $field: Option<$field_ty> = None;)*
+        impl<'a> Object<'a> for $name $(<$lt>)? {
+            fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()> {
+                // Whether each member was read (a local per member, named as the member).
+                $(let mut $field = false;)*
                 reader.object(|reader, name| {
                     match name {
                         $($key => {
-                            if $field.is_some() {
+                            if $field {
                                 return None;
                             }
-                            $field = Some(<$field_ty as Decode<'a>>::read(reader)?);
+                            $field = true;
+                            <$field_ty as Field<'a>>::read_field(reader, &mut out.$field)?;
                         })*
                         _ => reader.skip()?,
                     }
                     Some(())
                 })?;
-                Some(Self { $($field: match $field {
-                    Some(value) => value,
-                    None => <$field_ty as Decode<'a>>::missing()?,
-                },)* })
+                $(if !$field && <$field_ty as Field<'a>>::required() {
+                    return None;
+                })*
+                Some(())
             }
         }
+
     };
 }
 
 /// An integer that a JavaScript number holds exactly (|n| ≤ 2^53); a float, a larger integer
 /// or another type fails the typed decode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Int(pub i64);
 
 impl Decode<'_> for Int {
@@ -146,7 +225,7 @@ impl Int {
 }
 
 /// A string borrowed from the data (owned when it has escapes).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Str<'a>(pub Cow<'a, str>);
 
 impl std::ops::Deref for Str<'_> {
@@ -164,6 +243,7 @@ impl<'a> Decode<'a> for Str<'a> {
 }
 
 /// Any JSON value, checked and not kept.
+#[derive(Default)]
 pub(crate) struct Any;
 
 impl Decode<'_> for Any {
@@ -190,6 +270,7 @@ json_object! {
 /// `thinking`, `partial_json` or `signature`). A body with two payload members is declined
 /// (the generic path then picks the member its type names). One slot instead of a field per
 /// member keeps the decoded event small enough to move without a `memcpy` call.
+#[derive(Default)]
 pub(crate) struct AnthropicDeltaBody<'a> {
     pub kind: Option<Str<'a>>,
     payload: Option<(AnthropicPayload, Option<Str<'a>>)>,
@@ -214,8 +295,8 @@ impl<'a> AnthropicDeltaBody<'a> {
     }
 }
 
-impl<'a> Decode<'a> for AnthropicDeltaBody<'a> {
-    fn read(reader: &mut Reader<'a>) -> Option<Self> {
+impl<'a> Object<'a> for AnthropicDeltaBody<'a> {
+    fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()> {
         let (mut kind, mut payload) = (None, None);
         reader.object(|reader, name| {
             let member = match name {
@@ -236,7 +317,9 @@ impl<'a> Decode<'a> for AnthropicDeltaBody<'a> {
             payload = Some((member, <Option<Str<'a>>>::read(reader)?));
             Some(())
         })?;
-        Some(Self { kind: kind.flatten(), payload })
+        out.kind = kind.flatten();
+        out.payload = payload;
+        Some(())
     }
 }
 
@@ -361,7 +444,10 @@ mod tests {
         let ok: Option<AnthropicDelta<'_>> =
             decode(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcd"}}"#);
         let ok = ok.expect("a delta");
-        assert!(matches!(ok.delta.as_ref().and_then(|d| d.0.payload.as_ref()), Some((_, Some(Str(Cow::Borrowed("abcd")))))));
+        assert!(matches!(
+            ok.delta.as_ref().and_then(|d| d.0.payload.as_ref()),
+            Some((_, Some(Str(Cow::Borrowed("abcd")))))
+        ));
         // An array in place of an object, a float index, a duplicate member: the generic path.
         for data in [
             r#"["content_block_delta", 0, null]"#,
