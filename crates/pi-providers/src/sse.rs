@@ -432,7 +432,16 @@ impl SseDecoder {
         let field = if bytes[0] == b':' {
             Field::Other
         } else {
-            let (name, value) = match memchr::memchr(b':', bytes) {
+            // The two fields of nearly every line are told apart first: a search for the colon
+            // costs more than the line's other work.
+            let colon = if bytes.starts_with(b"data:") {
+                Some(4)
+            } else if bytes.starts_with(b"event:") {
+                Some(5)
+            } else {
+                memchr::memchr(b':', bytes)
+            };
+            let (name, value) = match colon {
                 Some(i) => (&bytes[..i], start + i + 1),
                 None => (bytes, end),
             };
