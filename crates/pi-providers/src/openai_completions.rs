@@ -374,6 +374,7 @@ async fn run(
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut chunks = Chunks::default();
+    let mut heads = typed::ChunkHeads::default();
     let mut finished_body = false;
     // Without a hook that sees every chunk as a `Value`, delta chunks take the typed decode.
     let typed = options.on_provider_stream_event.is_none();
@@ -393,7 +394,7 @@ async fn run(
             }
             let is_error = event.event.as_deref() == Some("error");
             let fast = match typed && !is_error {
-                true => typed::decode::<typed::CompletionsChunk<'_>>(&event.data),
+                true => typed::decode_chunk(&event.data, &mut heads),
                 false => None,
             };
             let handled = match &fast {

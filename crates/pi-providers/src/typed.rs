@@ -14,7 +14,10 @@
 //! struct's default and writes each member where it stays, so a decoded event is not moved out
 //! of each level of its nesting (a `memcpy` call per move, for structs of a few hundred bytes).
 
+mod completions;
 mod reader;
+
+pub(crate) use completions::{decode_chunk, ChunkHeads, CompletionsChunk};
 
 use std::borrow::Cow;
 
@@ -325,16 +328,7 @@ impl<'a> Object<'a> for AnthropicDeltaBody<'a> {
 
 // --- openai-completions: a chunk with one choice whose delta carries content ------------------
 
-json_object! {
-    /// A chat-completions chunk without usage or error.
-    struct CompletionsChunk<'a> {
-        id: Option<Str<'a>> = "id",
-        model: Option<Str<'a>> = "model",
-        usage: Present = "usage",
-        error: Present = "error",
-        choices: Option<(Obj<CompletionsChoice<'a>>,)> = "choices",
-    }
-}
+// The chunk itself, and the head its stream repeats: `completions.rs`.
 
 json_object! {
     /// Its one choice.
@@ -483,10 +477,10 @@ mod tests {
     /// A deterministic generator of texts near the events' shape: members the decode reads and
     /// others, values of every JSON type (and of none), escapes, odd numbers, whitespace, and
     /// random edits of the result.
-    struct Texts(u64);
+    pub(super) struct Texts(pub(super) u64);
 
     impl Texts {
-        fn next(&mut self, below: usize) -> usize {
+        pub(super) fn next(&mut self, below: usize) -> usize {
             self.0 ^= self.0 << 13;
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
@@ -501,7 +495,7 @@ mod tests {
             self.pick(&["", "", "", " ", "\n", "\t ", "\r\n", "\u{a0}", "\u{feff}"])
         }
 
-        fn string(&mut self) -> String {
+        pub(super) fn string(&mut self) -> String {
             let valid = [
                 "a",
                 "text_delta",
@@ -646,7 +640,7 @@ mod tests {
         }
 
         /// A chat-completions chunk.
-        fn completions(&mut self) -> String {
+        pub(super) fn completions(&mut self) -> String {
             let mut members = Vec::new();
             let (id, model) = (self.string(), self.string());
             self.member(&mut members, "id", id);
@@ -737,7 +731,7 @@ mod tests {
         }
 
         /// `text` with `next(rolls) - keep` random edits (none most of the time).
-        fn edited(&mut self, mut text: String, rolls: usize, keep: usize) -> String {
+        pub(super) fn edited(&mut self, mut text: String, rolls: usize, keep: usize) -> String {
             for _ in 0..self.next(rolls).saturating_sub(keep) {
                 let at = self.next(text.len() + 1);
                 if !text.is_char_boundary(at) {

@@ -31,6 +31,17 @@ impl<'a> Reader<'a> {
         Self { text, at: 0, depth: 0 }
     }
 
+    /// A reader of `text` from `at`, inside `depth` containers: where a reader of the same
+    /// bytes up to `at` was (see [`Reader::members_from`]).
+    pub(crate) fn resume(text: &'a str, at: usize, depth: u32) -> Self {
+        Self { text, at, depth }
+    }
+
+    /// Where the reader is in its text.
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+
     /// The next byte that is not whitespace, without taking it.
     #[inline]
     fn peek(&mut self) -> Option<u8> {
@@ -194,7 +205,7 @@ impl<'a> Reader<'a> {
     /// An object: `member` is called with each member's name and must read its value. A name
     /// with escapes is declined.
     #[inline]
-    pub(crate) fn object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
+    pub(crate) fn object(&mut self, member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         self.enter()?;
         if self.peek()? == b'}' {
@@ -202,19 +213,44 @@ impl<'a> Reader<'a> {
             self.depth -= 1;
             return Some(());
         }
+        let Cow::Borrowed(name) = self.string()? else { return None };
+        self.eat(b':')?;
+        self.members_from(name, member)
+    }
+
+    /// The rest of an object from the value of its member `name` (its `{`, the members before
+    /// and the name read): `member` reads that value first, then each further member's.
+    pub(crate) fn members_from(
+        &mut self,
+        name: &str,
+        mut member: impl FnMut(&mut Self, &str) -> Option<()>,
+    ) -> Option<()> {
+        member(self, name)?;
         loop {
+            if self.after_member()? {
+                return Some(());
+            }
             let Cow::Borrowed(name) = self.string()? else { return None };
             self.eat(b':')?;
             member(self, name)?;
-            match self.peek()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    self.depth -= 1;
-                    return Some(());
-                }
-                _ => return None,
+        }
+    }
+
+    /// After a member's value: `,` (`false`, another member follows) or the object's `}`
+    /// (`true`).
+    #[inline]
+    fn after_member(&mut self) -> Option<bool> {
+        match self.peek()? {
+            b',' => {
+                self.at += 1;
+                Some(false)
             }
+            b'}' => {
+                self.at += 1;
+                self.depth -= 1;
+                Some(true)
+            }
+            _ => None,
         }
     }
 

@@ -1,0 +1,226 @@
+//! The typed decode of a chat-completions chunk, and the head a stream's chunks repeat.
+//!
+//! # Protocol
+//! Every chunk of a chat-completions stream starts with the same members (`id`, `object`,
+//! `created`, `model`, `system_fingerprint`, ...) before its `choices`: two thirds of a short
+//! chunk's bytes, and most of its decode. [`decode_chunk`] keeps that head ([`ChunkHeads`]):
+//! the bytes of the last chunk up to its `choices` value, with where its `id` and `model`
+//! values lie. A chunk whose data starts with those bytes is read from its `choices` value on,
+//! as a reader of the whole text would be there: inside the top-level object, with `id` and
+//! `model` read (at the same places, so borrowed from this chunk) and no other member the
+//! decode keeps. Equal bytes are read alike, so the result is the whole decode's; a property
+//! test holds the two to each other.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::reader::Reader;
+use super::{CompletionsChoice, Field, Obj, Object, Present, Str};
+
+/// A chat-completions chunk (the generic path takes one with usage or an error).
+#[derive(Default)]
+pub(crate) struct CompletionsChunk<'a> {
+    pub id: Option<Str<'a>>,
+    pub model: Option<Str<'a>>,
+    pub usage: Present,
+    pub error: Present,
+    pub choices: Option<(Obj<CompletionsChoice<'a>>,)>,
+}
+
+/// Which members of a chunk were read, so that a duplicate declines the text.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    id: bool,
+    model: bool,
+    usage: bool,
+    error: bool,
+    choices: bool,
+}
+
+/// One member of a chunk: its value read into `out`.
+fn member<'a>(reader: &mut Reader<'a>, name: &str, out: &mut CompletionsChunk<'a>, seen: &mut Seen) -> Option<()> {
+    fn once(seen: &mut bool) -> Option<()> {
+        (!std::mem::replace(seen, true)).then_some(())
+    }
+    match name {
+        "id" => once(&mut seen.id).and_then(|()| Field::read_field(reader, &mut out.id)),
+        "model" => once(&mut seen.model).and_then(|()| Field::read_field(reader, &mut out.model)),
+        "usage" => once(&mut seen.usage).and_then(|()| Field::read_field(reader, &mut out.usage)),
+        "error" => once(&mut seen.error).and_then(|()| Field::read_field(reader, &mut out.error)),
+        "choices" => once(&mut seen.choices).and_then(|()| Field::read_field(reader, &mut out.choices)),
+        _ => reader.skip(),
+    }
+}
+
+impl<'a> Object<'a> for CompletionsChunk<'a> {
+    fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()> {
+        let mut seen = Seen::default();
+        reader.object(|reader, name| member(reader, name, out, &mut seen))
+    }
+}
+
+/// The head of the last chunk a stream's decode read whole: see the [module docs](self).
+#[derive(Debug, Default)]
+pub(crate) struct ChunkHeads {
+    /// The chunk's bytes up to its `choices` value; empty when there is none to reuse.
+    head: Vec<u8>,
+    id: Option<Range<usize>>,
+    model: Option<Range<usize>>,
+}
+
+/// The typed decode of a chunk's data (as [`super::decode`]), from its `choices` value on when
+/// it starts with the head of the chunk before.
+pub(crate) fn decode_chunk<'a>(data: &'a str, heads: &mut ChunkHeads) -> Option<CompletionsChunk<'a>> {
+    let mut out = CompletionsChunk::default();
+    if !heads.head.is_empty() && data.as_bytes().starts_with(&heads.head) {
+        let borrowed = |range: &Option<Range<usize>>| match range {
+            Some(range) => data.get(range.clone()).map(|s| Some(Str(Cow::Borrowed(s)))),
+            None => Some(None),
+        };
+        out.id = borrowed(&heads.id)?;
+        out.model = borrowed(&heads.model)?;
+        let mut seen = Seen { id: heads.id.is_some(), model: heads.model.is_some(), ..Seen::default() };
+        let mut reader = Reader::resume(data, heads.head.len(), 1);
+        reader.members_from("choices", |reader, name| member(reader, name, &mut out, &mut seen))?;
+        reader.end()?;
+        return Some(out);
+    }
+    // The whole text, noting where its `choices` value starts.
+    let mut reader = Reader::new(data);
+    let mut seen = Seen::default();
+    let mut head = None;
+    reader.object(|reader, name| {
+        if name == "choices" && !seen.choices && !seen.usage && !seen.error {
+            head = Some(reader.position());
+        }
+        member(reader, name, &mut out, &mut seen)
+    })?;
+    reader.end()?;
+    heads.remember(data, head, &out);
+    Some(out)
+}
+
+impl ChunkHeads {
+    /// Keep the head of `data` (read whole into `chunk`) up to `head`, if its kept members are
+    /// borrowed from it; else keep none.
+    fn remember(&mut self, data: &str, head: Option<usize>, chunk: &CompletionsChunk<'_>) {
+        self.head.clear();
+        let Some(head) = head else { return };
+        // Where a borrowed value lies in `data`, if it lies in the head.
+        let range = |value: &Option<Str<'_>>| -> Option<Option<Range<usize>>> {
+            let Some(Str(value)) = value else { return Some(None) };
+            let Cow::Borrowed(value) = value else { return None };
+            let start = (value.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+            let end = start.checked_add(value.len())?;
+            (end <= head).then_some(Some(start..end))
+        };
+        let (Some(id), Some(model)) = (range(&chunk.id), range(&chunk.model)) else { return };
+        let Some(bytes) = data.as_bytes().get(..head) else { return };
+        self.head.extend_from_slice(bytes);
+        (self.id, self.model) = (id, model);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::typed::tests::Texts;
+    use crate::typed::{decode, Int};
+
+    /// Everything a decoded chunk holds, as text.
+    fn render(chunk: &CompletionsChunk<'_>) -> String {
+        let text = |value: &Option<Str<'_>>| format!("{:?}", value.as_deref());
+        let mut out = format!(
+            "id {} model {} usage {} error {}",
+            text(&chunk.id),
+            text(&chunk.model),
+            chunk.usage.is_some(),
+            chunk.error.is_some()
+        );
+        if let Some((Obj(choice),)) = &chunk.choices {
+            out += &format!(" choice usage {} finish {}", choice.usage.is_some(), choice.finish_reason.is_some());
+            if let Some(Obj(delta)) = &choice.delta {
+                out += &format!(
+                    " delta {} {} {} {} details {}",
+                    text(&delta.content),
+                    text(&delta.reasoning),
+                    text(&delta.reasoning_content),
+                    text(&delta.reasoning_text),
+                    delta.reasoning_details.is_some()
+                );
+                if let Some((Obj(call),)) = &delta.tool_calls {
+                    let function = call.function.as_ref().map(|Obj(f)| (text(&f.name), text(&f.arguments)));
+                    out += &format!(" call {:?} {} {:?}", call.index.map(|Int(i)| i), text(&call.id), function);
+                }
+            }
+        }
+        out
+    }
+
+    /// Heads a stream's chunks may share: ids and models plain, escaped or missing, other
+    /// members, `usage` or `error` before `choices`, whitespace, a duplicate `id` to come.
+    const HEADS: [&str; 8] = [
+        r#"{"id":"chatcmpl-A","object":"chat.completion.chunk","created":1767225601,"model":"gpt-4o-mini","#,
+        r#"{ "id" : "chatcmpl-B" , "model":"m1", "system_fingerprint":"fp_1" , "#,
+        r#"{"object":"chat.completion.chunk","model":"m\u00e9","#,
+        r#"{"id":"x","usage":null,"#,
+        r#"{"created":1,"#,
+        r#"{"id":"chatcmpl-C","model":"m2","id":"again","#,
+        r#"{"model":null,"id":"chatcmpl-D","error":{"message":"x"},"#,
+        r#"{"id":"chatcmpl-E","model":"m3","choices":[],"#,
+    ];
+
+    /// A stream's chunks decoded with the head of the chunk before read as the whole decode
+    /// reads them: chunks of one head and generated members after it, chunks cut from the
+    /// chunk before anywhere (in a name, a value, an escape) and completed from another, and
+    /// chunks of no shared head; valid or not.
+    #[test]
+    fn a_chunk_read_after_the_head_decodes_as_the_whole_chunk() {
+        let mut texts = Texts(0x5eed_c0de_2026_1204);
+        let (mut reused, mut accepted) = (0, 0);
+        for _ in 0..3_000 {
+            let mut heads = ChunkHeads::default();
+            let head = HEADS[texts.next(HEADS.len())];
+            let mut previous = String::new();
+            for _ in 0..10 {
+                let generated = texts.completions();
+                // A chunk's members from `choices` on: the stream's usual shape, its strings
+                // generated (escapes, and sometimes an invalid one), or a generated chunk's
+                // members from its `choices` on (its members vary in type and shape).
+                let members = match texts.next(3) {
+                    0 => generated.find("\"choices\"").map_or(generated.clone(), |at| generated[at..].to_owned()),
+                    _ => {
+                        let field = ["content", "reasoning", "reasoning_content"][texts.next(3)];
+                        let finish = ["null", "\"stop\""][texts.next(2)];
+                        let more =
+                            ["", ",\"usage\":null", ",\"usage\":{}", ",\"id\":\"z\"", ",\"x\":[1]"][texts.next(5)];
+                        let value = texts.string();
+                        format!(
+                            "\"choices\":[{{\"index\":0,\"delta\":{{\"{field}\":{value}}},\"logprobs\":null,\"finish_reason\":{finish}}}]{more}}}"
+                        )
+                    }
+                };
+                let text = match texts.next(4) {
+                    0 | 1 => format!("{head}{members}"),
+                    2 => {
+                        let cut = texts.next(previous.len() + 1);
+                        match (previous.get(..cut), generated.get(cut.min(generated.len())..)) {
+                            (Some(start), Some(rest)) => format!("{start}{rest}"),
+                            _ => generated.clone(),
+                        }
+                    }
+                    _ => texts.edited(format!("{head}{members}"), 4, 3),
+                };
+                let reusing = !heads.head.is_empty() && text.as_bytes().starts_with(&heads.head);
+                let mine = decode_chunk(&text, &mut heads);
+                let whole = decode::<CompletionsChunk<'_>>(&text);
+                assert_eq!(mine.as_ref().map(render), whole.as_ref().map(render), "{text:?}");
+                reused += usize::from(reusing);
+                accepted += usize::from(reusing && whole.is_some());
+                previous = text;
+            }
+        }
+        // Chunks are read after a head often, and accepted so often.
+        assert!(reused > 5_000 && accepted > 2_000, "{reused} read after a head, {accepted} of them accepted");
+    }
+}
