@@ -369,6 +369,7 @@ async fn run(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::SplitCrLfAcrossChunks);
+    let mut heads = typed::DeltaHeads::default();
     let mut state =
         BlockState { open: OpenBlocks::default(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
     // Without a hook that sees every event as a `Value`, delta events take the typed decode.
@@ -406,7 +407,7 @@ async fn run(
                 continue;
             }
             if typed {
-                if let Some(delta) = typed::decode::<typed::AnthropicDelta<'_>>(&sse.data) {
+                if let Some(delta) = typed::decode_delta(&sse.data, &mut heads) {
                     if &*delta.kind == "content_block_delta" {
                         // The decoded event stays here, borrowed: moved into the delta's future,
                         // it would be copied once more per event.

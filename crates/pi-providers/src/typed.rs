@@ -14,9 +14,11 @@
 //! struct's default and writes each member where it stays, so a decoded event is not moved out
 //! of each level of its nesting (a `memcpy` call per move, for structs of a few hundred bytes).
 
+mod anthropic;
 mod completions;
 mod reader;
 
+pub(crate) use anthropic::{decode_delta, AnthropicDelta, AnthropicPayload, DeltaHeads};
 pub(crate) use completions::{decode_chunk, ChunkHeads, CompletionsChunk};
 
 use std::borrow::Cow;
@@ -258,73 +260,26 @@ impl Decode<'_> for Any {
 /// A member that is only looked at for being present and not `null`.
 pub(crate) type Present = Option<Any>;
 
-// --- anthropic-messages: `content_block_delta` -------------------------------------------------
+/// Where a string value decoded from `data` lies in it, for a head ([`ChunkHeads`],
+/// [`DeltaHeads`]) to find it again in the next event: `Some(None)` for no value, `None` for
+/// one that is not borrowed from `data` (it had escapes) or ends beyond `head`.
+fn range_in(data: &str, head: usize, value: Option<&Str<'_>>) -> Option<Option<std::ops::Range<usize>>> {
+    let Some(Str(value)) = value else { return Some(None) };
+    let Cow::Borrowed(value) = value else { return None };
+    let start = (value.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    let end = start.checked_add(value.len())?;
+    (end <= head).then_some(Some(start..end))
+}
 
-json_object! {
-    /// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
-    struct AnthropicDelta<'a> {
-        kind: Str<'a> = "type",
-        index: Option<Int> = "index",
-        delta: Option<Obj<AnthropicDeltaBody<'a>>> = "delta",
+/// The value at `range` of `data` (see [`range_in`]): `Some(None)` for no value.
+fn at_range<'a>(data: &'a str, range: &Option<std::ops::Range<usize>>) -> Option<Option<Str<'a>>> {
+    match range {
+        Some(range) => data.get(range.clone()).map(|value| Some(Str(Cow::Borrowed(value)))),
+        None => Some(None),
     }
 }
 
-/// The `delta` of a `content_block_delta`: its `type` and its one payload member (`text`,
-/// `thinking`, `partial_json` or `signature`). A body with two payload members is declined
-/// (the generic path then picks the member its type names). One slot instead of a field per
-/// member keeps the decoded event small enough to move without a `memcpy` call.
-#[derive(Default)]
-pub(crate) struct AnthropicDeltaBody<'a> {
-    pub kind: Option<Str<'a>>,
-    payload: Option<(AnthropicPayload, Option<Str<'a>>)>,
-}
-
-/// A payload member of an Anthropic delta body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AnthropicPayload {
-    Text,
-    Thinking,
-    PartialJson,
-    Signature,
-}
-
-impl<'a> AnthropicDeltaBody<'a> {
-    /// The string of payload member `member` (`None` when it is missing or `null`).
-    pub(crate) fn member(&self, member: AnthropicPayload) -> Option<&str> {
-        match &self.payload {
-            Some((found, value)) if *found == member => value.as_deref(),
-            _ => None,
-        }
-    }
-}
-
-impl<'a> Object<'a> for AnthropicDeltaBody<'a> {
-    fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()> {
-        let (mut kind, mut payload) = (None, None);
-        reader.object(|reader, name| {
-            let member = match name {
-                "type" if kind.is_none() => {
-                    kind = Some(<Option<Str<'a>>>::read(reader)?);
-                    return Some(());
-                }
-                "type" => return None,
-                "text" => AnthropicPayload::Text,
-                "thinking" => AnthropicPayload::Thinking,
-                "partial_json" => AnthropicPayload::PartialJson,
-                "signature" => AnthropicPayload::Signature,
-                _ => return reader.skip(),
-            };
-            if payload.is_some() {
-                return None;
-            }
-            payload = Some((member, <Option<Str<'a>>>::read(reader)?));
-            Some(())
-        })?;
-        out.kind = kind.flatten();
-        out.payload = payload;
-        Some(())
-    }
-}
+// --- anthropic-messages: `content_block_delta` (and the head its deltas repeat): `anthropic.rs`
 
 // --- openai-completions: a chunk with one choice whose delta carries content ------------------
 

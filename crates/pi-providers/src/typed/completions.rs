@@ -11,11 +11,10 @@
 //! decode keeps. Equal bytes are read alike, so the result is the whole decode's; a property
 //! test holds the two to each other.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
 use super::reader::Reader;
-use super::{CompletionsChoice, Field, Obj, Object, Present, Str};
+use super::{at_range, range_in, CompletionsChoice, Field, Obj, Object, Present, Str};
 
 /// A chat-completions chunk (the generic path takes one with usage or an error).
 #[derive(Default)]
@@ -73,12 +72,8 @@ pub(crate) struct ChunkHeads {
 pub(crate) fn decode_chunk<'a>(data: &'a str, heads: &mut ChunkHeads) -> Option<CompletionsChunk<'a>> {
     let mut out = CompletionsChunk::default();
     if !heads.head.is_empty() && data.as_bytes().starts_with(&heads.head) {
-        let borrowed = |range: &Option<Range<usize>>| match range {
-            Some(range) => data.get(range.clone()).map(|s| Some(Str(Cow::Borrowed(s)))),
-            None => Some(None),
-        };
-        out.id = borrowed(&heads.id)?;
-        out.model = borrowed(&heads.model)?;
+        out.id = at_range(data, &heads.id)?;
+        out.model = at_range(data, &heads.model)?;
         let mut seen = Seen { id: heads.id.is_some(), model: heads.model.is_some(), ..Seen::default() };
         let mut reader = Reader::resume(data, heads.head.len(), 1);
         reader.members_from("choices", |reader, name| member(reader, name, &mut out, &mut seen))?;
@@ -106,15 +101,11 @@ impl ChunkHeads {
     fn remember(&mut self, data: &str, head: Option<usize>, chunk: &CompletionsChunk<'_>) {
         self.head.clear();
         let Some(head) = head else { return };
-        // Where a borrowed value lies in `data`, if it lies in the head.
-        let range = |value: &Option<Str<'_>>| -> Option<Option<Range<usize>>> {
-            let Some(Str(value)) = value else { return Some(None) };
-            let Cow::Borrowed(value) = value else { return None };
-            let start = (value.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
-            let end = start.checked_add(value.len())?;
-            (end <= head).then_some(Some(start..end))
+        let (Some(id), Some(model)) =
+            (range_in(data, head, chunk.id.as_ref()), range_in(data, head, chunk.model.as_ref()))
+        else {
+            return;
         };
-        let (Some(id), Some(model)) = (range(&chunk.id), range(&chunk.model)) else { return };
         let Some(bytes) = data.as_bytes().get(..head) else { return };
         self.head.extend_from_slice(bytes);
         (self.id, self.model) = (id, model);

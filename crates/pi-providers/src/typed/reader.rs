@@ -205,7 +205,7 @@ impl<'a> Reader<'a> {
     /// An object: `member` is called with each member's name and must read its value. A name
     /// with escapes is declined.
     #[inline]
-    pub(crate) fn object(&mut self, member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
+    pub(crate) fn object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         self.enter()?;
         if self.peek()? == b'}' {
@@ -213,9 +213,22 @@ impl<'a> Reader<'a> {
             self.depth -= 1;
             return Some(());
         }
-        let Cow::Borrowed(name) = self.string()? else { return None };
-        self.eat(b':')?;
-        self.members_from(name, member)
+        // A loop of its own rather than `members_from`: this one is on every event's path and
+        // inlines with its member reader as a whole.
+        loop {
+            let Cow::Borrowed(name) = self.string()? else { return None };
+            self.eat(b':')?;
+            member(self, name)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    self.depth -= 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
     }
 
     /// The rest of an object from the value of its member `name` (its `{`, the members before
@@ -226,6 +239,12 @@ impl<'a> Reader<'a> {
         mut member: impl FnMut(&mut Self, &str) -> Option<()>,
     ) -> Option<()> {
         member(self, name)?;
+        self.rest_of_object(member)
+    }
+
+    /// The rest of an object after one of its members' values: its further members (`member`
+    /// reads each one's value) and its `}`.
+    pub(crate) fn rest_of_object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         loop {
             if self.after_member()? {
                 return Some(());
