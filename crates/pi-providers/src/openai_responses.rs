@@ -706,6 +706,7 @@ pub(crate) async fn send_and_stream(
 
     let mut body = Body::new(response, options);
     let mut decoder = SseDecoder::new(LineMode::Standard);
+    let mut heads = typed::EventHeads::default();
     let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
     let mut ended = false;
     // Without a hook that sees every event as a `Value`, delta events take the typed decode.
@@ -726,7 +727,7 @@ pub(crate) async fn send_and_stream(
             }
             let is_error = event.event.as_deref() == Some("error");
             let fast = match typed && !is_error {
-                true => typed::decode::<typed::ResponsesDelta<'_>>(&event.data).filter(|e| e.error.is_none()),
+                true => typed::decode_event(&event.data, &mut heads).filter(|e| e.error.is_none()),
                 false => None,
             };
             let handled = match fast {

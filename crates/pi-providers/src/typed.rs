@@ -17,9 +17,11 @@
 mod anthropic;
 mod completions;
 mod reader;
+mod responses;
 
 pub(crate) use anthropic::{decode_delta, AnthropicDelta, AnthropicPayload, DeltaHeads};
 pub(crate) use completions::{decode_chunk, ChunkHeads, CompletionsChunk};
+pub(crate) use responses::{decode_event, EventHeads, ResponsesDelta};
 
 use std::borrow::Cow;
 
@@ -325,16 +327,7 @@ json_object! {
 
 // --- openai-responses: `response.*.delta` -------------------------------------------------------
 
-json_object! {
-    /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
-    /// delta events, without an error.
-    struct ResponsesDelta<'a> {
-        kind: Str<'a> = "type",
-        output_index: Int = "output_index",
-        delta: Option<Str<'a>> = "delta",
-        error: Present = "error",
-    }
-}
+// The delta event and the head its events repeat: `responses.rs`.
 
 // --- google-generative-ai: a chunk with one candidate of one part -------------------------------
 
