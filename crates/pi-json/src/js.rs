@@ -394,11 +394,11 @@ fn escape_of(byte: u8) -> Option<&'static str> {
 fn write_escaped<O: JsonText + ?Sized>(out: &mut O, text: &str) {
     out.reserve(text.len() + 2);
     out.push('"');
+    let bytes = text.as_bytes();
     let mut run_start = 0;
-    for (position, byte) in text.bytes().enumerate() {
-        if byte >= 0x20 && byte != b'"' && byte != b'\\' {
-            continue;
-        }
+    loop {
+        let position = crate::plain_run_end(bytes, run_start);
+        let Some(&byte) = bytes.get(position) else { break };
         out.push_str(&text[run_start..position]);
         match escape_of(byte) {
             Some(escape) => out.push_str(escape),

@@ -32,6 +32,7 @@
 
 pub mod js;
 pub mod parse;
+mod scan;
 pub mod streaming;
 
 pub use js::{
@@ -42,4 +43,5 @@ pub use parse::{
     parse_js, parse_json_with_repair, parse_streaming_json, parse_tool_call_arguments, repair_json, JsonSyntaxError,
     ParsedArguments,
 };
+pub use scan::plain_run_end;
 pub use streaming::{JsonChange, JsonPath, PathSegment, Replaced, StreamingJsonParser, ToolCallArgumentsStream};

@@ -270,12 +270,7 @@ impl StrictParser<'_> {
         let mut text = String::new();
         loop {
             let run_start = self.pos;
-            while let Some(byte) = self.peek() {
-                if byte == b'"' || byte == b'\\' || byte < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = crate::plain_run_end(self.source.as_bytes(), self.pos);
             text.push_str(self.source.get(run_start..self.pos).unwrap_or(""));
             match self.peek() {
                 None => return Err(self.at("Unterminated string", self.pos)),

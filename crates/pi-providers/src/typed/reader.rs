@@ -16,6 +16,8 @@
 
 use std::borrow::Cow;
 
+use pi_types::json::plain_run_end;
+
 /// Containers nested deeper than this are declined (serde_json's limit as well).
 pub(crate) const MAX_DEPTH: u32 = 128;
 
@@ -360,60 +362,4 @@ fn digits_end(bytes: &[u8], mut at: usize) -> usize {
         at += 1;
     }
     at
-}
-
-/// Where the run of string bytes from `at` that need no decoding ends: at a quote, a backslash,
-/// a control character or the end of the text. Eight bytes at a time: a string's bytes are
-/// mostly plain.
-#[inline]
-fn plain_run_end(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = bytes.get(at..at + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        // A byte is flagged when it is below 0x20, or equal to `"` or `\` (the zero-byte test
-        // of `word ^ byte`); bytes of 0x80 and up never are. The three tests share their
-        // `& !byte & 0x80` (XOR with an ASCII byte keeps the high bit), and a borrow only
-        // flags bytes above a flagged one, so the lowest flag is exact.
-        let quote = word ^ (ONES * u64::from(b'"'));
-        let backslash = word ^ (ONES * u64::from(b'\\'));
-        let below = quote.wrapping_sub(ONES) | backslash.wrapping_sub(ONES) | word.wrapping_sub(ONES * 0x20);
-        let flagged = below & !word & HIGHS;
-        if flagged != 0 {
-            return at + (flagged.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while let Some(&byte) = bytes.get(at) {
-        if byte == b'"' || byte == b'\\' || byte < 0x20 {
-            break;
-        }
-        at += 1;
-    }
-    at
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_plain_run_ends_at_the_first_byte_to_decode() {
-        for text in ["", "abc", "abcdefgh", "abcdefghi\"", "ab\\c", "a\u{1}b", "ééééé\"", "0123456789abcdef\u{1f}"]
-        {
-            let bytes = text.as_bytes();
-            let expected = bytes.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).unwrap_or(bytes.len());
-            for start in 0..=bytes.len() {
-                let expected = bytes[start..].iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20);
-                assert_eq!(
-                    plain_run_end(bytes, start),
-                    expected.map_or(bytes.len(), |p| start + p),
-                    "{text:?} from {start}"
-                );
-            }
-            assert_eq!(plain_run_end(bytes, 0), expected, "{text:?}");
-        }
-    }
 }
