@@ -262,6 +262,15 @@ impl Decode<'_> for Any {
 /// A member that is only looked at for being present and not `null`.
 pub(crate) type Present = Option<Any>;
 
+/// A member's value read into `slot` the first time the member comes (`seen` says whether it
+/// came before): a second one declines the text.
+fn read_once<'a, T: Field<'a>>(reader: &mut Reader<'a>, seen: &mut bool, slot: &mut T) -> Option<()> {
+    if std::mem::replace(seen, true) {
+        return None;
+    }
+    T::read_field(reader, slot)
+}
+
 /// Where a string value decoded from `data` lies in it, for a head ([`ChunkHeads`],
 /// [`DeltaHeads`]) to find it again in the next event: `Some(None)` for no value, `None` for
 /// one that is not borrowed from `data` (it had escapes) or ends beyond `head`.
@@ -695,6 +704,49 @@ mod tests {
                 }
             }
             text
+        }
+
+        /// Streams of events through a decode that keeps a head between them (`with_heads`,
+        /// which renders what it decoded), each held to the whole decode (`whole`): 3,000
+        /// streams of ten events, each stream on one of `heads`. `event` makes an event of the
+        /// stream's head; it is used as it is, edited, or cut anywhere into the event before.
+        /// Returns how many events were read after a head (`reusing`, asked before each
+        /// decode) and how many of those the whole decode accepted.
+        pub(super) fn check_heads<H: Default>(
+            &mut self,
+            heads: &[&str],
+            mut event: impl FnMut(&mut Self, &str) -> String,
+            reusing: impl Fn(&H, &str) -> bool,
+            with_heads: impl Fn(&str, &mut H) -> Option<String>,
+            whole: impl Fn(&str) -> Option<String>,
+        ) -> (usize, usize) {
+            let (mut reused, mut accepted) = (0, 0);
+            for _ in 0..3_000 {
+                let mut kept = H::default();
+                let head = heads[self.next(heads.len())];
+                let mut previous = String::new();
+                for _ in 0..10 {
+                    let new = event(self, head);
+                    let text = match self.next(4) {
+                        0 => {
+                            let cut = self.next(previous.len() + 1);
+                            match (previous.get(..cut), new.get(cut.min(new.len())..)) {
+                                (Some(start), Some(rest)) => format!("{start}{rest}"),
+                                _ => new,
+                            }
+                        }
+                        1 => self.edited(new, 4, 3),
+                        _ => new,
+                    };
+                    let reading_after_head = reusing(&kept, &text);
+                    let expected = whole(&text);
+                    assert_eq!(with_heads(&text, &mut kept), expected, "{text:?}");
+                    reused += usize::from(reading_after_head);
+                    accepted += usize::from(reading_after_head && expected.is_some());
+                    previous = text;
+                }
+            }
+            (reused, accepted)
         }
 
         fn text(&mut self) -> String {

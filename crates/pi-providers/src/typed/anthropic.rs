@@ -13,7 +13,7 @@
 use std::ops::Range;
 
 use super::reader::Reader;
-use super::{at_range, range_in, Decode, Field, Int, Obj, Object, Str};
+use super::{at_range, range_in, read_once, Decode, Int, Obj, Object, Str};
 
 /// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
 #[derive(Default)]
@@ -83,10 +83,6 @@ struct Seen {
     body_kind: bool,
 }
 
-fn once(seen: &mut bool) -> Option<()> {
-    (!std::mem::replace(seen, true)).then_some(())
-}
-
 /// One member of the event: its value read into `out`. `payload_at` is told where the
 /// body's first payload value starts, for the head.
 fn member<'a>(
@@ -97,10 +93,12 @@ fn member<'a>(
     payload_at: &mut Option<(usize, Seen, AnthropicPayload)>,
 ) -> Option<()> {
     match name {
-        "type" => once(&mut seen.kind).and_then(|()| Field::read_field(reader, &mut out.kind)),
-        "index" => once(&mut seen.index).and_then(|()| Field::read_field(reader, &mut out.index)),
+        "type" => read_once(reader, &mut seen.kind, &mut out.kind),
+        "index" => read_once(reader, &mut seen.index, &mut out.index),
         "delta" => {
-            once(&mut seen.delta)?;
+            if std::mem::replace(&mut seen.delta, true) {
+                return None;
+            }
             reader
                 .nullable(|reader| {
                     let body = &mut out.delta.insert(Obj::default()).0;
@@ -130,11 +128,7 @@ fn body_member<'a>(
             Some(())
         }
         Some(_) => None,
-        None if name == "type" => {
-            once(&mut seen.body_kind)?;
-            body.kind = <Option<Str<'a>>>::read(reader)?;
-            Some(())
-        }
+        None if name == "type" => read_once(reader, &mut seen.body_kind, &mut body.kind),
         None => reader.skip(),
     }
 }
@@ -264,45 +258,23 @@ mod tests {
     ];
 
     /// A block's deltas decoded with the head of the delta before read as the whole decode
-    /// reads them: deltas of one head and generated values after it, deltas cut from the one
-    /// before anywhere and completed from another, and deltas of no shared head.
+    /// reads them (see `Texts::check_heads`): a head, a generated value, one of `TAILS`.
     #[test]
     fn a_delta_read_after_the_head_decodes_as_the_whole_delta() {
-        let mut texts = Texts(0xa17e_12d5_2026_1204);
-        let (mut reused, mut accepted) = (0, 0);
-        for _ in 0..3_000 {
-            let mut heads = DeltaHeads::default();
-            let head = HEADS[texts.next(HEADS.len())];
-            let mut previous = String::new();
-            for _ in 0..10 {
+        let (reused, accepted) = Texts(0xa17e_12d5_2026_1204).check_heads(
+            &HEADS,
+            |texts, head| {
                 let value = match texts.next(8) {
                     0 => "null".to_owned(),
                     1 => "7".to_owned(),
                     _ => texts.string(),
                 };
-                let tail = TAILS[texts.next(TAILS.len())];
-                let whole = format!("{head}{value}{tail}");
-                let text = match texts.next(4) {
-                    0 => {
-                        let cut = texts.next(previous.len() + 1);
-                        match (previous.get(..cut), whole.get(cut.min(whole.len())..)) {
-                            (Some(start), Some(rest)) => format!("{start}{rest}"),
-                            _ => whole,
-                        }
-                    }
-                    1 => texts.edited(whole, 4, 3),
-                    _ => whole,
-                };
-                let reusing = heads.payload.is_some() && text.as_bytes().starts_with(&heads.head);
-                let mine = decode_delta(&text, &mut heads);
-                let expected = decode::<AnthropicDelta<'_>>(&text);
-                assert_eq!(mine.as_ref().map(render), expected.as_ref().map(render), "{text:?}");
-                reused += usize::from(reusing);
-                accepted += usize::from(reusing && expected.is_some());
-                previous = text;
-            }
-        }
-        // Deltas are read after a head often, and accepted so often.
+                format!("{head}{value}{}", TAILS[texts.next(TAILS.len())])
+            },
+            |heads: &DeltaHeads, text| heads.payload.is_some() && text.as_bytes().starts_with(&heads.head),
+            |text, heads| decode_delta(text, heads).as_ref().map(render),
+            |text| decode::<AnthropicDelta<'_>>(text).as_ref().map(render),
+        );
         assert!(reused > 5_000 && accepted > 2_000, "{reused} read after a head, {accepted} of them accepted");
     }
 }

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::reader::Reader;
-use super::{at_range, range_in, CompletionsChoice, Field, Obj, Object, Present, Str};
+use super::{at_range, range_in, read_once, CompletionsChoice, Obj, Object, Present, Str};
 
 /// A chat-completions chunk (the generic path takes one with usage or an error).
 #[derive(Default)]
@@ -38,15 +38,12 @@ struct Seen {
 
 /// One member of a chunk: its value read into `out`.
 fn member<'a>(reader: &mut Reader<'a>, name: &str, out: &mut CompletionsChunk<'a>, seen: &mut Seen) -> Option<()> {
-    fn once(seen: &mut bool) -> Option<()> {
-        (!std::mem::replace(seen, true)).then_some(())
-    }
     match name {
-        "id" => once(&mut seen.id).and_then(|()| Field::read_field(reader, &mut out.id)),
-        "model" => once(&mut seen.model).and_then(|()| Field::read_field(reader, &mut out.model)),
-        "usage" => once(&mut seen.usage).and_then(|()| Field::read_field(reader, &mut out.usage)),
-        "error" => once(&mut seen.error).and_then(|()| Field::read_field(reader, &mut out.error)),
-        "choices" => once(&mut seen.choices).and_then(|()| Field::read_field(reader, &mut out.choices)),
+        "id" => read_once(reader, &mut seen.id, &mut out.id),
+        "model" => read_once(reader, &mut seen.model, &mut out.model),
+        "usage" => read_once(reader, &mut seen.usage, &mut out.usage),
+        "error" => read_once(reader, &mut seen.error, &mut out.error),
+        "choices" => read_once(reader, &mut seen.choices, &mut out.choices),
         _ => reader.skip(),
     }
 }
@@ -162,24 +159,19 @@ mod tests {
     ];
 
     /// A stream's chunks decoded with the head of the chunk before read as the whole decode
-    /// reads them: chunks of one head and generated members after it, chunks cut from the
-    /// chunk before anywhere (in a name, a value, an escape) and completed from another, and
-    /// chunks of no shared head; valid or not.
+    /// reads them (see `Texts::check_heads`): chunks of one head and members after it of the
+    /// stream's usual shape (strings generated, with escapes and sometimes an invalid one) or
+    /// of any shape (a generated chunk's members from its `choices` on).
     #[test]
     fn a_chunk_read_after_the_head_decodes_as_the_whole_chunk() {
-        let mut texts = Texts(0x5eed_c0de_2026_1204);
-        let (mut reused, mut accepted) = (0, 0);
-        for _ in 0..3_000 {
-            let mut heads = ChunkHeads::default();
-            let head = HEADS[texts.next(HEADS.len())];
-            let mut previous = String::new();
-            for _ in 0..10 {
-                let generated = texts.completions();
-                // A chunk's members from `choices` on: the stream's usual shape, its strings
-                // generated (escapes, and sometimes an invalid one), or a generated chunk's
-                // members from its `choices` on (its members vary in type and shape).
+        let (reused, accepted) = Texts(0x5eed_c0de_2026_1204).check_heads(
+            &HEADS,
+            |texts, head| {
                 let members = match texts.next(3) {
-                    0 => generated.find("\"choices\"").map_or(generated.clone(), |at| generated[at..].to_owned()),
+                    0 => {
+                        let generated = texts.completions();
+                        generated.find("\"choices\"").map_or(generated.clone(), |at| generated[at..].to_owned())
+                    }
                     _ => {
                         let field = ["content", "reasoning", "reasoning_content"][texts.next(3)];
                         let finish = ["null", "\"stop\""][texts.next(2)];
@@ -191,27 +183,12 @@ mod tests {
                         )
                     }
                 };
-                let text = match texts.next(4) {
-                    0 | 1 => format!("{head}{members}"),
-                    2 => {
-                        let cut = texts.next(previous.len() + 1);
-                        match (previous.get(..cut), generated.get(cut.min(generated.len())..)) {
-                            (Some(start), Some(rest)) => format!("{start}{rest}"),
-                            _ => generated.clone(),
-                        }
-                    }
-                    _ => texts.edited(format!("{head}{members}"), 4, 3),
-                };
-                let reusing = !heads.head.is_empty() && text.as_bytes().starts_with(&heads.head);
-                let mine = decode_chunk(&text, &mut heads);
-                let whole = decode::<CompletionsChunk<'_>>(&text);
-                assert_eq!(mine.as_ref().map(render), whole.as_ref().map(render), "{text:?}");
-                reused += usize::from(reusing);
-                accepted += usize::from(reusing && whole.is_some());
-                previous = text;
-            }
-        }
-        // Chunks are read after a head often, and accepted so often.
+                format!("{head}{members}")
+            },
+            |heads: &ChunkHeads, text| !heads.head.is_empty() && text.as_bytes().starts_with(&heads.head),
+            |text, heads| decode_chunk(text, heads).as_ref().map(render),
+            |text| decode::<CompletionsChunk<'_>>(text).as_ref().map(render),
+        );
         assert!(reused > 5_000 && accepted > 2_000, "{reused} read after a head, {accepted} of them accepted");
     }
 }

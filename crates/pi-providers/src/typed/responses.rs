@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::reader::Reader;
-use super::{at_range, range_in, Field, Int, Object, Present, Str};
+use super::{at_range, range_in, read_once, Int, Object, Present, Str};
 
 /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
 /// delta events (the generic path takes one with an error).
@@ -43,10 +43,6 @@ struct Marks {
     delta: Option<(usize, Seen)>,
 }
 
-fn once(seen: &mut bool) -> Option<()> {
-    (!std::mem::replace(seen, true)).then_some(())
-}
-
 /// One member of the event: its value read into `out`.
 fn member<'a>(
     reader: &mut Reader<'a>,
@@ -56,15 +52,15 @@ fn member<'a>(
     marks: &mut Marks,
 ) -> Option<()> {
     match name {
-        "type" => once(&mut seen.kind).and_then(|()| Field::read_field(reader, &mut out.kind)),
-        "output_index" => once(&mut seen.output_index).and_then(|()| Field::read_field(reader, &mut out.output_index)),
+        "type" => read_once(reader, &mut seen.kind, &mut out.kind),
+        "output_index" => read_once(reader, &mut seen.output_index, &mut out.output_index),
         "delta" => {
             if marks.delta.is_none() {
                 marks.delta = Some((reader.position(), *seen));
             }
-            once(&mut seen.delta).and_then(|()| Field::read_field(reader, &mut out.delta))
+            read_once(reader, &mut seen.delta, &mut out.delta)
         }
-        "error" => once(&mut seen.error).and_then(|()| Field::read_field(reader, &mut out.error)),
+        "error" => read_once(reader, &mut seen.error, &mut out.error),
         "sequence_number" if marks.hole.is_none() => {
             let start = reader.position();
             reader.skip()?;
@@ -219,45 +215,25 @@ mod tests {
     const NUMBERS: [&str; 9] = ["7", "8", "19", "123456", "-1", "0.5", "\"s\"", "01", ""];
 
     /// An item's events decoded with the head of the event before read as the whole decode
-    /// reads them: events of one head and any sequence number, events cut from the one before
-    /// anywhere and completed from another, and events of no shared head.
+    /// reads them (see `Texts::check_heads`): a head with any sequence number, a generated
+    /// delta, one of `TAILS`.
     #[test]
     fn an_event_read_after_the_head_decodes_as_the_whole_event() {
-        let mut texts = Texts(0x2e59_0ae5_2026_1204);
-        let (mut reused, mut accepted) = (0, 0);
-        for _ in 0..3_000 {
-            let mut heads = EventHeads::default();
-            let head = HEADS[texts.next(HEADS.len())];
-            let mut previous = String::new();
-            for _ in 0..10 {
+        let (reused, accepted) = Texts(0x2e59_0ae5_2026_1204).check_heads(
+            &HEADS,
+            |texts, head| {
                 let head = head.replacen("{}", NUMBERS[texts.next(NUMBERS.len())], 1);
                 let value = match texts.next(8) {
                     0 => "null".to_owned(),
                     1 => "[1]".to_owned(),
                     _ => texts.string(),
                 };
-                let whole = format!("{head}{value}{}", TAILS[texts.next(TAILS.len())]);
-                let text = match texts.next(4) {
-                    0 => {
-                        let cut = texts.next(previous.len() + 1);
-                        match (previous.get(..cut), whole.get(cut.min(whole.len())..)) {
-                            (Some(start), Some(rest)) => format!("{start}{rest}"),
-                            _ => whole,
-                        }
-                    }
-                    1 => texts.edited(whole, 4, 3),
-                    _ => whole,
-                };
-                let reusing = heads.find(&text).is_some();
-                let mine = decode_event(&text, &mut heads);
-                let expected = decode::<ResponsesDelta<'_>>(&text);
-                assert_eq!(mine.as_ref().map(render), expected.as_ref().map(render), "{text:?}");
-                reused += usize::from(reusing);
-                accepted += usize::from(reusing && expected.is_some());
-                previous = text;
-            }
-        }
-        // Events are read after a head often, and accepted so often.
+                format!("{head}{value}{}", TAILS[texts.next(TAILS.len())])
+            },
+            |heads: &EventHeads, text| heads.find(text).is_some(),
+            |text, heads| decode_event(text, heads).as_ref().map(render),
+            |text| decode::<ResponsesDelta<'_>>(text).as_ref().map(render),
+        );
         assert!(reused > 5_000 && accepted > 2_000, "{reused} read after a head, {accepted} of them accepted");
     }
 }
