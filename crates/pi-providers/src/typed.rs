@@ -16,6 +16,7 @@
 
 mod anthropic;
 mod completions;
+mod head;
 mod reader;
 mod responses;
 
@@ -172,13 +173,7 @@ macro_rules! json_object {
                 $(let mut $field = false;)*
                 reader.object(|reader, name| {
                     match name {
-                        $($key => {
-                            if $field {
-                                return None;
-                            }
-                            $field = true;
-                            <$field_ty as Field<'a>>::read_field(reader, &mut out.$field)?;
-                        })*
+                        $($key => read_once(reader, &mut $field, &mut out.$field)?,)*
                         _ => reader.skip()?,
                     }
                     Some(())
@@ -269,25 +264,6 @@ fn read_once<'a, T: Field<'a>>(reader: &mut Reader<'a>, seen: &mut bool, slot: &
         return None;
     }
     T::read_field(reader, slot)
-}
-
-/// Where a string value decoded from `data` lies in it, for a head ([`ChunkHeads`],
-/// [`DeltaHeads`]) to find it again in the next event: `Some(None)` for no value, `None` for
-/// one that is not borrowed from `data` (it had escapes) or ends beyond `head`.
-fn range_in(data: &str, head: usize, value: Option<&Str<'_>>) -> Option<Option<std::ops::Range<usize>>> {
-    let Some(Str(value)) = value else { return Some(None) };
-    let Cow::Borrowed(value) = value else { return None };
-    let start = (value.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
-    let end = start.checked_add(value.len())?;
-    (end <= head).then_some(Some(start..end))
-}
-
-/// The value at `range` of `data` (see [`range_in`]): `Some(None)` for no value.
-fn at_range<'a>(data: &'a str, range: &Option<std::ops::Range<usize>>) -> Option<Option<Str<'a>>> {
-    match range {
-        Some(range) => data.get(range.clone()).map(|value| Some(Str(Cow::Borrowed(value)))),
-        None => Some(None),
-    }
 }
 
 // --- anthropic-messages: `content_block_delta` (and the head its deltas repeat): `anthropic.rs`

@@ -12,8 +12,9 @@
 
 use std::ops::Range;
 
+use super::head::{range_in, Head};
 use super::reader::Reader;
-use super::{at_range, range_in, read_once, Decode, Int, Obj, Object, Str};
+use super::{read_once, Decode, Int, Obj, Object, Str};
 
 /// `{"type": "content_block_delta", "index": N, "delta": {...}}`.
 #[derive(Default)]
@@ -144,8 +145,8 @@ impl<'a> Object<'a> for AnthropicDelta<'a> {
 /// The head of the last delta a stream's decode read whole: see the [module docs](self).
 #[derive(Debug, Default)]
 pub(crate) struct DeltaHeads {
-    /// The delta's bytes up to its payload value; empty when there is none to reuse.
-    head: Vec<u8>,
+    /// The delta's bytes up to its payload value.
+    head: Head,
     /// What was read there.
     seen: Seen,
     payload: Option<AnthropicPayload>,
@@ -158,13 +159,13 @@ pub(crate) struct DeltaHeads {
 /// starts with the head of the delta before.
 pub(crate) fn decode_delta<'a>(data: &'a str, heads: &mut DeltaHeads) -> Option<AnthropicDelta<'a>> {
     let mut out = AnthropicDelta::default();
-    if let Some(payload) = heads.payload.filter(|_| data.as_bytes().starts_with(&heads.head)) {
+    if let (Some(found), Some(payload)) = (heads.head.find(data), heads.payload) {
         let mut seen = heads.seen;
-        out.kind = at_range(data, &heads.kind)?.unwrap_or_default();
+        out.kind = found.value(data, &heads.kind)?.unwrap_or_default();
         out.index = heads.index;
-        let mut reader = Reader::resume(data, heads.head.len(), 2);
+        let mut reader = Reader::resume(data, found.at, 2);
         let body = &mut out.delta.insert(Obj::default()).0;
-        body.kind = at_range(data, &heads.body_kind)?;
+        body.kind = found.value(data, &heads.body_kind)?;
         reader.members_from(payload.name(), |reader, name| body_member(reader, name, body, &mut seen))?;
         reader.rest_of_object(|reader, name| member(reader, name, &mut out, &mut seen, &mut None))?;
         reader.end()?;
@@ -191,27 +192,18 @@ impl DeltaHeads {
         payload_at: Option<(usize, Seen, AnthropicPayload)>,
         delta: &AnthropicDelta<'_>,
     ) {
-        self.payload = None;
-        let Some((at, seen, payload)) = payload_at else { return };
-        // What the state at the payload holds: the event's `type` if read by then, the body's.
-        let kind = match seen.kind {
-            true => range_in(data, at, Some(&delta.kind)),
-            false => Some(None),
-        };
-        let body_kind = delta.delta.as_ref().and_then(|Obj(body)| range_in(data, at, body.kind.as_ref()));
-        let (Some(kind), Some(body_kind), Some(bytes)) = (kind, body_kind, data.as_bytes().get(..at)) else {
-            return;
-        };
-        self.head.clear();
-        self.head.extend_from_slice(bytes);
-        *self = Self {
-            head: std::mem::take(&mut self.head),
-            seen,
-            payload: Some(payload),
-            kind,
-            index: delta.index.filter(|_| seen.index),
-            body_kind,
-        };
+        let state = payload_at.and_then(|(at, seen, payload)| {
+            // The event's `type` if read by then, and the body's.
+            let kind = if seen.kind { range_in(data, at, Some(&delta.kind))? } else { None };
+            let body_kind = range_in(data, at, delta.delta.as_ref().and_then(|Obj(body)| body.kind.as_ref()))?;
+            Some((at, seen, payload, kind, body_kind))
+        });
+        let end = state.map(|(at, seen, payload, kind, body_kind)| {
+            (self.seen, self.payload, self.kind, self.body_kind) = (seen, Some(payload), kind, body_kind);
+            self.index = delta.index.filter(|_| seen.index);
+            at
+        });
+        self.head.keep(data, end, None);
     }
 }
 
@@ -271,7 +263,7 @@ mod tests {
                 };
                 format!("{head}{value}{}", TAILS[texts.next(TAILS.len())])
             },
-            |heads: &DeltaHeads, text| heads.payload.is_some() && text.as_bytes().starts_with(&heads.head),
+            |heads: &DeltaHeads, text| heads.head.find(text).is_some(),
             |text, heads| decode_delta(text, heads).as_ref().map(render),
             |text| decode::<AnthropicDelta<'_>>(text).as_ref().map(render),
         );

@@ -13,8 +13,9 @@
 
 use std::ops::Range;
 
+use super::head::{range_in, Head};
 use super::reader::Reader;
-use super::{at_range, range_in, read_once, CompletionsChoice, Obj, Object, Present, Str};
+use super::{read_once, CompletionsChoice, Obj, Object, Present, Str};
 
 /// A chat-completions chunk (the generic path takes one with usage or an error).
 #[derive(Default)]
@@ -58,8 +59,8 @@ impl<'a> Object<'a> for CompletionsChunk<'a> {
 /// The head of the last chunk a stream's decode read whole: see the [module docs](self).
 #[derive(Debug, Default)]
 pub(crate) struct ChunkHeads {
-    /// The chunk's bytes up to its `choices` value; empty when there is none to reuse.
-    head: Vec<u8>,
+    /// The chunk's bytes up to its `choices` value.
+    head: Head,
     id: Option<Range<usize>>,
     model: Option<Range<usize>>,
 }
@@ -68,11 +69,11 @@ pub(crate) struct ChunkHeads {
 /// it starts with the head of the chunk before.
 pub(crate) fn decode_chunk<'a>(data: &'a str, heads: &mut ChunkHeads) -> Option<CompletionsChunk<'a>> {
     let mut out = CompletionsChunk::default();
-    if !heads.head.is_empty() && data.as_bytes().starts_with(&heads.head) {
-        out.id = at_range(data, &heads.id)?;
-        out.model = at_range(data, &heads.model)?;
+    if let Some(found) = heads.head.find(data) {
+        out.id = found.value(data, &heads.id)?;
+        out.model = found.value(data, &heads.model)?;
         let mut seen = Seen { id: heads.id.is_some(), model: heads.model.is_some(), ..Seen::default() };
-        let mut reader = Reader::resume(data, heads.head.len(), 1);
+        let mut reader = Reader::resume(data, found.at, 1);
         reader.members_from("choices", |reader, name| member(reader, name, &mut out, &mut seen))?;
         reader.end()?;
         return Some(out);
@@ -96,16 +97,14 @@ impl ChunkHeads {
     /// Keep the head of `data` (read whole into `chunk`) up to `head`, if its kept members are
     /// borrowed from it; else keep none.
     fn remember(&mut self, data: &str, head: Option<usize>, chunk: &CompletionsChunk<'_>) {
-        self.head.clear();
-        let Some(head) = head else { return };
-        let (Some(id), Some(model)) =
-            (range_in(data, head, chunk.id.as_ref()), range_in(data, head, chunk.model.as_ref()))
-        else {
-            return;
-        };
-        let Some(bytes) = data.as_bytes().get(..head) else { return };
-        self.head.extend_from_slice(bytes);
-        (self.id, self.model) = (id, model);
+        let ranges = head.and_then(|head| {
+            Some((range_in(data, head, chunk.id.as_ref())?, range_in(data, head, chunk.model.as_ref())?))
+        });
+        let end = ranges.and_then(|(id, model)| {
+            (self.id, self.model) = (id, model);
+            head
+        });
+        self.head.keep(data, end, None);
     }
 }
 
@@ -185,7 +184,7 @@ mod tests {
                 };
                 format!("{head}{members}")
             },
-            |heads: &ChunkHeads, text| !heads.head.is_empty() && text.as_bytes().starts_with(&heads.head),
+            |heads: &ChunkHeads, text| heads.head.find(text).is_some(),
             |text, heads| decode_chunk(text, heads).as_ref().map(render),
             |text| decode::<CompletionsChunk<'_>>(text).as_ref().map(render),
         );

@@ -13,8 +13,9 @@
 
 use std::ops::Range;
 
+use super::head::{range_in, Head};
 use super::reader::Reader;
-use super::{at_range, range_in, read_once, Int, Object, Present, Str};
+use super::{read_once, Int, Object, Present, Str};
 
 /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
 /// delta events (the generic path takes one with an error).
@@ -71,26 +72,24 @@ fn member<'a>(
     }
 }
 
-/// The event if its required members were read.
-fn complete<'a>(out: ResponsesDelta<'a>, seen: &Seen) -> Option<ResponsesDelta<'a>> {
-    (seen.kind && seen.output_index).then_some(out)
+/// Whether the required members were read.
+fn complete(seen: &Seen) -> bool {
+    seen.kind && seen.output_index
 }
 
 impl<'a> Object<'a> for ResponsesDelta<'a> {
     fn read_fields(reader: &mut Reader<'a>, out: &mut Self) -> Option<()> {
         let mut seen = Seen::default();
         reader.object(|reader, name| member(reader, name, out, &mut seen, &mut Marks::default()))?;
-        (seen.kind && seen.output_index).then_some(())
+        complete(&seen).then_some(())
     }
 }
 
 /// The head of the last event a stream's decode read whole: see the [module docs](self).
 #[derive(Debug, Default)]
 pub(crate) struct EventHeads {
-    /// The event's bytes up to its `delta` value; empty when there is none to reuse.
-    head: Vec<u8>,
-    /// The `sequence_number` value's place in `head`, if it is there.
-    hole: Option<Range<usize>>,
+    /// The event's bytes up to its `delta` value, its `sequence_number` value a hole.
+    head: Head,
     /// What was read before the `delta` value.
     seen: Seen,
     kind: Option<Range<usize>>,
@@ -100,77 +99,39 @@ pub(crate) struct EventHeads {
 /// The typed decode of an event's data (as [`super::decode`]), from its `delta` value on when it
 /// has the head of the event before.
 pub(crate) fn decode_event<'a>(data: &'a str, heads: &mut EventHeads) -> Option<ResponsesDelta<'a>> {
-    if let Some((at, shift)) = heads.find(data) {
-        let mut out = ResponsesDelta::default();
-        let mut seen = heads.seen;
-        let kind = heads.kind.clone().map(shift);
-        out.kind = at_range(data, &kind)?.unwrap_or_default();
+    let mut out = ResponsesDelta::default();
+    let mut seen = Seen::default();
+    let mut marks = Marks::default();
+    if let Some(found) = heads.head.find(data) {
+        seen = heads.seen;
+        out.kind = found.value(data, &heads.kind)?.unwrap_or_default();
         out.output_index = heads.output_index;
-        let mut reader = Reader::resume(data, at, 1);
-        let mut marks = Marks::default();
+        let mut reader = Reader::resume(data, found.at, 1);
         reader.members_from("delta", |reader, name| member(reader, name, &mut out, &mut seen, &mut marks))?;
         reader.end()?;
-        return complete(out, &seen);
+    } else {
+        let mut reader = Reader::new(data);
+        reader.object(|reader, name| member(reader, name, &mut out, &mut seen, &mut marks))?;
+        reader.end()?;
+        heads.remember(data, marks, &out);
     }
-    let mut out = ResponsesDelta::default();
-    let mut reader = Reader::new(data);
-    let (mut seen, mut marks) = (Seen::default(), Marks::default());
-    reader.object(|reader, name| member(reader, name, &mut out, &mut seen, &mut marks))?;
-    reader.end()?;
-    heads.remember(data, marks, &out);
-    complete(out, &seen)
+    complete(&seen).then_some(out)
 }
 
 impl EventHeads {
-    /// Where `data` goes on after the head, if it has the head's bytes (any value in the hole),
-    /// and how a place in the head after the hole moves in `data`.
-    fn find(&self, data: &str) -> Option<(usize, impl Fn(Range<usize>) -> Range<usize>)> {
-        if self.head.is_empty() {
-            return None;
-        }
-        let bytes = data.as_bytes();
-        // Where the head ends in `data`, and where the hole ended in the head and ends in `data`.
-        let (at, moved) = match &self.hole {
-            None => (bytes.starts_with(&self.head).then_some(self.head.len())?, None),
-            Some(hole) => {
-                if !bytes.starts_with(self.head.get(..hole.start)?) {
-                    return None;
-                }
-                let mut reader = Reader::resume(data, hole.start, 1);
-                reader.skip()?;
-                let end = reader.position();
-                let rest = self.head.get(hole.end..)?;
-                if !bytes.get(end..)?.starts_with(rest) {
-                    return None;
-                }
-                (end + rest.len(), Some((hole.end, end)))
-            }
-        };
-        // A place after the hole moves by the difference of the two values' lengths.
-        let shift = move |range: Range<usize>| match moved {
-            Some((old, new)) if range.start >= old => range.start - old + new..range.end - old + new,
-            _ => range,
-        };
-        Some((at, shift))
-    }
-
     /// Keep the head of `data` (read whole into `event`) up to its `delta` value, with the state
     /// the decode had there (its `type` borrowed from the head); else keep none.
     fn remember(&mut self, data: &str, marks: Marks, event: &ResponsesDelta<'_>) {
-        self.head.clear();
-        let Some((at, seen)) = marks.delta else { return };
-        if seen.error || seen.delta {
-            return;
-        }
-        let kind = match seen.kind {
-            true => range_in(data, at, Some(&event.kind)),
-            false => Some(None),
-        };
-        let (Some(kind), Some(bytes)) = (kind, data.as_bytes().get(..at)) else { return };
-        self.head.extend_from_slice(bytes);
-        self.hole = marks.hole.filter(|hole| hole.end <= at);
-        (self.seen, self.kind) = (seen, kind);
-        self.output_index = if seen.output_index { event.output_index } else { Int::default() };
+        let state = marks.delta.filter(|(_, seen)| !seen.error).and_then(|(at, seen)| {
+            let kind = if seen.kind { range_in(data, at, Some(&event.kind))? } else { None };
+            Some((at, seen, kind))
+        });
+        let end = state.map(|(at, seen, kind)| {
+            (self.seen, self.kind) = (seen, kind);
+            self.output_index = if seen.output_index { event.output_index } else { Int::default() };
+            at
+        });
+        self.head.keep(data, end, marks.hole.map(|hole| (hole, 1)));
     }
 }
 
@@ -230,7 +191,7 @@ mod tests {
                 };
                 format!("{head}{value}{}", TAILS[texts.next(TAILS.len())])
             },
-            |heads: &EventHeads, text| heads.find(text).is_some(),
+            |heads: &EventHeads, text| heads.head.find(text).is_some(),
             |text, heads| decode_event(text, heads).as_ref().map(render),
             |text| decode::<ResponsesDelta<'_>>(text).as_ref().map(render),
         );
