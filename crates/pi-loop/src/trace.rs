@@ -79,7 +79,9 @@ pub(crate) fn in_scope<T>(span: Option<&Span>, f: impl FnOnce() -> T) -> T {
 }
 
 pin_project_lite::pin_project! {
-    /// `inner`, each poll of it inside `span` (if there is one).
+    /// `inner`, each poll of it inside `span` (if there is one). Unlike `tracing`'s
+    /// `Instrumented`, a future dropped before it is done (a cancelled run's) is dropped
+    /// outside the span: what it traces while dropped has no parent.
     pub(crate) struct InSpan<'a, F> {
         span: Option<&'a Span>,
         #[pin]
