@@ -7,6 +7,13 @@ use pi_types::{
 };
 use serde_json::{Map, Value};
 
+/// A JSON object of `members`, in order, moving each value in. `json!` would serialize a
+/// `Value` it is given into a copy of it (the whole history of a request, once per level it
+/// is nested in).
+pub(crate) fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(members.into_iter().map(|(name, value)| (name.to_owned(), value)).collect())
+}
+
 /// A builder for one response of `model` through `api` (stamped now, stop reason `pending`).
 pub(crate) fn builder(tx: EventSender, model: &Model, api: &str) -> AssistantMessageBuilder {
     let message = AssistantMessage {

@@ -16,7 +16,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
+use crate::adapter_support::{self, object, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::request_options;
@@ -1024,7 +1024,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                     }
                 }
                 if !blocks.is_empty() {
-                    pending_system.push(json!({"role": "system", "content": blocks}));
+                    pending_system.push(object([("role", "system".into()), ("content", Value::Array(blocks))]));
                 }
             }
             Message::User(user) => match &user.content {
@@ -1043,7 +1043,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                         })
                         .collect();
                     if !converted.is_empty() {
-                        params.push(json!({"role": "user", "content": converted}));
+                        params.push(object([("role", "user".into()), ("content", Value::Array(converted))]));
                     }
                 }
             },
@@ -1091,7 +1091,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                             levels.insert(params.len(), level.to_owned());
                         }
                     }
-                    params.push(json!({"role": "assistant", "content": blocks}));
+                    params.push(object([("role", "assistant".into()), ("content", Value::Array(blocks))]));
                 }
             }
             Message::ToolResult(_) => {
@@ -1115,7 +1115,7 @@ fn convert_messages(messages: &[Message], conversion: &Conversion<'_>) -> (Vec<V
                 }
                 i = j;
                 results.extend(error_images);
-                params.push(json!({"role": "user", "content": results}));
+                params.push(object([("role", "user".into()), ("content", Value::Array(results))]));
                 continue;
             }
         }

@@ -21,7 +21,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
+use crate::adapter_support::{self, object, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::request_options;
@@ -434,7 +434,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                         .collect(),
                 };
                 if !parts.is_empty() {
-                    contents.push(json!({"role": "user", "parts": parts}));
+                    contents.push(object([("role", "user".into()), ("parts", Value::Array(parts))]));
                 }
             }
             Message::Assistant(assistant) => {
@@ -469,11 +469,12 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                             }
                         }
                         AssistantContent::ToolCall(call) => {
-                            let mut function = json!({"name": call.name, "args": call.arguments});
+                            let arguments = Value::Object(call.arguments.clone());
+                            let mut function = object([("name", call.name.as_str().into()), ("args", arguments)]);
                             if requires_id {
                                 function["id"] = json!(call.id);
                             }
-                            let mut part = json!({"functionCall": function});
+                            let mut part = object([("functionCall", function)]);
                             if let Some(sig) =
                                 if same { valid_signature(call.thought_signature.as_deref()) } else { None }
                             {
@@ -484,7 +485,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                     }
                 }
                 if !parts.is_empty() {
-                    contents.push(json!({"role": "model", "parts": parts}));
+                    contents.push(object([("role", "model".into()), ("parts", Value::Array(parts))]));
                 }
             }
             Message::ToolResult(result) => {
@@ -523,7 +524,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                 if requires_id {
                     response.insert("id".into(), json!(result.tool_call_id));
                 }
-                let part = json!({"functionResponse": response});
+                let part = object([("functionResponse", Value::Object(response))]);
                 let merge = contents.last().is_some_and(|last| {
                     last["role"] == "user"
                         && last["parts"]
@@ -535,12 +536,12 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                         parts.push(part);
                     }
                 } else {
-                    contents.push(json!({"role": "user", "parts": [part]}));
+                    contents.push(object([("role", "user".into()), ("parts", Value::Array(vec![part]))]));
                 }
                 if !images.is_empty() && !multimodal_responses {
                     let mut parts = vec![json!({"text": "Tool result image:"})];
                     parts.extend(images);
-                    contents.push(json!({"role": "user", "parts": parts}));
+                    contents.push(object([("role", "user".into()), ("parts", Value::Array(parts))]));
                 }
             }
             Message::System(_) => {}
@@ -555,7 +556,11 @@ fn stream_error_chunk(text: &str) -> Option<String> {
     if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
         return None;
     }
-    let value = js_json::parse(text).ok()?;
+    stream_error(&js_json::parse(text).ok()?)
+}
+
+/// The same check of a text already parsed (`value`).
+fn stream_error(value: &Value) -> Option<String> {
     let error = value.get("error").filter(|e| e.is_object())?;
     let code = error.get("code").and_then(Value::as_f64)?;
     if !(400.0..600.0).contains(&code) {
@@ -566,7 +571,7 @@ fn stream_error_chunk(text: &str) -> Option<String> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => js_json::stringify(other),
     };
-    Some(format!("got status: {status}. {}", js_json::stringify(&value)))
+    Some(format!("got status: {status}. {}", js_json::stringify(value)))
 }
 
 fn map_stop_reason(reason: &str) -> Result<StopReason, Stop> {
@@ -665,20 +670,19 @@ pub(crate) async fn stream_response(
         };
         while let Some(text) = framer.next_data() {
             let fast = match typed {
-                true => typed::decode::<typed::GeminiChunk<'_>>(text).filter(|c| c.error.is_none()),
+                true => typed::decode::<typed::GeminiChunk<'_>>(text),
                 false => None,
             };
-            let handled = match fast {
-                Some(chunk) => handle_typed_chunk(model, chunk, out, &mut current, &mut merged).await?,
-                None => false,
-            };
-            if !handled {
-                if let Some(message) = stream_error_chunk(text) {
+            if let Some(chunk) = fast {
+                handle_typed_chunk(model, chunk, out, &mut current, &mut merged).await?;
+            } else {
+                // One parse for the SDK's error check and the chunk itself.
+                let chunk = js_json::parse(text).map_err(Stop::error)?;
+                if let Some(message) = stream_error(&chunk) {
                     return Err(Stop::error(message));
                 }
-                let chunk = js_json::parse(text).map_err(Stop::error)?;
                 adapter_support::on_event(options, model, &chunk).await;
-                handle_chunk(model, &chunk, out, &mut current, &mut merged, ids).await?;
+                handle_chunk(model, chunk, out, &mut current, &mut merged, ids).await?;
             }
             if body.is_cancelled() {
                 return Err(Stop::aborted("This operation was aborted"));
@@ -745,21 +749,17 @@ async fn text_part(
     Ok(())
 }
 
-/// A chunk from its typed decode, as [`handle_chunk`] takes it; `Ok(false)` when it holds what
-/// only the generic path handles (a function call, a finish reason), before anything of it was
-/// applied.
+/// A chunk from its typed decode (which declines an error, a function call and a finish
+/// reason), as [`handle_chunk`] takes it.
 async fn handle_typed_chunk(
     model: &Model,
     chunk: typed::GeminiChunk<'_>,
     out: &mut AssistantMessageBuilder,
     current: &mut Option<usize>,
     merged: &mut Value,
-) -> Result<bool, Stop> {
+) -> Result<(), Stop> {
     let (typed::Obj(candidate),) = chunk.candidates;
     let (typed::Obj(part),) = candidate.content.0.parts;
-    if candidate.finish_reason.is_some() || part.function_call.is_some() {
-        return Ok(false);
-    }
     if out.message().response_id.as_deref().is_none_or(str::is_empty) {
         if let Some(id) = chunk.response_id.as_deref() {
             out.metadata_mut().response_id = Some(id.to_owned().into());
@@ -789,12 +789,12 @@ async fn handle_typed_chunk(
             out.metadata_mut().usage = usage;
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 async fn handle_chunk(
     model: &Model,
-    chunk: &Value,
+    mut chunk: Value,
     out: &mut AssistantMessageBuilder,
     current: &mut Option<usize>,
     merged: &mut Value,
@@ -805,9 +805,18 @@ async fn handle_chunk(
             out.metadata_mut().response_id = Some(id.to_owned().into());
         }
     }
-    let candidate = chunk.get("candidates").and_then(Value::as_array).and_then(|c| c.first());
-    let parts = candidate.and_then(|c| c.get("content")).and_then(|c| c.get("parts")).and_then(Value::as_array);
+    fn first_candidate(chunk: &mut Value) -> Option<&mut Value> {
+        chunk.get_mut("candidates").and_then(Value::as_array_mut).and_then(|c| c.first_mut())
+    }
+    let parts = first_candidate(&mut chunk)
+        .and_then(|c| c.get_mut("content"))
+        .and_then(|c| c.get_mut("parts"))
+        .and_then(Value::as_array_mut);
     for part in parts.into_iter().flatten() {
+        // A call's arguments move into its block (the chunk was seen by the hook already, and
+        // nothing else reads them): a call sent whole is not copied.
+        let whole_arguments = part.get_mut("functionCall").and_then(|c| c.get_mut("args")).map(Value::take);
+        let part = &*part;
         let signature = part.get("thoughtSignature").and_then(Value::as_str).filter(|s| !s.is_empty());
         if let Some(text) = part.get("text").filter(|t| !t.is_null()) {
             let text = text.as_str().map_or_else(|| js_json::stringify(text).into(), Cow::Borrowed);
@@ -845,7 +854,10 @@ async fn handle_chunk(
                 Some(id) if !duplicate => id.to_owned(),
                 _ => ids.next_id(&id_prefix),
             };
-            let arguments = call.get("args").and_then(Value::as_object).cloned().unwrap_or_default();
+            let arguments = match whole_arguments {
+                Some(Value::Object(arguments)) => arguments,
+                _ => Map::new(),
+            };
             let tool_call = ToolCall {
                 id: id.into(),
                 name: name.into(),
@@ -869,6 +881,7 @@ async fn handle_chunk(
             }
         }
     }
+    let candidate = first_candidate(&mut chunk).map(|c| &*c);
     if let Some(reason) =
         candidate.and_then(|c| c.get("finishReason")).and_then(Value::as_str).filter(|r| !r.is_empty())
     {

@@ -398,7 +398,7 @@ async fn run(
                 false => None,
             };
             let handled = match &fast {
-                Some(chunk) if chunk.error.is_none() => chunks.handle_typed(model, chunk, out).await?,
+                Some(chunk) => chunks.handle_typed(model, chunk, out).await?,
                 _ => false,
             };
             if !handled {
@@ -740,8 +740,8 @@ impl Chunks {
         Ok(())
     }
 
-    /// A chunk from its typed decode, as [`Chunks::handle`] takes it; `Ok(false)` when the chunk
-    /// holds what only the generic path handles (usage, a finish reason, reasoning details),
+    /// A chunk from its typed decode (which declines usage, a finish reason and reasoning
+    /// details), as [`Chunks::handle`] takes it; `Ok(false)` for a chunk without a choice,
     /// before anything of it was applied.
     async fn handle_typed(
         &mut self,
@@ -753,13 +753,6 @@ impl Chunks {
         // layer here cost 2% of a stream's instructions.
         let Some((typed::Obj(choice),)) = &chunk.choices else { return Ok(false) };
         let delta = choice.delta.as_ref().map(|typed::Obj(d)| d);
-        if chunk.usage.is_some()
-            || choice.usage.is_some()
-            || choice.finish_reason.is_some()
-            || delta.as_ref().is_some_and(|d| d.reasoning_details.is_some())
-        {
-            return Ok(false);
-        }
         record_response_ids(out, model, chunk.id.as_deref(), chunk.model.as_deref());
         let Some(delta) = delta else { return Ok(true) };
         let reasoning = [

@@ -727,7 +727,7 @@ pub(crate) async fn send_and_stream(
             }
             let is_error = event.event.as_deref() == Some("error");
             let fast = match typed && !is_error {
-                true => typed::decode_event(&event.data, &mut heads).filter(|e| e.error.is_none()),
+                true => typed::decode_event(&event.data, &mut heads),
                 false => None,
             };
             let handled = match fast {

@@ -244,18 +244,24 @@ impl<'a> Decode<'a> for Str<'a> {
     }
 }
 
-/// Any JSON value, checked and not kept.
+/// A member whose events the generic path handles (usage, an error, a finish reason, a
+/// function call): missing or `null`, it is nothing; any other value declines the text where
+/// it starts, before it is read (a Gemini function call's arguments would otherwise be read
+/// twice, here and by the generic parse).
 #[derive(Default)]
-pub(crate) struct Any;
+pub(crate) struct Declines;
 
-impl Decode<'_> for Any {
+impl Decode<'_> for Declines {
+    #[inline]
     fn read(reader: &mut Reader<'_>) -> Option<Self> {
-        reader.skip().map(|()| Any)
+        // `nullable` passes anything but `null` to the closure, which declines it.
+        reader.nullable(|_| None::<()>).map(|_| Declines)
+    }
+
+    fn missing() -> Option<Self> {
+        Some(Declines)
     }
 }
-
-/// A member that is only looked at for being present and not `null`.
-pub(crate) type Present = Option<Any>;
 
 /// A member's value read into `slot` the first time the member comes (`seen` says whether it
 /// came before): a second one declines the text.
@@ -275,8 +281,8 @@ fn read_once<'a, T: Field<'a>>(reader: &mut Reader<'a>, seen: &mut bool, slot: &
 json_object! {
     /// Its one choice.
     struct CompletionsChoice<'a> {
-        usage: Present = "usage",
-        finish_reason: Present = "finish_reason",
+        usage: Declines = "usage",
+        finish_reason: Declines = "finish_reason",
         delta: Option<Obj<CompletionsDelta<'a>>> = "delta",
     }
 }
@@ -287,7 +293,7 @@ json_object! {
         reasoning_content: Option<Str<'a>> = "reasoning_content",
         reasoning: Option<Str<'a>> = "reasoning",
         reasoning_text: Option<Str<'a>> = "reasoning_text",
-        reasoning_details: Present = "reasoning_details",
+        reasoning_details: Declines = "reasoning_details",
         content: Option<Str<'a>> = "content",
         tool_calls: Option<(Obj<CompletionsToolCall<'a>>,)> = "tool_calls",
     }
@@ -320,7 +326,7 @@ json_object! {
     /// A Gemini chunk without an error.
     struct GeminiChunk<'a> {
         response_id: Option<Str<'a>> = "responseId",
-        error: Present = "error",
+        error: Declines = "error",
         candidates: (Obj<GeminiCandidate<'a>>,) = "candidates",
         usage_metadata: Option<Obj<GeminiUsage>> = "usageMetadata",
     }
@@ -330,7 +336,7 @@ json_object! {
     /// Its candidate, without a finish reason.
     struct GeminiCandidate<'a> {
         content: Obj<GeminiContent<'a>> = "content",
-        finish_reason: Present = "finishReason",
+        finish_reason: Declines = "finishReason",
     }
 }
 
@@ -347,7 +353,7 @@ json_object! {
         text: Option<Str<'a>> = "text",
         thought: Option<bool> = "thought",
         thought_signature: Option<Str<'a>> = "thoughtSignature",
-        function_call: Present = "functionCall",
+        function_call: Declines = "functionCall",
     }
 }
 
@@ -401,10 +407,13 @@ mod tests {
         let two = r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#;
         assert!(decode::<CompletionsChunk<'_>>(two).is_none());
         let one = r#"{"choices":[{"delta":{"content":"a"}}],"usage":null}"#;
-        let chunk = decode::<CompletionsChunk<'_>>(one).expect("one choice");
-        assert!(chunk.usage.is_none());
+        assert!(decode::<CompletionsChunk<'_>>(one).is_some(), "a null usage is no usage");
+        // Usage (like an error, a finish reason, a function call) is the generic path's: the
+        // decode declines where its value starts.
         let with_usage = r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1}}"#;
-        assert!(decode::<CompletionsChunk<'_>>(with_usage).is_some_and(|c| c.usage.is_some()));
+        assert!(decode::<CompletionsChunk<'_>>(with_usage).is_none());
+        let malformed_after = r#"{"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":1} x"#;
+        assert!(decode::<CompletionsChunk<'_>>(malformed_after).is_none());
     }
 
     /// A deterministic generator of texts near the events' shape: members the decode reads and
@@ -802,11 +811,12 @@ mod tests {
                 let value = crate::js_json::parse(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
                 assert_eq!(optional_str(&value, "id"), Some(chunk.id.as_deref()), "{text:?}");
                 assert_eq!(optional_str(&value, "model"), Some(chunk.model.as_deref()), "{text:?}");
-                assert_eq!(is_set(&value, "usage"), chunk.usage.is_some(), "{text:?}");
+                // Usage, an error, a finish reason: the decode declines them.
+                assert!(!is_set(&value, "usage") && !is_set(&value, "error"), "{text:?}");
                 let choice = optional_single(&value, "choices");
                 assert_eq!(choice.is_some(), chunk.choices.is_some(), "{text:?}");
                 if let (Some(choice), Some((Obj(mine),))) = (choice, &chunk.choices) {
-                    assert_eq!(is_set(choice, "finish_reason"), mine.finish_reason.is_some(), "{text:?}");
+                    assert!(!is_set(choice, "finish_reason"), "{text:?}");
                     let delta = choice.get("delta").filter(|d| !d.is_null());
                     assert_eq!(delta.is_some(), mine.delta.is_some(), "{text:?}");
                     if let (Some(delta), Some(Obj(d))) = (delta, &mine.delta) {
@@ -842,6 +852,8 @@ mod tests {
                 let (Obj(mine),) = &chunk.candidates;
                 let part = optional_single(&candidate["content"], "parts").expect("a part");
                 let (Obj(p),) = &mine.content.0.parts;
+                let declined = [(&value, "error"), (candidate, "finishReason"), (part, "functionCall")];
+                assert!(declined.iter().all(|(v, name)| !is_set(v, name)), "{text:?}");
                 assert_eq!(optional_str(part, "text"), Some(p.text.as_deref()), "{text:?}");
                 assert_eq!(optional_str(part, "thoughtSignature"), Some(p.thought_signature.as_deref()), "{text:?}");
                 assert_eq!(part.get("thought").and_then(serde_json::Value::as_bool), p.thought, "{text:?}");

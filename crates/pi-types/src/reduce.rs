@@ -147,18 +147,21 @@ fn apply_update(
         if append_block_delta(mine, theirs, event) {
             return refresh_metadata(own);
         }
+        // Copied only where it differs: at a block's end the copy is usually equal already (a
+        // text's deltas were appended; a call sent whole had its arguments from its start), and
+        // comparing reads what a copy would read without allocating.
         match event {
             AssistantMessageEvent::ToolcallDelta { delta, .. } => {
                 if arguments.streamed(delta.len()) {
-                    mine.clone_from(theirs);
+                    sync(mine, theirs);
                 }
             }
             AssistantMessageEvent::ToolcallStart { .. } | AssistantMessageEvent::ToolcallEnd { .. } => {
                 *arguments = ArgumentRefresh::default();
-                mine.clone_from(theirs);
+                sync(mine, theirs);
             }
             // Block ends may finalize; anything unexpected is copied.
-            _ => mine.clone_from(theirs),
+            _ => sync(mine, theirs),
         }
     }
     refresh_metadata(own);

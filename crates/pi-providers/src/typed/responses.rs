@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use super::head::{range_in, Head};
 use super::reader::Reader;
-use super::{read_once, Int, Object, Present, Str};
+use super::{read_once, Declines, Int, Object, Str};
 
 /// `{"type": "response.output_text.delta", "output_index": N, "delta": "..."}` and the other
 /// delta events (the generic path takes one with an error).
@@ -24,7 +24,7 @@ pub(crate) struct ResponsesDelta<'a> {
     pub kind: Str<'a>,
     pub output_index: Int,
     pub delta: Option<Str<'a>>,
-    pub error: Present,
+    pub error: Declines,
 }
 
 /// Which members were read so far, so that a duplicate declines the text.
@@ -143,7 +143,7 @@ mod tests {
 
     /// Everything a decoded event holds, as text.
     fn render(event: &ResponsesDelta<'_>) -> String {
-        format!("{:?} {:?} {:?} {}", &*event.kind, event.output_index, event.delta.as_deref(), event.error.is_some())
+        format!("{:?} {:?} {:?}", &*event.kind, event.output_index, event.delta.as_deref())
     }
 
     /// Heads an item's events may share, `{}` where the sequence number goes: members in any
