@@ -215,14 +215,18 @@ struct Line {
 
 /// Incremental SSE decoder: feed bytes, get complete events.
 ///
-/// Lines are split as the bytes arrive, but not copied: an event is a run of line ranges in
-/// the decoder's buffer until it is handed out as an [`SseEventRef`] that borrows its `event`
-/// and (single-line) `data` values from there. [`SseDecoder::push`] and
-/// [`SseDecoder::finish`] hand out owned [`SseEvent`]s instead.
+/// Each chunk is decoded from UTF-8 once, as it arrives, into the decoder's text buffer (a
+/// sequence cut by the chunk's end waits for the next one; invalid bytes become U+FFFD, as
+/// decoding each line would make them: a line break is never part of a sequence). Lines are
+/// split there, but not copied: an event is a run of line ranges in the buffer until it is
+/// handed out as an [`SseEventRef`] that borrows its `event` and (single-line) `data` values
+/// from there. [`SseDecoder::push`] and [`SseDecoder::finish`] hand out owned [`SseEvent`]s
+/// instead.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     mode: LineMode,
-    buffer: Vec<u8>,
+    utf8: Utf8Stream,
+    buffer: String,
     /// Search resumes here (everything before has no line break left to find).
     scan: usize,
     /// Where the line being read starts.
@@ -247,9 +251,9 @@ pub struct SseDecoder {
 pub struct SseEventRef<'a> {
     /// The `event:` field, if any.
     pub event: Option<Cow<'a, str>>,
-    /// The `data:` lines joined by `\n` (borrowed when there is one and it is valid UTF-8).
+    /// The `data:` lines joined by `\n` (borrowed when there is one).
     pub data: Cow<'a, str>,
-    buffer: &'a [u8],
+    buffer: &'a str,
     lines: &'a [Line],
 }
 
@@ -257,7 +261,7 @@ impl<'a> SseEventRef<'a> {
     /// Every non-empty line of the event as received (comments included).
     pub fn raw(&self) -> impl Iterator<Item = Cow<'a, str>> + 'a {
         let buffer = self.buffer;
-        self.lines.iter().map(move |line| decode_lossy(&buffer[line.start..line.end]))
+        self.lines.iter().map(move |line| Cow::Borrowed(text_at(buffer, line.start, line.end)))
     }
 
     /// The owned event.
@@ -309,17 +313,21 @@ impl SseDecoder {
             return;
         }
         self.compact();
-        self.buffer.extend_from_slice(chunk);
+        self.utf8.push_to(chunk, &mut self.buffer);
+        // Whether the buffer ends where the chunk does (no sequence waits for the next one): a
+        // `\r` is the chunk's last byte only then.
+        let at_chunk_end = self.utf8.pending.is_empty();
         let mut search = self.scan;
-        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buffer[search..]) {
+        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &self.buffer.as_bytes()[search..]) {
             let index = search + offset;
             let mut next = index + 1;
-            if self.buffer[index] == b'\r' {
-                if next < self.buffer.len() {
-                    if self.buffer[next] == b'\n' {
+            let bytes = self.buffer.as_bytes();
+            if bytes[index] == b'\r' {
+                if next < bytes.len() {
+                    if bytes[next] == b'\n' {
                         next += 1;
                     }
-                } else if self.mode == LineMode::Standard {
+                } else if self.mode == LineMode::Standard && at_chunk_end {
                     self.skip_leading_lf = true;
                 }
             }
@@ -333,6 +341,8 @@ impl SseDecoder {
     /// The stream ended: the unterminated last line and a pending event become available to
     /// [`SseDecoder::next_event`].
     pub fn finish_bytes(&mut self) {
+        let rest = self.utf8.finish();
+        self.buffer.push_str(&rest);
         if self.line_start < self.buffer.len() {
             self.line(self.line_start, self.buffer.len());
             self.line_start = self.buffer.len();
@@ -356,7 +366,7 @@ impl SseDecoder {
         let lines = &self.lines[self.delivered..end];
         self.delivered = end;
         let buffer = &self.buffer[..];
-        let value = |line: &Line, from: usize| decode_lossy(&buffer[from..line.end]);
+        let value = |line: &Line, from: usize| Cow::Borrowed(text_at(buffer, from, line.end));
         let event = lines.iter().rev().find_map(|line| match line.field {
             Field::Event(from) => Some(value(line, from)),
             _ => None,
@@ -428,7 +438,7 @@ impl SseDecoder {
             self.dispatch();
             return;
         }
-        let bytes = &self.buffer[start..end];
+        let bytes = &self.buffer.as_bytes()[start..end];
         let field = if bytes[0] == b':' {
             Field::Other
         } else {
@@ -445,7 +455,7 @@ impl SseDecoder {
                 Some(i) => (&bytes[..i], start + i + 1),
                 None => (bytes, end),
             };
-            let value = if self.buffer.get(value) == Some(&b' ') && value < end { value + 1 } else { value };
+            let value = if self.buffer.as_bytes().get(value) == Some(&b' ') && value < end { value + 1 } else { value };
             match name {
                 b"event" => Field::Event(value),
                 b"data" => {
@@ -473,6 +483,12 @@ impl SseDecoder {
         self.event_start = self.lines.len();
         self.has_data = false;
     }
+}
+
+/// The text of `buffer[start..end]`, a line or a field's value: both ends follow or precede an
+/// ASCII byte (a line break, a field name, a colon, a space), so they are character boundaries.
+fn text_at(buffer: &str, start: usize, end: usize) -> &str {
+    buffer.get(start..end).unwrap_or_default()
 }
 
 /// UTF-8 decoding that replaces invalid sequences with U+FFFD (as `TextDecoder` does).
@@ -854,6 +870,23 @@ mod tests {
         assert_eq!(whole.len(), 2);
         assert_eq!(whole[0].data, "h\u{e9}llo \u{1f600}");
         assert_eq!(whole[1].data, "x\ny");
+    }
+
+    #[test]
+    fn a_carriage_return_before_a_cut_sequence_ends_its_line() {
+        // The `\r` ends the buffer while `\xe2\x82` waits for the rest of its sequence: the `\n`
+        // after them is a line break of its own, not the second half of a `\r\n`.
+        let body = b"data: a\r\xe2\x82\ndata: b\n\r\xc3\n\n";
+        for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
+            for cut in 0..=body.len() {
+                let chunks: [&[u8]; 2] = [&body[..cut], &body[cut..]];
+                let mut old = OldDecoder::new(mode);
+                let mut expected = Vec::new();
+                chunks.iter().for_each(|chunk| old.push(chunk, &mut expected));
+                old.finish(&mut expected);
+                assert_eq!(decode_all(mode, &chunks), expected, "{mode:?}, cut at {cut}");
+            }
+        }
     }
 
     #[test]
