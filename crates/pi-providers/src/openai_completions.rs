@@ -474,8 +474,30 @@ struct Chunks {
     thinking_block: Option<usize>,
     has_finish_reason: bool,
     by_index: HashMap<i64, usize>,
+    /// The entry of `by_index` looked up or written last: a call's deltas all name one index,
+    /// and a SipHash lookup per delta cost about 100 instructions.
+    last_by_index: Option<(i64, usize)>,
     by_id: HashMap<String, usize>,
     tools: HashMap<usize, ToolState>,
+}
+
+impl Chunks {
+    /// The block of the call with stream index `i`.
+    fn block_at(&mut self, i: i64) -> Option<usize> {
+        match self.last_by_index {
+            Some((last, block)) if last == i => Some(block),
+            _ => {
+                let block = self.by_index.get(&i).copied()?;
+                self.last_by_index = Some((i, block));
+                Some(block)
+            }
+        }
+    }
+
+    fn set_block_at(&mut self, i: i64, block: usize) {
+        self.by_index.insert(i, block);
+        self.last_by_index = Some((i, block));
+    }
 }
 
 fn num(value: Option<&Value>) -> u64 {
@@ -815,7 +837,8 @@ impl Chunks {
     ) -> Result<(), Stop> {
         let id = id.filter(|s| !s.is_empty()).map(str::to_owned);
         let name = name.to_owned();
-        let mut block = stream_index.and_then(|i| self.by_index.get(&i).copied());
+        let by_index = stream_index.and_then(|i| self.block_at(i));
+        let mut block = by_index;
         if block.is_none() {
             if let Some(id) = &id {
                 block = self.by_id.get(id).copied();
@@ -827,7 +850,7 @@ impl Chunks {
                 let index = out.start_tool_call(id.clone().unwrap_or_default(), name.clone()).await;
                 self.tools.insert(index, ToolState { stream_index });
                 if let Some(i) = stream_index {
-                    self.by_index.insert(i, index);
+                    self.set_block_at(i, index);
                 }
                 if let Some(id) = &id {
                     self.by_id.insert(id.clone(), index);
@@ -835,10 +858,13 @@ impl Chunks {
                 index
             }
         };
-        if let Some(state) = self.tools.get_mut(&index) {
-            if let (Some(i), None) = (stream_index, state.stream_index) {
-                state.stream_index = Some(i);
-                self.by_index.insert(i, index);
+        // A block found by its stream index has one already (both are set together).
+        if by_index.is_none() {
+            if let Some(state) = self.tools.get_mut(&index) {
+                if let (Some(i), None) = (stream_index, state.stream_index) {
+                    state.stream_index = Some(i);
+                    self.set_block_at(i, index);
+                }
             }
         }
         if let Some(id) = &id {

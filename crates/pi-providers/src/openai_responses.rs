@@ -10,9 +10,9 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, InputModality, Message,
-    Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, Tool, ToolCall, TranscriptContext, UserContent,
-    UserMessageContent,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, CompactString,
+    InputModality, Message, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, Tool, ToolCall,
+    TranscriptContext, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -804,9 +804,42 @@ enum SlotKind {
     CustomToolCall,
 }
 
+#[derive(Clone, Copy)]
 struct Slot {
     kind: SlotKind,
     content_index: usize,
+}
+
+/// The open output items by the text of their `output_index`, with the one looked up last
+/// remembered: deltas come item by item, and a SipHash lookup per delta cost about 90
+/// instructions.
+#[derive(Default)]
+struct Slots {
+    by_key: HashMap<String, Slot>,
+    last: Option<(CompactString, Slot)>,
+}
+
+impl Slots {
+    fn get(&mut self, key: &str) -> Option<Slot> {
+        if let Some((last, slot)) = &self.last {
+            if last == key {
+                return Some(*slot);
+            }
+        }
+        let slot = *self.by_key.get(key)?;
+        self.last = Some((key.into(), slot));
+        Some(slot)
+    }
+
+    fn insert(&mut self, key: String, slot: Slot) {
+        self.last = None;
+        self.by_key.insert(key, slot);
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.last = None;
+        self.by_key.remove(key);
+    }
 }
 
 /// The state of pi-ai's shared Responses stream processing over one response.
@@ -814,7 +847,7 @@ struct Slot {
 pub(crate) struct ResponsesState {
     /// A terminal response event (`completed`, `incomplete`, `failed`) was handled.
     pub(crate) saw_terminal: bool,
-    slots: HashMap<String, Slot>,
+    slots: Slots,
     /// Content indices of tool calls whose `output_item.done` has not arrived.
     pub(crate) unfinished: HashSet<usize>,
     reasoning_by_id: HashMap<String, usize>,
@@ -956,7 +989,7 @@ impl ResponsesState {
         Ok(true)
     }
 
-    fn slot(&self, event: &Value, kind: SlotKind) -> Option<usize> {
+    fn slot(&mut self, event: &Value, kind: SlotKind) -> Option<usize> {
         self.slots.get(&slot_key(event)).filter(|s| s.kind == kind).map(|s| s.content_index)
     }
 
