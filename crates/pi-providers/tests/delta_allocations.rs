@@ -6,7 +6,8 @@
 //! Before the typed decodes, each delta cost 15–25 allocations (lines copied into strings, a
 //! `serde_json::Value` per event, its members cloned).
 //!
-//! The same binary bounds the bytes a Gemini function call sent whole costs per argument byte.
+//! The same binary bounds the bytes allocated per delta, and per argument byte for a Gemini
+//! function call sent whole.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -111,9 +112,9 @@ fn body(api: &str, chars: usize) -> String {
     out
 }
 
-/// Allocations of one prompt answered with a `chars`-character text through `api`'s adapter,
-/// and the text deltas the listener saw.
-fn allocations_for(api: &str, adapter: Arc<dyn StreamFn>, chars: usize) -> (usize, usize) {
+/// Allocations and bytes allocated for one prompt answered with a `chars`-character text
+/// through `api`'s adapter, and the text deltas the listener saw.
+fn allocations_for(api: &str, adapter: Arc<dyn StreamFn>, chars: usize) -> (usize, usize, usize) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let bytes = with_length(200, "text/event-stream", "", body(api, chars).as_bytes());
@@ -139,22 +140,29 @@ fn allocations_for(api: &str, adapter: Arc<dyn StreamFn>, chars: usize) -> (usiz
         });
         let region = Region::new(GLOBAL);
         agent.prompt("go").await.unwrap();
-        let allocations = region.change().allocations;
+        let change = region.change();
         assert_eq!(agent.error_message(), None, "{api}");
-        (allocations, deltas.load(Ordering::Relaxed))
+        (change.allocations, change.bytes_allocated, deltas.load(Ordering::Relaxed))
     })
 }
 
 fn check(api: &str, adapter: impl Fn() -> Arc<dyn StreamFn>) {
     // A first run creates what is made once (the shared HTTP client, lazy statics).
     allocations_for(api, adapter(), 400);
-    let (small, small_deltas) = allocations_for(api, adapter(), 4_000);
-    let (large, large_deltas) = allocations_for(api, adapter(), 36_000);
+    let (small, small_bytes, small_deltas) = allocations_for(api, adapter(), 4_000);
+    let (large, large_bytes, large_deltas) = allocations_for(api, adapter(), 36_000);
     assert_eq!((small_deltas, large_deltas), (1_000, 9_000), "{api}");
     let added = large.saturating_sub(small);
-    println!("{api}: 1,000 deltas {small} allocations, 9,000 deltas {large}: {:.3} per delta", added as f64 / 8_000.0);
+    let added_bytes = large_bytes.saturating_sub(small_bytes) as f64 / 8_000.0;
+    println!(
+        "{api}: 1,000 deltas {small} allocations, 9,000 deltas {large}: {:.3} per delta, {added_bytes:.0} bytes per delta",
+        added as f64 / 8_000.0
+    );
     // At most one per delta is the rule; none is what the path costs (reads are per chunk).
     assert!(added < 800, "{api}: 8,000 more deltas cost {added} more allocations");
+    // 190-310 bytes here (hyper's reads, the message's text). A decoder fed each network chunk
+    // whole grew its buffer to the chunk's size after every chunk: 420-520.
+    assert!(added_bytes < 360.0, "{api}: {added_bytes:.0} bytes allocated per delta");
 }
 
 /// Bytes the Gemini adapter allocates for a response whose one chunk is a function call sent
