@@ -843,13 +843,7 @@ mod tests {
             b"\xe2\x82",
             b"data: {\"a\":1}",
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for case in 0..3000 {
             let body: Vec<u8> = (0..next(40)).flat_map(|_| alphabet[next(alphabet.len())].iter().copied()).collect();
             let mut cuts: Vec<usize> = (0..next(6)).map(|_| next(body.len() + 1)).collect();
@@ -870,6 +864,16 @@ mod tests {
                 old.finish(&mut expected);
                 assert_eq!(decode_all(mode, &chunks), expected, "case {case}: {:?}", String::from_utf8_lossy(&body));
             }
+        }
+    }
+
+    /// A deterministic generator: `next(n)` is in `0..n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
         }
     }
 
@@ -900,13 +904,7 @@ mod tests {
     #[test]
     fn chunks_fed_in_pieces_decode_as_whole_chunks() {
         let alphabet: [&[u8]; 8] = [b"data: x", b"event: e", b"\n", b"\r", b"\r\n", b"\xe2\x82", b"\xc3\xa9", b": c"];
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for case in 0..2000 {
             let body: Vec<u8> = (0..next(60)).flat_map(|_| alphabet[next(alphabet.len())].iter().copied()).collect();
             let cut = next(body.len() + 1);
