@@ -306,9 +306,21 @@ impl SseDecoder {
     }
 
     /// Feed one network chunk; complete events are appended to `out`.
+    ///
+    /// The chunk goes in a piece at a time (at most 2 KiB, ending after a line break), each
+    /// piece's events taken before the next, so the decoder's buffer stays small however large
+    /// the chunk.
     pub fn push(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) {
-        self.push_bytes(chunk);
-        self.drain_into(out);
+        let mut rest = chunk;
+        loop {
+            let (piece, after) = rest.split_at(piece_len(rest));
+            self.push_bytes(piece);
+            self.drain_into(out);
+            if after.is_empty() {
+                return;
+            }
+            rest = after;
+        }
     }
 
     /// The stream ended: the unterminated last line and a pending event.
@@ -925,6 +937,24 @@ mod tests {
                 decoder.finish(&mut pieces);
                 assert_eq!(pieces, decode_all(mode, &chunks), "case {case}, {mode:?}, limit {limit}");
             }
+        }
+    }
+
+    #[test]
+    fn a_large_chunk_pushed_whole_decodes_as_line_by_line() {
+        // Far larger than a piece: `push` feeds it in pieces.
+        let mut body = Vec::new();
+        for i in 0..3_000 {
+            body.extend_from_slice(format!("event: e{i}\r\ndata: {{\"text\":\"h\u{e9}llo {i}\"}}\n\r\n").as_bytes());
+        }
+        body.extend_from_slice(b"data: \xe2\x82\n: tail\r\r");
+        for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
+            let mut old = OldDecoder::new(mode);
+            let mut expected = Vec::new();
+            old.push(&body, &mut expected);
+            old.finish(&mut expected);
+            assert_eq!(expected.len(), 3_001);
+            assert_eq!(decode_all(mode, &[&body]), expected, "{mode:?}");
         }
     }
 
