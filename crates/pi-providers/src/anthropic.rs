@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
 use pi_types::transcript::{
     current_tools, initial_system_message, render_system_message_update, resolve_transcript, system_message_text,
 };
@@ -21,7 +20,7 @@ use crate::adapter_support::{self, object, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::request_options;
-use crate::sse::{self, LineMode, SseDecoder};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 use crate::typed;
 
@@ -375,25 +374,19 @@ async fn run(
         BlockState { open: OpenBlocks::default(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
     // Without a hook that sees every event as a `Value`, delta events take the typed decode.
     let typed = options.on_provider_stream_event.is_none();
-    // The rest of the network chunk being decoded, fed a piece at a time (`sse::piece_len`).
-    let mut input = Bytes::new();
     loop {
-        let ended = match input.is_empty() {
-            false => false,
-            true => match body.next().await {
-                Read::Chunk(bytes) => {
-                    input = bytes;
-                    false
-                }
-                Read::End => {
-                    decoder.finish_bytes();
-                    true
-                }
-                Read::Aborted => return Err(Stop::aborted("Request was aborted")),
-                Read::Failed(message) => return Err(Stop::error(message)),
-            },
+        let ended = match body.next_piece().await {
+            Read::Chunk(bytes) => {
+                decoder.push_bytes(&bytes);
+                false
+            }
+            Read::End => {
+                decoder.finish_bytes();
+                true
+            }
+            Read::Aborted => return Err(Stop::aborted("Request was aborted")),
+            Read::Failed(message) => return Err(Stop::error(message)),
         };
-        decoder.push_bytes(&input.split_to(sse::piece_len(&input)));
         while let Some(sse) = decoder.next_event() {
             if body.is_cancelled() {
                 return Err(Stop::aborted("Request was aborted"));

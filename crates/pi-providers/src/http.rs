@@ -535,6 +535,8 @@ pub(crate) struct Body {
     cancel: Option<CancellationToken>,
     idle: Option<Duration>,
     guard: FrameGuard,
+    /// What [`Body::next_piece`] has not handed out yet of the last chunk.
+    held: Bytes,
 }
 
 impl Body {
@@ -544,7 +546,22 @@ impl Body {
             cancel: options.cancel.clone(),
             idle: limit(options.idle_timeout_ms, DEFAULT_IDLE_TIMEOUT_MS),
             guard: FrameGuard::default(),
+            held: Bytes::new(),
         }
+    }
+
+    /// [`Body::next`] for an [`SseDecoder`](crate::sse::SseDecoder): each chunk is handed out a
+    /// piece at a time ([`crate::sse::piece_len`]), so that the decoder, which takes a piece's
+    /// events before the next piece, never holds a whole chunk. The next chunk is read (and
+    /// cancellation looked at) once the last one is handed out, as with whole chunks.
+    pub(crate) async fn next_piece(&mut self) -> Read {
+        if self.held.is_empty() {
+            match self.next().await {
+                Read::Chunk(bytes) => self.held = bytes,
+                other => return other,
+            }
+        }
+        Read::Chunk(self.held.split_to(crate::sse::piece_len(&self.held)))
     }
 
     /// The next chunk of an event stream: a line or event over its cap ends the stream.

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
 use pi_types::transcript::{
     render_system_message_update, resolve_transcript, resolve_transcript_tools, system_message_text,
     TranscriptToolSupport,
@@ -22,7 +21,7 @@ use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::request_options;
-use crate::sse::{self, LineMode, SseDecoder};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
 use crate::typed;
 
@@ -379,21 +378,16 @@ async fn run(
     let mut finished_body = false;
     // Without a hook that sees every chunk as a `Value`, delta chunks take the typed decode.
     let typed = options.on_provider_stream_event.is_none();
-    // The rest of the network chunk being decoded, fed a piece at a time (`sse::piece_len`).
-    let mut input = Bytes::new();
     'read: while !finished_body {
-        if input.is_empty() {
-            match body.next().await {
-                Read::Chunk(bytes) => input = bytes,
-                Read::End => {
-                    decoder.finish_bytes();
-                    finished_body = true;
-                }
-                Read::Aborted => break 'read,
-                Read::Failed(message) => return Err(Stop::error(message)),
+        match body.next_piece().await {
+            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
+            Read::End => {
+                decoder.finish_bytes();
+                finished_body = true;
             }
+            Read::Aborted => break 'read,
+            Read::Failed(message) => return Err(Stop::error(message)),
         }
-        decoder.push_bytes(&input.split_to(sse::piece_len(&input)));
         while let Some(event) = decoder.next_event() {
             if event.data == "[DONE]" {
                 break 'read;

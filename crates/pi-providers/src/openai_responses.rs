@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bytes::Bytes;
 use pi_types::transcript::{
     render_system_message_update, resolve_transcript, resolve_transcript_tools, system_message_text,
     TranscriptToolSupport,
@@ -23,7 +22,7 @@ use crate::http::{self, ApiError, Body, Dialect, Read};
 use crate::js_json;
 use crate::openai_completions::{openai_status_error, openai_stream_error};
 use crate::request_options;
-use crate::sse::{self, LineMode, SseDecoder};
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::{sanitize_id, take_units, transform_messages};
 use crate::typed;
 
@@ -712,21 +711,16 @@ pub(crate) async fn send_and_stream(
     let mut ended = false;
     // Without a hook that sees every event as a `Value`, delta events take the typed decode.
     let typed = options.on_provider_stream_event.is_none();
-    // The rest of the network chunk being decoded, fed a piece at a time (`sse::piece_len`).
-    let mut input = Bytes::new();
     'read: while !ended {
-        if input.is_empty() {
-            match body.next().await {
-                Read::Chunk(bytes) => input = bytes,
-                Read::End => {
-                    decoder.finish_bytes();
-                    ended = true;
-                }
-                Read::Aborted => break 'read,
-                Read::Failed(message) => return Err(fail(message)),
+        match body.next_piece().await {
+            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
+            Read::End => {
+                decoder.finish_bytes();
+                ended = true;
             }
+            Read::Aborted => break 'read,
+            Read::Failed(message) => return Err(fail(message)),
         }
-        decoder.push_bytes(&input.split_to(sse::piece_len(&input)));
         while let Some(event) = decoder.next_event() {
             if event.data == "[DONE]" {
                 break 'read;

@@ -16,7 +16,7 @@ pub const MAX_EVENT_BYTES: usize = 32 << 20;
 /// Buffer capacity an [`SseDecoder`] keeps between chunks, in bytes.
 pub const RETAINED_BYTES: usize = 4 << 10;
 
-/// The most of a network chunk the adapters hand their decoder at once (see [`piece_len`]).
+/// The most of a network chunk an adapter hands its decoder at once (see [`piece_len`]).
 const PIECE_BYTES: usize = RETAINED_BYTES / 2;
 
 /// How many bytes of `input`, the rest of a network chunk, to hand an [`SseDecoder`] before

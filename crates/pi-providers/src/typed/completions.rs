@@ -117,7 +117,7 @@ mod tests {
     /// Everything a decoded chunk holds, as text.
     fn render(chunk: &CompletionsChunk<'_>) -> String {
         let text = |value: &Option<Str<'_>>| format!("{:?}", value.as_deref());
-        let mut out = format!("id {} model {}", text(&chunk.id), text(&chunk.model),);
+        let mut out = format!("id {} model {}", text(&chunk.id), text(&chunk.model));
         if let Some((Obj(choice),)) = &chunk.choices {
             out += " choice";
             if let Some(Obj(delta)) = &choice.delta {
