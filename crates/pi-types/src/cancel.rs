@@ -159,27 +159,3 @@ impl Drop for CancelGuard {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A waiter dropped before the cancellation leaves the list: a loop that makes a new
-    /// `cancelled()` future per chunk does not grow it.
-    #[test]
-    fn dropped_waiters_leave_the_list() {
-        let token = CancellationToken::new();
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        for _ in 0..1_000 {
-            let mut wait = std::pin::pin!(token.cancelled());
-            assert!(wait.as_mut().poll(&mut cx).is_pending());
-            assert!(wait.as_mut().poll(&mut cx).is_pending());
-        }
-        assert!(token.inner.waiters().wakers.is_empty());
-        let mut wait = std::pin::pin!(token.cancelled());
-        assert!(wait.as_mut().poll(&mut cx).is_pending());
-        token.cancel();
-        assert!(wait.as_mut().poll(&mut cx).is_ready());
-    }
-}
