@@ -2,13 +2,13 @@
 //! cancellation, a server that dies, bounded waits, readiness and reconnection.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+mod test_server;
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::TestServer;
+use test_server::TestServer;
 use pi_mcp::{Limits, McpError, McpHub, ServerStatus};
 use pi_types::{AgentTool, AgentToolResult, CancellationToken, ImageContent, UserContent};
 use serde_json::{json, Value};
@@ -238,7 +238,7 @@ fn errors_say_which_server() {
 #[tokio::test]
 async fn streamable_http_lists_calls_and_reports_progress() {
     let server = TestServer::new(&["echo", "slow"]);
-    let url = common::serve_http(server).await;
+    let url = test_server::serve_http(server).await;
     let hub = McpHub::new();
     hub.add_server(pi_mcp::ServerConfig::parse(&format!("web={url}")).unwrap());
     assert!(hub.wait_ready(WAIT).await);

@@ -3,12 +3,12 @@
 //! exactly those of the same conversation driven by `set_tools` with plain function tools.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+mod test_server;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{declaration, TestServer};
+use test_server::{declaration, TestServer};
 use pi_agent::{Agent, AgentOptions};
 use pi_mcp::McpHub;
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
