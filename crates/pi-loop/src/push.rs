@@ -11,11 +11,12 @@
 //!   and an update is delivered at once; should somebody hold it, the update waits its turn in
 //!   a future of its own;
 //! * a delivery that does not finish at once holds the provider until it does
-//!   (`Consumed::Waiting`): the stream polls it before the provider;
+//!   (`Consumed::Waiting`): the stream polls it before the provider; one into the `Stream` form's
+//!   slot finishes when the stream is polled again (`Consumed::Yield`);
 //! * a sink's error or panic fails the run: it is kept and the response's stream ends at once
 //!   (`Consumed::Stop`), so the loop reports it without waiting for the provider's next event.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
@@ -33,17 +34,9 @@ pub(crate) struct PushDelivery {
     failure: spin::mutex::SpinMutex<Option<LoopError>>,
     /// Whether `pending` holds a delivery in progress (read per event).
     waiting: AtomicBool,
-    /// A delivery that completes once the stream was polled again (the `Stream` form's slot,
-    /// see `Taken::Directly`): `YIELDING` until `poll_ready` first saw it, then `YIELDED`. No
-    /// future is kept for it.
-    yielding: AtomicU8,
     /// Taken by the provider's send and the stream's poll in turn, on one task: a spin lock.
     pending: spin::mutex::SpinMutex<Option<Pending>>,
 }
-
-const NOT_YIELDING: u8 = 0;
-const YIELDING: u8 = 1;
-const YIELDED: u8 = 2;
 
 /// A delivery in progress.
 enum Pending {
@@ -60,7 +53,6 @@ impl PushDelivery {
             failed: AtomicBool::new(false),
             failure: spin::mutex::SpinMutex::new(None),
             waiting: AtomicBool::new(false),
-            yielding: AtomicU8::new(NOT_YIELDING),
             pending: spin::mutex::SpinMutex::new(None),
         }
     }
@@ -117,11 +109,10 @@ impl EventConsumer for PushDelivery {
                 self.fail(error);
                 Consumed::Stop
             }
-            Delivered::AfterYield => {
-                // Plain stores: `consume` and `poll_ready` run on one task in turn.
-                self.yielding.store(YIELDING, Ordering::Release);
-                Consumed::Waiting
-            }
+            // The `Stream` form's slot took it; the delivery completes once the stream was
+            // polled again (`Taken::Directly`), which the stream does for `Yield`: no future is
+            // kept for it.
+            Delivered::AfterYield => Consumed::Yield,
             Delivered::Later(unfinished) => self.wait_for(Pending::Delivery(unfinished)),
         }
     }
@@ -129,17 +120,6 @@ impl EventConsumer for PushDelivery {
     fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Flow> {
         if self.failed.load(Ordering::Acquire) {
             return Poll::Ready(Flow::Stop);
-        }
-        match self.yielding.load(Ordering::Acquire) {
-            NOT_YIELDING => {}
-            YIELDING => {
-                self.yielding.store(YIELDED, Ordering::Release);
-                return Poll::Pending;
-            }
-            _ => {
-                self.yielding.store(NOT_YIELDING, Ordering::Release);
-                return Poll::Ready(Flow::Continue);
-            }
         }
         if !self.waiting.load(Ordering::Acquire) {
             return Poll::Ready(Flow::Continue);

@@ -10,10 +10,10 @@
 //! linear in the response however long it is.
 //!
 //! An emit inside a tool batch waits with a waker, which taking its event wakes: the batch
-//! polls only the calls that were woken. A streamed update needs none: the response's stream
-//! polls its delivery before anything else (see [`crate::push`]), so the consumer's next
-//! `poll_next` polls it again; skipping the waker saves a clone and a wake of the consumer's
-//! task per delta.
+//! polls only the calls that were woken. A streamed update needs none: its delivery asks the
+//! response's stream to yield once (`Consumed::Yield`, see [`crate::push`]), and the consumer's
+//! next `poll_next`, after it took the update, lets the provider go on; skipping the waker
+//! saves a clone and a wake of the consumer's task per delta.
 //!
 //! Whether the slot holds an event is also kept in a flag beside its lock, so that the looks
 //! that find nothing to do (the consumer's before it polls the run, an emit's while its event
@@ -91,7 +91,10 @@ impl Stream for AgentEventStream {
     }
 }
 
-/// Start a run with new prompts, as a stream of events.
+/// Start a run with new prompts, as a stream of events: [`run_agent_loop`](crate::run_agent_loop)
+/// with the stream as its sink (the same messages, including the system message that declares
+/// the context's tools when the transcript has not declared them yet). Consume it with
+/// `futures::StreamExt::next`, or await [`AgentEventStream::result`] for the messages alone.
 pub fn agent_loop(
     prompts: Vec<AgentMessage>,
     context: AgentContext,

@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use test_server::TestServer;
 use pi_mcp::{Limits, McpError, McpHub, ServerStatus};
 use pi_types::{AgentTool, AgentToolResult, CancellationToken, ImageContent, UserContent};
 use serde_json::{json, Value};
+use test_server::TestServer;
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -8,13 +8,13 @@ mod test_server;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use test_server::{declaration, TestServer};
 use pi_agent::{Agent, AgentOptions};
 use pi_mcp::McpHub;
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
 use pi_testkit::normalize::normalize;
 use pi_types::{AgentEvent, AgentTool, AgentToolResult, FnTool, StopReason, Tool, ToolSpec};
 use serde_json::{json, Map, Value};
+use test_server::{declaration, TestServer};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -11,10 +11,12 @@
 //!   the producer's send, so a handled event costs the producer no yield; for any other stream,
 //!   inside the stream's `poll_next`;
 //! * [`Consumed::Handled`] lets the producer go on at once; [`Consumed::Waiting`] makes it wait
-//!   until [`EventConsumer::poll_ready`] is ready (the stream polls that before it polls the
-//!   producer again); [`Consumed::Stop`] (or [`Flow::Stop`] from `poll_ready`) ends the stream at
-//!   once, without a terminal event: the consumer wants no more (its sink failed, say) and
-//!   should not wait for the provider's next event to say so;
+//!   until [`EventConsumer::poll_ready`] is ready (the stream polls that, and nothing else, until
+//!   it is); [`Consumed::Yield`] makes the stream's `poll_next` return `Pending` once, waking
+//!   nobody, and the producer goes on when the stream is polled next; [`Consumed::Stop`] (or
+//!   [`Flow::Stop`] from `poll_ready`) ends the stream at once, without a terminal event: the
+//!   consumer wants no more (its sink failed, say) and should not wait for the provider's next
+//!   event to say so;
 //! * `start`, `done` and `error` are still yielded, so the stream's owner sees the response
 //!   begin and end (its timing and final message are unchanged).
 //!
@@ -59,6 +61,11 @@ pub enum Consumed {
     /// Taken, and still being handled: the producer waits until
     /// [`EventConsumer::poll_ready`] is ready.
     Waiting,
+    /// Handled once the stream's owner has seen it pending: `poll_next` returns `Pending` once
+    /// without waking anybody, and the producer goes on at the next `poll_next`. Only for a
+    /// consumer whose owner polls the stream again by itself: the loop's `Stream` form hands
+    /// each update out of the poll that made it, and its consumer's next `poll_next` goes on.
+    Yield,
     /// Taken, and the consumer wants no more: the stream ends at once, without a terminal event.
     Stop,
 }

@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
 use std::time::Instant;
@@ -164,7 +164,8 @@ impl AssistantMessageEventStream {
         let slot = Arc::new(Slot::default());
         let future = producer(EventSender { slot: Arc::clone(&slot) });
         let mut stream = Self::with_clock(Ready(Vec::new().into_iter()), clock);
-        stream.source = Source::Producer(ProducerStream { slot, future: Some(Box::pin(future)) });
+        stream.source =
+            Source::Producer(ProducerStream { slot, future: Some(Box::pin(future)), consumer: CONSUMED_NOTHING });
         stream
     }
 
@@ -276,9 +277,7 @@ impl Stream for AssistantMessageEventStream {
         let mut panicked = None;
         let mut polled = loop {
             break match &mut this.source {
-                Source::Producer(ProducerStream { slot, future }) => {
-                    poll_pushing_producer(slot, future, cx, &mut panicked)
-                }
+                Source::Producer(producer) => poll_pushing_producer(producer, cx, &mut panicked),
                 Source::Events(events) => {
                     poll_events(events, this.follow.get_or_insert_with(Box::default), cx, &mut panicked)
                 }
@@ -347,27 +346,42 @@ enum Source {
     Deferred(Pin<Box<dyn Future<Output = AssistantMessageEventStream> + Send>>),
 }
 
-/// The next event of a producer, polling its consumer first when a pushed event is still
+/// The next event of a producer, polling its consumer first while a pushed event is still
 /// being handled.
 #[inline]
 fn poll_pushing_producer(
-    slot: &Slot,
-    future: &mut Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    producer: &mut ProducerStream,
     cx: &mut TaskContext<'_>,
     panicked: &mut Option<Panicked>,
 ) -> Poll<Option<AssistantMessageEvent>> {
-    let Some(Registered(consumer)) = slot.consumer.get() else { return poll_producer(slot, future, cx, panicked) };
+    let ProducerStream { slot, future, consumer } = producer;
+    let Some(Registered(registered)) = slot.consumer.get() else { return poll_producer(slot, future, cx, panicked) };
     loop {
-        match guarded(|| consumer.poll_ready(cx), panicked) {
-            Some(Poll::Pending) => return Poll::Pending,
-            Some(Poll::Ready(Flow::Continue)) => {}
-            Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
+        match *consumer {
+            CONSUMED_WAITING => match guarded(|| registered.poll_ready(cx), panicked) {
+                Some(Poll::Pending) => return Poll::Pending,
+                Some(Poll::Ready(Flow::Continue)) => *consumer = CONSUMED_NOTHING,
+                Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
+            },
+            CONSUMED_STOP => return Poll::Ready(None),
+            _ => {}
         }
         match poll_producer(slot, future, cx, panicked) {
-            // The producer waits for a pushed event's handling: poll that first.
-            Poll::Pending if slot.take_consumer_waiting() => continue,
-            Poll::Pending if slot.consumer_stopped.load(Ordering::Acquire) => return Poll::Ready(None),
-            polled => return polled,
+            Poll::Pending => match slot.take_consumed() {
+                CONSUMED_WAITING => *consumer = CONSUMED_WAITING,
+                CONSUMED_STOP => return Poll::Ready(None),
+                // Handled, or to go on at the next poll (`Consumed::Yield`): the producer waits
+                // for what it waits for.
+                _ => return Poll::Pending,
+            },
+            polled => {
+                // A hand-over that made the producer wait in a poll that also put an event in
+                // the slot (a producer that sends concurrently): acted on at the next poll.
+                if let state @ (CONSUMED_WAITING | CONSUMED_STOP) = slot.take_consumed() {
+                    *consumer = state;
+                }
+                return polled;
+            }
         }
     }
 }
@@ -404,6 +418,7 @@ fn poll_events(
         match guarded(|| consumer.consume(event, true), panicked) {
             Some(Consumed::Handled) => {}
             Some(Consumed::Waiting) => follow.waiting = true,
+            Some(Consumed::Yield) => return Poll::Pending,
             Some(Consumed::Stop) | None => return Poll::Ready(None),
         }
     }
@@ -453,11 +468,9 @@ struct Slot {
     consumer: std::sync::OnceLock<Registered>,
     /// The copy of what a producer that sends without a builder streamed.
     copy: spin::mutex::SpinMutex<Option<StreamedCopy>>,
-    /// Whether a pushed event is still being handled: the stream then polls the consumer's
-    /// `poll_ready` before its producer.
-    consumer_waiting: AtomicBool,
-    /// Whether the consumer wants no more events: the stream ends.
-    consumer_stopped: AtomicBool,
+    /// What the consumer did with the last pushed event that made the producer wait
+    /// (`CONSUMED_*`), until the stream looks.
+    consumed: AtomicU8,
 }
 
 impl Slot {
@@ -586,11 +599,13 @@ impl Slot {
                     true => self.take_metadata_touched(),
                     false => true,
                 };
-                match consumer.consume(value, metadata_changed) {
+                let consumed = match consumer.consume(value, metadata_changed) {
                     Consumed::Handled => return Poll::Ready(()),
-                    Consumed::Waiting => self.consumer_waiting.store(true, Ordering::Release),
-                    Consumed::Stop => self.consumer_stopped.store(true, Ordering::Release),
-                }
+                    Consumed::Waiting => CONSUMED_WAITING,
+                    Consumed::Yield => CONSUMED_YIELD,
+                    Consumed::Stop => CONSUMED_STOP,
+                };
+                self.consumed.store(consumed, Ordering::Release);
                 return Poll::Pending;
             }
         }
@@ -598,19 +613,34 @@ impl Slot {
         Poll::Pending
     }
 
-    /// Whether a pushed event's handling made the producer wait (cleared by the look).
-    fn take_consumer_waiting(&self) -> bool {
-        let waiting = self.consumer_waiting.load(Ordering::Acquire);
-        if waiting {
-            self.consumer_waiting.store(false, Ordering::Release);
+    /// What the consumer did with a pushed event that made the producer wait, if anything
+    /// (`CONSUMED_*`; cleared by the look). Without a read-modify-write: the producer only runs
+    /// while its stream polls it, never while the stream looks.
+    fn take_consumed(&self) -> u8 {
+        let consumed = self.consumed.load(Ordering::Acquire);
+        if consumed != CONSUMED_NOTHING {
+            self.consumed.store(CONSUMED_NOTHING, Ordering::Release);
         }
-        waiting
+        consumed
     }
 }
+
+/// [`Slot::consumed`]: nothing to act on.
+const CONSUMED_NOTHING: u8 = 0;
+/// [`Consumed::Waiting`].
+const CONSUMED_WAITING: u8 = 1;
+/// [`Consumed::Yield`].
+const CONSUMED_YIELD: u8 = 2;
+/// [`Consumed::Stop`].
+const CONSUMED_STOP: u8 = 3;
 
 struct ProducerStream {
     slot: Arc<Slot>,
     future: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// What the consumer's last hand-over left to do (`CONSUMED_*`): while it handles a pushed
+    /// event ([`Consumed::Waiting`]) its `poll_ready` is polled, and the producer is not, until
+    /// it is ready; after [`Consumed::Stop`] the stream ends.
+    consumer: u8,
 }
 
 /// The next event of a producer: the one in its slot, or the one it hands over when polled.
@@ -654,43 +684,5 @@ where
 {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         self(model, context, options)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ended(timestamp: u64) -> AssistantMessageEvent {
-        let message = AssistantMessage { stop_reason: crate::StopReason::Stop, timestamp, ..Default::default() };
-        AssistantMessageEvent::Done { reason: crate::StopReason::Stop, message: Arc::new(message) }
-    }
-
-    fn started(timestamp: u64) -> AssistantMessageEvent {
-        AssistantMessageEvent::Start { partial: Arc::new(AssistantMessage { timestamp, ..Default::default() }) }
-    }
-
-    fn duration_of(clock: StreamClock, events: Vec<AssistantMessageEvent>) -> Option<u64> {
-        let stream = AssistantMessageEventStream::with_clock(Ready(events.into_iter()), clock);
-        futures_executor::block_on(stream.result()).and_then(|m| m.duration_ms)
-    }
-
-    #[test]
-    fn a_response_that_started_here_is_timed_whenever_it_was_stamped() {
-        let clock = StreamClock { created: Instant::now(), created_at_ms: 1_000 };
-        // Stamped one millisecond before the stream was created (the clock ticked in between).
-        assert!(duration_of(clock, vec![started(999), ended(999)]).is_some());
-        assert!(duration_of(clock, vec![started(1_000), ended(1_000)]).is_some());
-        // Ending without `start` (a request that failed early) stamped after creation.
-        assert!(duration_of(clock, vec![ended(1_001)]).is_some());
-    }
-
-    #[test]
-    fn a_forwarded_response_stays_untimed() {
-        let clock = StreamClock { created: Instant::now(), created_at_ms: 1_000 };
-        assert_eq!(duration_of(clock, vec![ended(400)]), None);
-        let timed = AssistantMessage { duration_ms: Some(7), timestamp: 1_000, ..Default::default() };
-        let event = AssistantMessageEvent::Done { reason: crate::StopReason::Stop, message: Arc::new(timed) };
-        assert_eq!(duration_of(clock, vec![started(1_000), event]), Some(7));
     }
 }

@@ -33,6 +33,28 @@ fn drain(mut stream: AssistantMessageEventStream) -> (Vec<&'static str>, Option<
     (yielded, stream.panic_message().map(str::to_owned))
 }
 
+fn duration_of(events: Vec<AssistantMessageEvent>) -> Option<u64> {
+    let stream = AssistantMessageEventStream::from_events(events);
+    futures_executor::block_on(stream.result()).and_then(|m| m.duration_ms)
+}
+
+#[test]
+fn a_response_that_started_here_is_timed_whenever_it_was_stamped() {
+    let now = pi_types::now_ms();
+    // Stamped before the stream was created, but started in it.
+    assert!(duration_of(vec![started(now - 1_000), ended(now - 1_000)]).is_some());
+    // Ending without `start` (a request that failed early), stamped after the stream's creation.
+    assert!(duration_of(vec![ended(now + 1_000)]).is_some());
+}
+
+#[test]
+fn a_forwarded_response_stays_untimed() {
+    assert_eq!(duration_of(vec![ended(400)]), None);
+    let timed = AssistantMessage { duration_ms: Some(7), timestamp: 1_000, ..Default::default() };
+    let event = AssistantMessageEvent::Done { reason: StopReason::Stop, message: Arc::new(timed) };
+    assert_eq!(duration_of(vec![started(1_000), event]), Some(7));
+}
+
 #[test]
 fn from_producer_starts_the_clock_before_the_producer_runs() {
     let stream = AssistantMessageEventStream::from_producer(|tx| {
