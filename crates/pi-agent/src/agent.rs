@@ -937,7 +937,9 @@ impl Agent {
     /// listeners). Failures of the model or of a hook do not make it an `Err`: they end the
     /// run with a failure message in the transcript and in [`Agent::error_message`].
     /// Dropping the handle before it resolves aborts the run like [`Agent::abort`]; the run
-    /// still settles in the background. [`RunHandle::detach`] lets it run on instead.
+    /// still settles in the background. [`RunHandle::detach`] lets it run on instead: so does
+    /// `agent.prompt(..).detach()`, where `let _ = agent.prompt(..)` drops the handle at once
+    /// and aborts the run.
     ///
     /// While a run is active this returns [`AgentError::AlreadyProcessingPrompt`].
     pub fn prompt(&self, input: impl Into<PromptInput>) -> RunHandle {
@@ -1024,7 +1026,8 @@ impl Agent {
         RunHandle { inner: HandleInner::Running { join, cancel, settled: false, detached: false } }
     }
 
-    /// Abort the active run, if any (its cancellation token is cancelled).
+    /// Abort the active run, if any (its cancellation token is cancelled). Cooperative: the
+    /// providers and tools that watch the token end the run (see the crate docs).
     pub fn abort(&self) {
         if let Some(run) = lock(&self.core().run).as_ref() {
             run.cancel.cancel();

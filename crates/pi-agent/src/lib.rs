@@ -62,6 +62,13 @@
 //! the active run, which still ends with `agent_end` and an aborted message;
 //! [`Agent::wait_for_idle`] resolves once the run settled, also for a detached run.
 //!
+//! Cancellation is cooperative, as in the reference: the run's token goes to every request
+//! ([`StreamOptions::cancel`](pi_types::StreamOptions::cancel)) and every tool call, and the
+//! loop stops nothing by itself. The built-in providers end their response as aborted as soon
+//! as the token is cancelled, which ends the run; a provider or a tool of your own has to watch
+//! the token (`is_cancelled`, `cancelled().await`) for an abort to take effect before it
+//! finishes.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use pi_agent::{Agent, AgentOptions};

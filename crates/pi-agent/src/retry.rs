@@ -35,7 +35,7 @@ pub type RetryClassifier = Arc<dyn Fn(&AssistantMessage) -> bool + Send + Sync>;
 /// Receives the [`RetryEvent`]s of a policy.
 pub type RetryObserver = Arc<dyn Fn(&RetryEvent) + Send + Sync>;
 
-/// When and how often a run is retried (see the [module docs](self)).
+/// When and how often a run is retried (the protocol: `docs/sessions.md`, "Retries").
 #[derive(Clone)]
 pub struct RetryPolicy {
     max_retries: u32,

@@ -43,7 +43,7 @@ use crate::agent::{Agent, Subscription};
 use crate::error::AgentError;
 use crate::options::AgentOptions;
 
-/// A session file an agent's transcript is kept in (see the [module docs](self)).
+/// A session file an agent's transcript is kept in (the format: `docs/sessions.md`).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -180,8 +180,7 @@ impl SavedSession {
 
     /// An agent with `options` that continues the saved transcript. A new (empty) session
     /// takes `options` as they are; a saved one keeps its system prompt, and options with a
-    /// different one are refused ([`AgentError::SystemPromptChanged`]; see the
-    /// [module docs](self)).
+    /// different one are refused ([`AgentError::SystemPromptChanged`]; see `docs/sessions.md`).
     pub fn resume(self, options: AgentOptions) -> Result<Agent, AgentError> {
         let starts_with_system = matches!(self.messages.first(), Some(AgentMessage::System(_)));
         if let (true, Some(given)) = (starts_with_system, options.initial_state.system_prompt.as_deref()) {

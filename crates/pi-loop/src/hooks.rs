@@ -71,7 +71,10 @@ pub type MessageSourceFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<AgentMessage>>
 /// transcript get it borrowed (`&TurnContext<'_>`, `&[AgentMessage]`, ...), so nothing is
 /// copied per call: the closure reads what it needs, then returns a future that owns its data
 /// (`async move` over the values it took). Hooks that may wait get the run's cancellation
-/// token, by value.
+/// token, by value. A future that still borrows the context (`|ctx, _| async move { ctx... }`)
+/// does not compile: rustc says "lifetime may not live long enough ... returning this value
+/// requires that `'1` must outlive `'2`"; copy what the hook needs out of the context first, as
+/// below.
 ///
 /// ```
 /// use pi_loop::{BeforeToolCallResult, Hooks, TurnDecision};

@@ -9,7 +9,9 @@
 //! messages back.
 //!
 //! [`pi_types`] (every type in the signatures) and [`CancellationToken`] are re-exported, so
-//! the loop is usable without further dependencies.
+//! the loop needs no other pi crate; a provider comes from `pi-providers` or your own
+//! [`StreamFn`](pi_types::StreamFn), and the `Stream` form ([`agent_loop`]) is read with
+//! `futures`' `StreamExt`.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -93,8 +93,7 @@ pub enum ClientError {
 ///
 /// Add your own settings and call `build()`; [`shared`] is this builder, built once.
 pub fn builder() -> reqwest::ClientBuilder {
-    // Another component may have installed a provider already; either is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    install_crypto_provider();
     reqwest::Client::builder()
         .tls_backend_rustls()
         .tcp_nodelay(true)
@@ -106,6 +105,14 @@ pub fn builder() -> reqwest::ClientBuilder {
         .no_proxy()
         .pool_max_idle_per_host(usize::MAX)
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+}
+
+/// Install rustls' `ring` crypto provider as the process default, unless one is installed
+/// already: what a client built from `reqwest::Client::builder()` itself needs before `build()`
+/// ([`builder`] calls it).
+pub fn install_crypto_provider() {
+    // Another component may have installed a provider already; either is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 static SHARED: OnceLock<Result<reqwest::Client, ClientError>> = OnceLock::new();

@@ -13,7 +13,13 @@
 //! assert!(models.get_model("anthropic", "claude-sonnet-4-5").is_some());
 //! let mine = Provider::new("local")
 //!     .with_auth(Auth::None)
-//!     .with_model(pi_types::Model::new("qwen3").with_api("openai-completions").with_provider("local"))
+//!     .with_model(
+//!         pi_types::Model::new("qwen3")
+//!             .with_api("openai-completions")
+//!             .with_provider("local")
+//!             .with_base_url("http://localhost:8000/v1")
+//!             .with_limits(32_768, 8_192),
+//!     )
 //!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());

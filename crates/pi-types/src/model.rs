@@ -194,6 +194,11 @@ impl Model {
     /// A minimal model with this id, for tests and scripted providers: name the API and the
     /// provider with [`with_api`](Self::with_api) and [`with_provider`](Self::with_provider)
     /// (by name, so they cannot be swapped), e.g. `Model::new("m").with_api("faux").with_provider("faux")`.
+    ///
+    /// Its limits are 0 (unknown). For a server reached over HTTP, set them with
+    /// [`with_limits`](Self::with_limits) and its address with [`with_base_url`](Self::with_base_url):
+    /// the adapters fit the requested output into `max_tokens` and the context window as the
+    /// reference does, and with both at 0 that asks for a one-token answer.
     pub fn new(id: impl Into<CompactString>) -> Self {
         let id = id.into();
         Self { name: id.to_string(), id, input: vec![InputModality::Text], ..Default::default() }
@@ -207,5 +212,15 @@ impl Model {
     /// This model with `provider`, the provider it belongs to (e.g. `openai`).
     pub fn with_provider(self, provider: impl Into<CompactString>) -> Self {
         Self { provider: provider.into(), ..self }
+    }
+
+    /// This model with `base_url`, where its API is served (e.g. `http://localhost:8000/v1`).
+    pub fn with_base_url(self, base_url: impl Into<String>) -> Self {
+        Self { base_url: base_url.into(), ..self }
+    }
+
+    /// This model with its context window and output limit, in tokens.
+    pub fn with_limits(self, context_window: u64, max_tokens: u64) -> Self {
+        Self { context_window, max_tokens, ..self }
     }
 }

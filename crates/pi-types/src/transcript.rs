@@ -349,33 +349,6 @@ fn identical_tool_lists<P: Borrow<Tool>, C: Borrow<Tool>>(previous: &[P], curren
         }
 }
 
-/// Every tool definition the transcript declares, in first-declaration order (the last
-/// definition of a name wins).
-pub fn declared_tools<T: TranscriptEntry>(messages: &[T]) -> Vec<Tool> {
-    let mut definitions = IndexMap::new();
-    for message in systems(messages) {
-        for tool in message.tools_added.iter().flatten() {
-            definitions.insert(tool.name.clone(), tool.clone());
-        }
-    }
-    definitions.into_values().collect()
-}
-
-/// Whether a tool name was declared twice with different definitions.
-pub fn has_tool_redefinitions<T: TranscriptEntry>(messages: &[T]) -> bool {
-    let mut declared: IndexMap<&str, &Tool> = IndexMap::new();
-    for message in systems(messages) {
-        for tool in message.tools_added.iter().flatten() {
-            if let Some(previous) = declared.insert(tool.name.as_str(), tool) {
-                if !declarations_equal(previous, tool) {
-                    return true;
-                }
-            }
-        }
-    }
-    false
-}
-
 /// Index (among system messages) of the last removal or same-name redeclaration.
 fn last_non_additive_change(system_messages: &[&SystemMessage]) -> Option<usize> {
     // A name declared before counts as redeclared even after its removal.
