@@ -20,10 +20,13 @@ pub struct BenchArgs {
     pub quiet: f64,
     /// ...but at most this many seconds (`--max-wait`, default 0: record the load, never wait).
     pub max_wait_s: u64,
+    /// Another build's case binaries (`--against DIR`, e.g. its `target/release`): each case also
+    /// runs there, the two builds alternating which goes first, and a table compares them.
+    pub against: Option<PathBuf>,
 }
 
 /// Parse `[--runs N] [--threads N] [--no-usage-estimate] [--quiet CORES] [--max-wait S]
-/// [WORKLOAD[:SIZE] ...]`. Without cases: every faux workload and the HTTP baseline cases
+/// [--against DIR] [WORKLOAD[:SIZE] ...]`. Without cases: every faux workload and the HTTP baseline cases
 /// (`sse-API` for each API and `sse-agents`), at their default sizes.
 pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
     let mut options = pi_testkit::bench::BenchOptions::default();
@@ -31,6 +34,7 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
     let mut runs = 1;
     let mut quiet = 0.3;
     let mut max_wait_s = 0;
+    let mut against = None;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -46,6 +50,7 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
             "--quiet" => {
                 quiet = args.next().and_then(|n| n.parse::<f64>().ok()).ok_or("--quiet needs a number of cores")?;
             }
+            "--against" => against = Some(PathBuf::from(args.next().ok_or("--against needs a folder")?)),
             "--max-wait" => {
                 max_wait_s = args.next().and_then(|n| n.parse::<u64>().ok()).ok_or("--max-wait needs seconds")?;
             }
@@ -71,7 +76,7 @@ pub fn parse(args: &[String]) -> Result<BenchArgs, String> {
             .filter_map(|w| Some(((*w).to_owned(), pi_testkit::bench::default_size(w)?)))
             .collect();
     }
-    Ok(BenchArgs { options, specs, runs, quiet, max_wait_s })
+    Ok(BenchArgs { options, specs, runs, quiet, max_wait_s, against })
 }
 
 /// How a case binary runs one case: `pi_testkit::bench::run_faux`, or `run` for every case.
@@ -108,8 +113,22 @@ pub fn run_one(args: &[String], run_case: RunCase) -> Result<(), String> {
 pub fn case_binary(workload: &str) -> Result<PathBuf, String> {
     static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     let dir = BUILT.get_or_init(build_case_binaries).clone()?;
+    Ok(dir.join(binary_name(workload)))
+}
+
+fn binary_name(workload: &str) -> String {
     let name = if workload.starts_with("sse-") { "xtask-bench-sse" } else { "xtask-bench-one" };
-    Ok(dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX)))
+    format!("{name}{}", std::env::consts::EXE_SUFFIX)
+}
+
+/// The binary in `dir` (another build's) that runs `workload`.
+#[allow(dead_code)] // used by the xtask binary only
+pub fn case_binary_in(dir: &std::path::Path, workload: &str) -> Result<PathBuf, String> {
+    let exe = dir.join(binary_name(workload));
+    match exe.is_file() {
+        true => Ok(exe),
+        false => Err(format!("{} is not there (build that commit's xtask binaries first)", exe.display())),
+    }
 }
 
 /// Build both case binaries; the folder they are in.

@@ -88,6 +88,40 @@ pub fn table(cases: &[CaseRuns]) -> String {
     out
 }
 
+/// `--against`: per case, the other build's and this build's events/s (median, min–max), their
+/// ratio and their median peak RSS.
+pub fn comparison(before: &[CaseRuns], current: &[CaseRuns]) -> String {
+    let mut out = String::from(
+        "| case | before: events/s, median (min–max) | current: events/s, median (min–max) | current / before \
+         | peak RSS MB, before / current | runs |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for (before, current) in before.iter().zip(current) {
+        let column =
+            |case: &CaseRuns, key: &str| case.lines.iter().filter_map(|l| number(l, key)).collect::<Vec<f64>>();
+        let rates = |case: &CaseRuns| {
+            let mut rate = column(case, "eventsPerSec");
+            let (lo, hi) = spread(&rate).unwrap_or_default();
+            (median(&mut rate).unwrap_or_default(), lo, hi)
+        };
+        let ((old, old_lo, old_hi), (new, new_lo, new_hi)) = (rates(before), rates(current));
+        let ratio = if old > 0.0 { format!("{:.3}", new / old) } else { "n/a".to_owned() };
+        out.push_str(&format!(
+            "| {} | {} ({}–{}) | {} ({}–{}) | {ratio} | {:.1} / {:.1} | {} |\n",
+            current.label,
+            thousands(old),
+            thousands(old_lo),
+            thousands(old_hi),
+            thousands(new),
+            thousands(new_lo),
+            thousands(new_hi),
+            median(&mut column(before, "peakRssMb")).unwrap_or_default(),
+            median(&mut column(current, "peakRssMb")).unwrap_or_default(),
+            current.lines.len(),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +140,21 @@ mod tests {
             "{text}"
         );
         assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
+
+    #[test]
+    fn comparison_of_two_builds() {
+        let runs = |rates: [f64; 3], rss: f64| CaseRuns {
+            label: "loopstream:1000000".into(),
+            lines: rates.iter().map(|r| serde_json::json!({"eventsPerSec": r, "peakRssMb": rss})).collect(),
+        };
+        let text = comparison(&[runs([8e6, 9e6, 10e6], 7.2)], &[runs([9e6, 9.9e6, 11e6], 7.4)]);
+        assert!(
+            text.ends_with(
+                "| loopstream:1000000 | 9,000,000 (8,000,000–10,000,000) | 9,900,000 (9,000,000–11,000,000) \
+                 | 1.100 | 7.2 / 7.4 | 3 |\n"
+            ),
+            "{text}"
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
 //! cargo xtask catalog [--check]                the model catalog as JSON; --check: against the reference
-//! cargo xtask bench [--runs N] [--threads N] [WORKLOAD[:SIZE] ...]
+//! cargo xtask bench [--runs N] [--threads N] [--against DIR] [WORKLOAD[:SIZE] ...]
 //!                                              the shared/bench workloads (faux and HTTP), one process
 //!                                              and JSON line each
 //! cargo xtask diff-fuzz --seed S --count N     random scenarios, reference vs ours (needs node)
@@ -47,7 +47,8 @@ commands:
   replay-provider CASE.json       replay a recorded provider response, print its trace
   catalog [--check]               print the model catalog as one JSON object {provider: [model, ...]};
                                   --check: compare it field by field with the reference's (needs node, npm)
-  bench [--runs N] [--threads N] [--no-usage-estimate] [--quiet C] [--max-wait S] [WORKLOAD[:SIZE] ...]
+  bench [--runs N] [--threads N] [--no-usage-estimate] [--quiet C] [--max-wait S] [--against DIR]
+        [WORKLOAD[:SIZE] ...]
                                   run benchmark workloads (stream, tools, turns, agents, args, loopstream,
                                   prompts; over HTTP: sse-API, sse-args-API, sse-thinking-API with API one of
                                   anthropic, completions, responses, google, and sse-agents), each in its own
@@ -55,7 +56,9 @@ commands:
                                   --threads N: multi-thread runtime with N workers (default current_thread);
                                   --no-usage-estimate: the faux provider gets an empty transcript (turns,
                                   prompts); --max-wait S: before each run wait up to S s (default 0) until
-                                  other processes use < C cores (--quiet, default 0.3). HTTP cases use
+                                  other processes use < C cores (--quiet, default 0.3); --against DIR:
+                                  each case also in another build's binaries (its target/release), the two
+                                  taking turns at going first, then a table comparing them. HTTP cases use
                                   BENCH_SSE_URL or start `node sse-server.mjs` (vendored in pi-testkit)
   diff-fuzz --seed S --count N    differential test on random scenarios (needs node)
   sync-fixtures                   copy ../shared conformance and provider fixtures into tests/fixtures
@@ -110,28 +113,37 @@ fn print_trace(trace: Result<String, impl std::fmt::Display>) -> ExitCode {
 }
 
 /// Run each case in its own process (peak RSS is per process), one JSON line each; with
-/// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`). HTTP cases
-/// (`sse-*`) talk to `BENCH_SSE_URL`, or to a `sse-server.mjs` started here for all runs.
+/// `--runs N`, N interleaved rounds and then a table of medians (see `bench_runs`); with
+/// `--against DIR`, each case also in the other build's binary, and a table comparing them. HTTP
+/// cases (`sse-*`) talk to `BENCH_SSE_URL`, or to a `sse-server.mjs` started here for all runs.
 fn bench(args: &[String]) -> ExitCode {
-    let parsed = match bench_args::parse(args) {
-        Ok(parsed) => parsed,
-        Err(error) => return fail(error),
-    };
+    match run_bench(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(error),
+    }
+}
+
+fn run_bench(args: &[String]) -> Result<(), String> {
+    let parsed = bench_args::parse(args)?;
     let exes =
-        parsed.specs.iter().map(|(workload, _)| bench_args::case_binary(workload)).collect::<Result<Vec<_>, _>>();
-    let exes = match exes {
-        Ok(exes) => exes,
-        Err(error) => return fail(error),
+        parsed.specs.iter().map(|(workload, _)| bench_args::case_binary(workload)).collect::<Result<Vec<_>, _>>()?;
+    let against = match &parsed.against {
+        Some(dir) => Some(
+            parsed
+                .specs
+                .iter()
+                .map(|(workload, _)| bench_args::case_binary_in(dir, workload))
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        None => None,
     };
     let needs_server = parsed.specs.iter().any(|(workload, _)| workload.starts_with("sse-"));
     let server = match needs_server && std::env::var_os("BENCH_SSE_URL").is_none() {
-        true => match pi_testkit::bench_sse::SseServer::start() {
-            Ok(server) => {
-                eprintln!("sse-server.mjs (pid {}) at {}", server.pid(), server.url());
-                Some(server)
-            }
-            Err(error) => return fail(error),
-        },
+        true => {
+            let server = pi_testkit::bench_sse::SseServer::start()?;
+            eprintln!("sse-server.mjs (pid {}) at {}", server.pid(), server.url());
+            Some(server)
+        }
         false => None,
     };
     let mut flags = Vec::new();
@@ -141,63 +153,95 @@ fn bench(args: &[String]) -> ExitCode {
     if !parsed.options.usage_estimate {
         flags.push("--no-usage-estimate".to_owned());
     }
-    let mut cases: Vec<bench_runs::CaseRuns> = parsed
-        .specs
-        .iter()
-        .map(|(workload, size)| {
-            let label = std::iter::once(format!("{workload}:{size}")).chain(flags.iter().cloned()).collect::<Vec<_>>();
-            bench_runs::CaseRuns { label: label.join(" "), lines: Vec::new() }
-        })
-        .collect();
-    let max_wait = std::time::Duration::from_secs(parsed.max_wait_s);
-    for _round in 0..parsed.runs {
-        for (((workload, size), case), exe) in parsed.specs.iter().zip(cases.iter_mut()).zip(&exes) {
-            let waited_s = bench_load::wait_for_quiet(parsed.quiet, max_wait);
-            let mut command = std::process::Command::new(exe);
-            command.arg(format!("{workload}:{size}")).args(&flags).stderr(std::process::Stdio::inherit());
-            if let Some(server) = &server {
-                command.env("BENCH_SSE_URL", server.url());
-            }
-            let cpu_before = bench_load::cpu_ticks();
-            let server_before = server.as_ref().map(|s| bench_load::process_ticks(s.pid()));
-            let output = command.output();
-            let server_ticks = server
-                .as_ref()
-                .zip(server_before)
-                .map(|(s, before)| bench_load::process_ticks(s.pid()).saturating_sub(before));
-            let cpu_after = bench_load::cpu_ticks();
-            match output {
-                Ok(output) if output.status.success() => {
-                    let text = String::from_utf8_lossy(&output.stdout);
-                    for line in text.lines() {
-                        let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(line) else { continue };
-                        let own_cpu_s = fields.get("cpuS").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-                        let load = cpu_before
-                            .zip(cpu_after)
-                            .map(|(before, after)| bench_load::run_load(before, after, own_cpu_s, server_ticks));
-                        if let Some(load) = &load {
-                            fields.insert("othersCores".into(), load.others_cores.into());
-                            if let Some(server) = load.server_cores {
-                                fields.insert("serverCores".into(), server.into());
-                            }
-                            fields.insert("waitedS".into(), waited_s.into());
-                        }
-                        let value = serde_json::Value::Object(fields);
-                        println!("{value}");
-                        case.lines.push(value);
-                    }
+    let new_cases = || -> Vec<bench_runs::CaseRuns> {
+        parsed
+            .specs
+            .iter()
+            .map(|(workload, size)| {
+                let label =
+                    std::iter::once(format!("{workload}:{size}")).chain(flags.iter().cloned()).collect::<Vec<_>>();
+                bench_runs::CaseRuns { label: label.join(" "), lines: Vec::new() }
+            })
+            .collect()
+    };
+    let (mut cases, mut other_cases) = (new_cases(), new_cases());
+    let run = BenchRun { flags: &flags, server: server.as_ref(), quiet: parsed.quiet, max_wait_s: parsed.max_wait_s };
+    for round in 0..parsed.runs {
+        for (index, (workload, size)) in parsed.specs.iter().enumerate() {
+            let case = format!("{workload}:{size}");
+            let (Some(current), Some(exe)) = (cases.get_mut(index), exes.get(index)) else { continue };
+            let other = against.as_ref().and_then(|exes| exes.get(index)).zip(other_cases.get_mut(index));
+            match other {
+                // The builds take turns at going first, so neither always runs on a warmer machine.
+                Some((other_exe, other)) if round % 2 == 1 => {
+                    other.lines.extend(run.case(other_exe, &case)?);
+                    current.lines.extend(run.case(exe, &case)?);
                 }
-                Ok(output) => return fail(format!("{workload}:{size} failed: {}", output.status)),
-                Err(error) => return fail(error),
+                Some((other_exe, other)) => {
+                    current.lines.extend(run.case(exe, &case)?);
+                    other.lines.extend(run.case(other_exe, &case)?);
+                }
+                None => current.lines.extend(run.case(exe, &case)?),
             }
         }
     }
     drop(server);
-    if parsed.runs > 1 {
+    if against.is_some() {
+        println!();
+        print!("{}", bench_runs::comparison(&other_cases, &cases));
+    } else if parsed.runs > 1 {
         println!();
         print!("{}", bench_runs::table(&cases));
     }
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+/// How `bench` runs one case in a case binary.
+struct BenchRun<'a> {
+    flags: &'a [String],
+    server: Option<&'a pi_testkit::bench_sse::SseServer>,
+    quiet: f64,
+    max_wait_s: u64,
+}
+
+impl BenchRun<'_> {
+    /// Run `case` in `exe`: its output lines, printed and with the load of other processes added.
+    fn case(&self, exe: &std::path::Path, case: &str) -> Result<Vec<serde_json::Value>, String> {
+        let waited_s = bench_load::wait_for_quiet(self.quiet, std::time::Duration::from_secs(self.max_wait_s));
+        let mut command = std::process::Command::new(exe);
+        command.arg(case).args(self.flags).stderr(std::process::Stdio::inherit());
+        if let Some(server) = self.server {
+            command.env("BENCH_SSE_URL", server.url());
+        }
+        let cpu_before = bench_load::cpu_ticks();
+        let server_before = self.server.map(|s| bench_load::process_ticks(s.pid()));
+        let output = command.output().map_err(|e| e.to_string())?;
+        let server_ticks =
+            self.server.zip(server_before).map(|(s, before)| bench_load::process_ticks(s.pid()).saturating_sub(before));
+        let cpu_after = bench_load::cpu_ticks();
+        if !output.status.success() {
+            return Err(format!("{case} failed in {}: {}", exe.display(), output.status));
+        }
+        let mut lines = Vec::new();
+        for line in String::from_utf8_lossy(&output.stdout).lines() {
+            let Ok(serde_json::Value::Object(mut fields)) = serde_json::from_str(line) else { continue };
+            let own_cpu_s = fields.get("cpuS").and_then(serde_json::Value::as_f64).unwrap_or(0.0);
+            let load = cpu_before
+                .zip(cpu_after)
+                .map(|(before, after)| bench_load::run_load(before, after, own_cpu_s, server_ticks));
+            if let Some(load) = &load {
+                fields.insert("othersCores".into(), load.others_cores.into());
+                if let Some(server) = load.server_cores {
+                    fields.insert("serverCores".into(), server.into());
+                }
+                fields.insert("waitedS".into(), waited_s.into());
+            }
+            let value = serde_json::Value::Object(fields);
+            println!("{value}");
+            lines.push(value);
+        }
+        Ok(lines)
+    }
 }
 
 /// One case in this process (the `bench-one` command; `bench` runs the lean

@@ -112,43 +112,41 @@
 //!
 //! # A streaming provider of your own
 //!
-//! Anything that implements [`pi_types::StreamFn`] is a model, closures included. The stream
-//! yields `start`, the block events and one terminal `done` or `error`; each event carries the
-//! partial message so far (an `Arc`: [`std::sync::Arc::make_mut`] mutates it in place once
-//! the previous event was consumed, so streaming costs no copy per delta).
+//! Anything that implements [`pi_types::StreamFn`] is a model, closures included. Build the
+//! response with [`pi_types::AssistantMessageBuilder`]: it sends `start`, the block events and
+//! one terminal `done` or `error`, each carrying the partial message so far (mutated in place
+//! once the previous event was consumed, so streaming costs no copy per delta). Watch the
+//! request's cancellation token: an abort ends the run only through the providers and tools
+//! that honour it.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use pi_agent::{Agent, AgentOptions};
 //! use pi_types::{
-//!     AssistantContent, AssistantMessage, AssistantMessageEvent as Event, AssistantMessageEventStream, Model,
-//!     StopReason, StreamOptions, TranscriptContext,
+//!     AssistantMessageBuilder, AssistantMessageEvent as Event, AssistantMessageEventStream, Model, StopReason,
+//!     StreamOptions, TranscriptContext,
 //! };
 //!
 //! /// Streams the last user text back, word by word.
-//! fn echo(model: &Model, context: TranscriptContext, _options: StreamOptions) -> AssistantMessageEventStream {
+//! fn echo(model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
 //!     let words: Vec<String> = context.messages().iter().rev().find_map(|m| match m {
 //!         pi_types::Message::User(user) => Some(user.content.text()),
 //!         _ => None,
 //!     }).unwrap_or_default().split_inclusive(' ').map(str::to_owned).collect();
-//!     let mut partial = Arc::new(AssistantMessage {
-//!         api: model.api.clone(), provider: model.provider.clone(), model: model.id.clone(),
-//!         timestamp: pi_types::now_ms(), ..Default::default()
-//!     });
+//!     let model = model.clone();
 //!     AssistantMessageEventStream::from_producer(move |tx| async move {
-//!         tx.send(Event::Start { partial: Arc::clone(&partial) }).await;
-//!         Arc::make_mut(&mut partial).content.push(AssistantContent::text(""));
-//!         tx.send(Event::TextStart { content_index: 0, partial: Arc::clone(&partial) }).await;
+//!         let mut out = AssistantMessageBuilder::for_model(tx, &model);
+//!         let cancelled = || options.cancel.as_ref().is_some_and(|token| token.is_cancelled());
+//!         out.start().await;
+//!         let text = out.start_text().await;
 //!         for word in words {
-//!             if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut partial).content.get_mut(0) {
-//!                 block.text.push_str(&word);
+//!             if cancelled() {
+//!                 return out.aborted("Request was aborted").await;
 //!             }
-//!             tx.send(Event::TextDelta { content_index: 0, delta: word.into(), partial: Arc::clone(&partial) }).await;
+//!             out.text_delta(text, &word).await.expect("an open text block");
 //!         }
-//!         let content = partial.text();
-//!         tx.send(Event::TextEnd { content_index: 0, content, partial: Arc::clone(&partial) }).await;
-//!         Arc::make_mut(&mut partial).stop_reason = StopReason::Stop;
-//!         tx.send(Event::Done { reason: StopReason::Stop, message: partial }).await;
+//!         out.end_text(text).await.expect("an open text block");
+//!         out.done(StopReason::Stop).await;
 //!     })
 //! }
 //!

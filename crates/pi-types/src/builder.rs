@@ -49,14 +49,14 @@
 //!             out.start().await;
 //!             let text = out.start_text().await;
 //!             for piece in ["Checking ", "the weather."] {
-//!                 out.text_delta(text, piece).await.ok();
+//!                 out.text_delta(text, piece).await.expect("an open text block");
 //!             }
-//!             out.end_text(text).await.ok();
+//!             out.end_text(text).await.expect("an open text block");
 //!             let call = out.start_tool_call("call_1", "weather").await;
 //!             for piece in [r#"{"city":"Os"#, r#"lo"}"#] {
-//!                 out.tool_call_delta(call, piece).await.ok();
+//!                 out.tool_call_delta(call, piece).await.expect("an open tool call");
 //!             }
-//!             out.end_tool_call(call).await.ok();
+//!             out.end_tool_call(call).await.expect("an open tool call");
 //!             out.metadata_mut().usage.output = 12;
 //!             out.done(StopReason::ToolUse).await;
 //!         })
