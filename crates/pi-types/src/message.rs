@@ -357,6 +357,13 @@ pub struct ToolResultMessage {
     pub duration_ms: Option<u64>,
 }
 
+impl ToolResultMessage {
+    /// Its text blocks joined with newlines (images skipped).
+    pub fn text(&self) -> String {
+        crate::content::content_text(&self.content, "\n")
+    }
+}
+
 /// A message a provider understands.
 ///
 /// Each message sits behind an `Arc`, shared with the agent transcript it was converted from:

@@ -30,6 +30,14 @@ pub struct Tool {
     pub constrained_sampling: Option<ConstrainedSampling>,
 }
 
+impl Tool {
+    /// A declaration from its name, description and JSON Schema (no constrained sampling).
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        let (name, description) = (name.into(), description.into());
+        Self { name, description, parameters: Arc::new(parameters), constrained_sampling: None }
+    }
+}
+
 /// A reference to a declared tool by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolReference {

@@ -50,3 +50,20 @@ fn a_cancel_guard_cancels_when_dropped_unless_disarmed() {
     let back = kept.clone().drop_guard().disarm();
     assert!(!kept.is_cancelled() && !back.is_cancelled());
 }
+
+#[test]
+fn a_tool_declared_from_json_and_the_text_of_a_result() {
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let tool = pi_types::Tool::new("weather", "Weather in a city", schema.clone());
+    assert_eq!((tool.name.as_str(), tool.description.as_str()), ("weather", "Weather in a city"));
+    assert_eq!(*tool.parameters, schema);
+    assert!(pi_types::ToolSpec::new(tool).is_ok());
+
+    let result: pi_types::ToolResultMessage = serde_json::from_value(json!({
+        "role": "toolResult", "toolCallId": "c1", "toolName": "weather", "isError": false, "timestamp": 0,
+        "content": [{"type": "text", "text": "12°C"}, {"type": "image", "data": "AA==", "mimeType": "image/png"},
+                    {"type": "text", "text": "rain"}]
+    }))
+    .unwrap();
+    assert_eq!(result.text(), "12°C\nrain");
+}
