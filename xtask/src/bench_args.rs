@@ -113,18 +113,13 @@ pub fn run_one(args: &[String], run_case: RunCase) -> Result<(), String> {
 pub fn case_binary(workload: &str) -> Result<PathBuf, String> {
     static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     let dir = BUILT.get_or_init(build_case_binaries).clone()?;
-    Ok(dir.join(binary_name(workload)))
+    case_binary_in(&dir, workload)
 }
 
-fn binary_name(workload: &str) -> String {
-    let name = if workload.starts_with("sse-") { "xtask-bench-sse" } else { "xtask-bench-one" };
-    format!("{name}{}", std::env::consts::EXE_SUFFIX)
-}
-
-/// The binary in `dir` (another build's) that runs `workload`.
-#[allow(dead_code)] // used by the xtask binary only
+/// The binary in `dir` (this build's, or another's) that runs `workload`.
 pub fn case_binary_in(dir: &std::path::Path, workload: &str) -> Result<PathBuf, String> {
-    let exe = dir.join(binary_name(workload));
+    let name = if workload.starts_with("sse-") { "xtask-bench-sse" } else { "xtask-bench-one" };
+    let exe = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     match exe.is_file() {
         true => Ok(exe),
         false => Err(format!("{} is not there (build that commit's xtask binaries first)", exe.display())),

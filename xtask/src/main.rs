@@ -170,18 +170,16 @@ fn run_bench(args: &[String]) -> Result<(), String> {
         for (index, (workload, size)) in parsed.specs.iter().enumerate() {
             let case = format!("{workload}:{size}");
             let (Some(current), Some(exe)) = (cases.get_mut(index), exes.get(index)) else { continue };
-            let other = against.as_ref().and_then(|exes| exes.get(index)).zip(other_cases.get_mut(index));
-            match other {
+            let mut builds = vec![(exe, current)];
+            if let Some(other) = against.as_ref().and_then(|exes| exes.get(index)).zip(other_cases.get_mut(index)) {
+                builds.push(other);
                 // The builds take turns at going first, so neither always runs on a warmer machine.
-                Some((other_exe, other)) if round % 2 == 1 => {
-                    other.lines.extend(run.case(other_exe, &case)?);
-                    current.lines.extend(run.case(exe, &case)?);
+                if round % 2 == 1 {
+                    builds.reverse();
                 }
-                Some((other_exe, other)) => {
-                    current.lines.extend(run.case(exe, &case)?);
-                    other.lines.extend(run.case(other_exe, &case)?);
-                }
-                None => current.lines.extend(run.case(exe, &case)?),
+            }
+            for (exe, runs) in builds {
+                runs.lines.extend(run.case(exe, &case)?);
             }
         }
     }

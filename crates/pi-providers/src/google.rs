@@ -489,7 +489,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
                 }
             }
             Message::ToolResult(result) => {
-                let text = pi_types::content_text(&result.content, "\n");
+                let text = result.text();
                 let images: Vec<Value> = if model.input.contains(&InputModality::Image) {
                     result
                         .content

@@ -890,7 +890,7 @@ fn convert_messages(messages: &[Message], model: &Model) -> Vec<Value> {
                 result.push(Value::Object(wire));
             }
             Message::ToolResult(tool_result) => {
-                let text = pi_types::content_text(&tool_result.content, "\n");
+                let text = tool_result.text();
                 let has_images = tool_result.content.iter().any(|c| matches!(c, UserContent::Image(_)));
                 let mut content = vec![
                     json!({"type": "text", "text": tool_result_text(&text, has_images, supports_images, tool_result.is_error)}),

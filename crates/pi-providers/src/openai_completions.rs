@@ -1346,7 +1346,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
                 let mut images: Vec<Value> = Vec::new();
                 let mut j = i;
                 while let Some(Message::ToolResult(result)) = transformed.get(j) {
-                    let text = pi_types::content_text(&result.content, "\n");
+                    let text = result.text();
                     let has_images = result.content.iter().any(|c| matches!(c, UserContent::Image(_)));
                     let content = if !js_json::js_trim(&text).is_empty() {
                         text
