@@ -435,7 +435,8 @@ impl Run {
         let trace =
             crate::tools::ToolTrace { parent: self.trace.span(), record_content: self.config.trace.record_content };
         if message.stop_reason == StopReason::Length {
-            return fail_truncated_tool_calls(message, &self.emitter, trace).await;
+            // Boxed: rare, and inline it would size every tool batch's future.
+            return Box::pin(fail_truncated_tool_calls(message, &self.emitter, trace)).await;
         }
         let hooks = self.config.hooks();
         execute_tool_calls(
@@ -540,7 +541,9 @@ impl Run {
         let mut push: Option<Arc<crate::push::PushDelivery>> = None;
         loop {
             // Made in a block that ends before the emit: a binding of the provider's event
-            // that lived on would keep its place in this future beside the emission.
+            // that lived on would keep its place in this future beside the emission. The
+            // emits of this function are on the heap: every concurrent request waits in this
+            // future, which would otherwise keep room for one.
             let emitting = {
                 // Until the response starts (the request phase: connecting, retries), the
                 // stream is polled in the response's span; from `start` on it is polled as it
@@ -558,7 +561,7 @@ impl Run {
                     Some(AssistantMessageEvent::Start { partial }) => {
                         was_started = true;
                         let message = AgentMessage::Assistant(Arc::new((*partial).clone()));
-                        self.emitter.emit(AgentEvent::MessageStart { message })
+                        self.emitter.emit_boxed(AgentEvent::MessageStart { message })
                     }
                     // Before `start` (and for a stream that refuses a consumer): not an update.
                     Some(_) => continue,
@@ -579,10 +582,12 @@ impl Run {
         drop(chat);
         if !was_started {
             let start = AgentMessage::Assistant(Arc::new((*message).clone()));
-            self.emitter.emit(AgentEvent::MessageStart { message: start }).await?;
+            self.emitter.emit_boxed(AgentEvent::MessageStart { message: start }).await?;
         }
         self.context.messages.push(AgentMessage::Assistant(Arc::clone(&message)));
-        self.emitter.emit(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) }).await?;
+        self.emitter
+            .emit_boxed(AgentEvent::MessageEnd { message: AgentMessage::Assistant(Arc::clone(&message)) })
+            .await?;
         Ok(message)
     }
 

@@ -167,6 +167,11 @@ impl Executed {
 /// An update's delivery to the event sink: a future that borrows nothing.
 type Delivery = BoxFuture<'static, Result<(), LoopError>>;
 
+/// What starts an update's delivery ([`UpdateDispatch`]).
+trait UpdateDelivery: Fn(AgentToolResult) -> Delivery + Send + Sync + 'static {}
+
+impl<D: Fn(AgentToolResult) -> Delivery + Send + Sync + 'static> UpdateDelivery for D {}
+
 /// Tool progress updates, delivered while the tool runs.
 ///
 /// The reference calls its listeners from inside the tool's `onUpdate`, so whatever a
@@ -175,9 +180,10 @@ type Delivery = BoxFuture<'static, Result<(), LoopError>>;
 /// polls it one step; a delivery that has to wait (an async listener, another emit in
 /// progress) is finished by [`execute_prepared`] while the tool runs, and before the call
 /// completes (the reference awaits every update before it finishes the call).
-struct UpdateDispatch {
+struct UpdateDispatch<D> {
     state: Mutex<DispatchState>,
-    deliver: Box<dyn Fn(AgentToolResult) -> Delivery + Send + Sync>,
+    /// Starts an update's delivery (held inline: one allocation per call, not two).
+    deliver: D,
 }
 
 #[derive(Default)]
@@ -188,7 +194,7 @@ struct DispatchState {
     failure: Option<LoopError>,
 }
 
-impl UpdateDispatch {
+impl<D: UpdateDelivery> UpdateDispatch<D> {
     fn state(&self) -> std::sync::MutexGuard<'_, DispatchState> {
         // A poisoned lock only means a listener panicked while we held it; the state is
         // still consistent (every field is written in one step).
@@ -260,73 +266,101 @@ impl UpdateDispatch {
     }
 }
 
-/// Run the tool; progress updates reach the sink as they are made and are ignored once it
-/// returned. With `yield_after_execute`, the call gives way once when `execute` completes,
-/// as the reference's `await` does, so that every call of a parallel batch starts before
-/// any of them goes on.
-async fn execute_prepared(
-    call: &ToolCall,
-    tool: &Arc<dyn AgentTool>,
-    args: &mut Value,
-    cancel: &CancellationToken,
-    deliver: Box<dyn Fn(AgentToolResult) -> Delivery + Send + Sync>,
+/// Set a prepared call up to run: the tool's `execute` is called at the first poll of the
+/// returned [`Execution`], which holds everything the call needs, so the futures that drive it
+/// keep no place for its tool, arguments or callback.
+fn start_execution<'a, D>(
+    call: &'a ToolCall,
+    tool: Arc<dyn AgentTool>,
+    args: Value,
+    cancel: &'a CancellationToken,
+    deliver: D,
     yield_after_execute: bool,
-) -> Result<Executed, LoopError> {
+) -> Execution<impl Future<Output = Result<AgentToolResult, String>> + Send + 'a, D>
+where
+    D: UpdateDelivery,
+{
     let dispatch = Arc::new(UpdateDispatch {
         state: Mutex::new(DispatchState { accepting: true, ..DispatchState::default() }),
         deliver,
     });
     let sender = Arc::clone(&dispatch);
     let callback: ToolUpdateFn = Arc::new(move |update| sender.send(update));
-    let started = Instant::now();
-    let outcome = {
-        // Boxed, and gone before the yield below: in a parallel batch every call waits at that
-        // yield at once, and the tool's finished future would otherwise take room in each.
-        let mut execution =
-            Box::pin(catch_call(|| tool.execute(call.id.to_string(), std::mem::take(args), cancel.clone(), callback)));
-        std::future::poll_fn(|cx| {
-            dispatch.register(cx);
-            let outcome = execution.as_mut().poll(cx);
-            // Errors of updates are reported once the call completes, as the reference does.
-            let _ = dispatch.poll_pending(cx);
-            outcome
-        })
-        .await
-    };
-    if yield_after_execute {
-        YieldOnce::default().await;
-    }
-    let duration_ms = (started.elapsed().as_secs_f64() * 1000.0).round() as u64;
-    dispatch.stop_accepting();
-    std::future::poll_fn(|cx| dispatch.poll_pending(cx)).await;
-    if let Some(error) = dispatch.take_failure() {
-        return Err(error);
-    }
-    Ok(match outcome {
-        Ok(result) => {
-            let is_error = result.is_error == Some(true);
-            Executed { result, is_error, duration_ms }
-        }
-        Err(message) => Executed { result: error_result(message), is_error: true, duration_ms },
-    })
+    let running = Box::pin(catch_call(move || tool.execute(call.id.to_string(), args, cancel.clone(), callback)));
+    Execution { running: Some(running), dispatch, started: None, outcome: None, yield_after_execute }
 }
 
-/// Pending once (waking itself), then ready: one turn of the executor, like a resolved `await`.
-#[derive(Default)]
-struct YieldOnce(bool);
+/// A call's execution as a future of its [`Executed`] result. Progress updates reach the sink
+/// as they are made and are ignored once `execute` returned. With `yield_after_execute`, the
+/// call gives way once when `execute` completes, as the reference's `await` does, so that
+/// every call of a parallel batch starts before any of them goes on; then the updates still
+/// being delivered are finished.
+///
+/// Written by hand rather than as an `async fn`: every call of a parallel batch waits at that
+/// yield at once, and a generated future would keep room for its arguments and for the
+/// tool's finished future beside the result.
+struct Execution<F, D> {
+    /// The tool's execution (boxed); dropped as soon as it returned.
+    running: Option<std::pin::Pin<Box<F>>>,
+    dispatch: Arc<UpdateDispatch<D>>,
+    /// When the first poll called `execute`.
+    started: Option<Instant>,
+    /// What `execute` returned, and how long it took once the call went on.
+    outcome: Option<(Result<AgentToolResult, String>, Option<u64>)>,
+    yield_after_execute: bool,
+}
 
-impl Future for YieldOnce {
-    type Output = ();
+impl<F, D> Future for Execution<F, D>
+where
+    F: Future<Output = Result<AgentToolResult, String>>,
+    D: UpdateDelivery,
+{
+    type Output = Result<Executed, LoopError>;
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Some(running) = &mut this.running {
+            let started = *this.started.get_or_insert_with(Instant::now);
+            this.dispatch.register(cx);
+            let polled = running.as_mut().poll(cx);
+            // Errors of updates are reported once the call completes, as the reference does.
+            let _ = this.dispatch.poll_pending(cx);
+            let Poll::Ready(result) = polled else { return Poll::Pending };
+            this.running = None;
+            if this.yield_after_execute {
+                this.outcome = Some((result, None));
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            this.outcome = Some((result, Some(elapsed_ms(started))));
+            this.dispatch.stop_accepting();
         }
+        // Polled again after it finished (no caller does): it stays pending.
+        let Some((_, duration_ms)) = &mut this.outcome else { return Poll::Pending };
+        if duration_ms.is_none() {
+            // Back from the yield.
+            *duration_ms = Some(this.started.map_or(0, elapsed_ms));
+            this.dispatch.stop_accepting();
+        }
+        std::task::ready!(this.dispatch.poll_pending(cx));
+        if let Some(error) = this.dispatch.take_failure() {
+            this.outcome = None;
+            return Poll::Ready(Err(error));
+        }
+        let Some((result, duration_ms)) = this.outcome.take() else { return Poll::Pending };
+        let duration_ms = duration_ms.unwrap_or(0);
+        Poll::Ready(Ok(match result {
+            Ok(result) => {
+                let is_error = result.is_error == Some(true);
+                Executed { result, is_error, duration_ms }
+            }
+            Err(message) => Executed { result: error_result(message), is_error: true, duration_ms },
+        }))
     }
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    (started.elapsed().as_secs_f64() * 1000.0).round() as u64
 }
 
 async fn finalize(
@@ -519,32 +553,50 @@ impl Batch<'_> {
         Ok(slots)
     }
 
-    /// Execute a prepared call and run its `after_tool_call` hook. The arguments are lent, not
-    /// given: they stay in their one place in the batch until the tool takes them, instead of
-    /// being copied into each future on the way.
-    async fn run_prepared(
+    /// Set a prepared call up to run (see [`start_execution`]), without awaiting anything:
+    /// the futures that then drive it keep no place for its tool and arguments.
+    fn start_call<'a>(
         &self,
-        call: &ToolCall,
-        tool: &Arc<dyn AgentTool>,
-        args: &mut Value,
-    ) -> Result<Box<Finished>, LoopError> {
+        call: &'a ToolCall,
+        tool: Arc<dyn AgentTool>,
+        args: Value,
+    ) -> StartedCall<impl Future<Output = Result<AgentToolResult, String>> + Send + 'a, impl UpdateDelivery>
+    where
+        Self: 'a,
+    {
         let emitter = self.emitter.detached();
         let kept = KeptCall::new(self.assistant, call);
-        let deliver = Box::new(move |update| match kept.get() {
+        let deliver = move |update| match kept.get() {
             Some(call) => emitter.emit(update_event(call, update)),
-            None => Box::pin(std::future::ready(Ok(()))),
-        });
+            None => Box::pin(std::future::ready(Ok(()))) as Delivery,
+        };
         // Only the hook needs the arguments afterwards (boxed: rare, and large).
         let hook_args = self.hooks.after_tool_call.is_some().then(|| Box::new(args.clone()));
-        let executed = execute_prepared(call, tool, args, self.cancel, deliver, self.parallel).await?;
-        Ok(match hook_args {
-            None => executed.finish(),
-            // Boxed: the hook's future would otherwise size every call's.
-            Some(args) => {
-                Box::pin(finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel)).await
-            }
-        })
+        StartedCall { execution: start_execution(call, tool, args, self.cancel, deliver, self.parallel), hook_args }
     }
+
+    /// An executed call's outcome: as it stands, or after its `after_tool_call` hook when
+    /// the call has one (boxed: the hook's future would otherwise size every call's).
+    fn finish<'s>(
+        &'s self,
+        call: &'s ToolCall,
+        executed: Executed,
+        hook_args: Option<Box<Value>>,
+    ) -> Either<std::future::Ready<Box<Finished>>, BoxFuture<'s, Box<Finished>>> {
+        match hook_args {
+            None => Either::Left(std::future::ready(executed.finish())),
+            Some(args) => Either::Right(Box::pin(async move {
+                finalize(self.context, self.assistant, call, &args, executed, self.hooks, self.cancel).await
+            })),
+        }
+    }
+}
+
+/// A batch's call set up to run ([`Batch::start_call`]).
+struct StartedCall<F, D> {
+    execution: Execution<F, D>,
+    /// The arguments the tool was given, when an `after_tool_call` hook will read them.
+    hook_args: Option<Box<Value>>,
 }
 
 /// A tool call kept by an update callback, which may outlive its batch: the shared assistant
@@ -586,7 +638,11 @@ async fn execute_sequential(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<To
         let outcome = InSpan::new(span.as_deref(), async {
             match prepare(context, &context.tools, assistant, call, hooks, cancel).await {
                 Preparation::Immediate(result) => Ok(Finished::immediate(*result)),
-                Preparation::Prepared { tool, mut args } => batch.run_prepared(call, &tool, &mut args).await,
+                Preparation::Prepared { tool, args } => {
+                    let mut started = batch.start_call(call, tool, args);
+                    let executed = (&mut started.execution).await?;
+                    Ok(batch.finish(call, executed, started.hook_args).await)
+                }
             }
         })
         .await?;
@@ -600,31 +656,56 @@ async fn execute_sequential(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<To
 }
 
 async fn execute_parallel(batch: &Batch<'_>, calls: &[&ToolCall]) -> Result<ToolBatch, LoopError> {
-    let Batch { cancel, emitter, .. } = *batch;
+    let emitter = batch.emitter;
     // Boxed, this phase and the last: every call of the batch waits in this future (at the
     // yield after its execution), so it holds no state of the steps before and after.
     let slots = Box::pin(batch.prepare_all(calls)).await?;
     // Polled in source order on this task, each call giving way once its `execute` is done:
     // every call starts before any goes on (the reference starts them all at once), and
     // `tool_execution_end` follows completion order.
-    // A call that runs captures its tool and arguments as they are: the arguments then have one
-    // place in its future (see `Batch::run_prepared`).
     let runs = slots.into_iter().zip(calls).map(|(slot, call)| match slot {
         Slot::Done(outcome) => Either::Left(std::future::ready(Ok(outcome))),
-        Slot::Run(tool, mut args, span) => Either::Right(async move {
-            let outcome = if cancel.is_cancelled() {
-                Finished::immediate(error_result(ABORTED))
-            } else {
-                InSpan::new(span.as_deref(), batch.run_prepared(call, &tool, &mut args)).await?
-            };
-            batch.trace.end(&span, &outcome);
-            drop(span);
-            emitter.emit(end_event(call, &outcome)).await?;
-            Ok(outcome)
-        }),
+        Slot::Run(tool, args, span) => {
+            Either::Right(batch.run_parallel_call(call, batch.start_call(call, tool, args), span))
+        }
     });
     let outcomes: Vec<Box<Finished>> = futures::future::try_join_all(runs).await?;
     Box::pin(emit_result_messages(&outcomes, calls, emitter)).await
+}
+
+impl Batch<'_> {
+    /// One started call of a parallel batch, from its execution to its `tool_execution_end`.
+    ///
+    /// Every call of the batch waits in this future at once (at the yield after its
+    /// execution), so it keeps the call's state in one place: an `async` block uses what it
+    /// captured where it is, where an `async fn` would copy its arguments into locals and keep
+    /// both; and its end event's emit is on the heap, not beside that state.
+    #[allow(clippy::manual_async_fn)]
+    fn run_parallel_call<'s, F, D>(
+        &'s self,
+        call: &'s ToolCall,
+        mut started: StartedCall<F, D>,
+        span: LiveSpan,
+    ) -> impl Future<Output = Result<Box<Finished>, LoopError>> + 's
+    where
+        F: Future<Output = Result<AgentToolResult, String>> + 's,
+        D: UpdateDelivery,
+    {
+        async move {
+            let outcome = if self.cancel.is_cancelled() {
+                // Never polled: the tool's `execute` is not called.
+                drop(started);
+                Finished::immediate(error_result(ABORTED))
+            } else {
+                let executed = InSpan::new(span.as_deref(), &mut started.execution).await?;
+                InSpan::new(span.as_deref(), self.finish(call, executed, started.hook_args.take())).await
+            };
+            self.trace.end(&span, &outcome);
+            drop(span);
+            self.emitter.emit_boxed(end_event(call, &outcome)).await?;
+            Ok(outcome)
+        }
+    }
 }
 
 /// A parallel batch's call once prepared: its outcome, or what it runs with.
@@ -680,20 +761,20 @@ async fn run_tool_call_in_span(tool_call: &ToolCall, options: RunToolCallOptions
     let tools = options.tools.as_deref().unwrap_or(&options.context.tools);
     let preparation =
         prepare(&options.context, tools, &options.assistant_message, tool_call, hooks, &options.cancel).await;
-    let (tool, mut args) = match preparation {
+    let (tool, args) = match preparation {
         Preparation::Immediate(result) => return Finished::immediate(*result).into_outcome(tool_call),
         Preparation::Prepared { tool, args } => (tool, args),
     };
     // Only the `after_tool_call` hook reads the arguments once the tool took them.
     let hook_args = if hooks.after_tool_call.is_some() { args.clone() } else { Value::Null };
     let forward = options.on_update.clone();
-    let deliver = Box::new(move |update: AgentToolResult| -> Delivery {
+    let deliver = move |update: AgentToolResult| -> Delivery {
         if let Some(forward) = &forward {
             forward(update);
         }
         Box::pin(std::future::ready(Ok(())))
-    });
-    let executed = match execute_prepared(tool_call, &tool, &mut args, &options.cancel, deliver, false).await {
+    };
+    let executed = match start_execution(tool_call, tool, args, &options.cancel, deliver, false).await {
         Ok(executed) => executed,
         Err(error) => Executed { result: error_result(error.to_string()), is_error: true, duration_ms: 0 },
     };
