@@ -178,7 +178,7 @@ impl<D: Fn(AgentToolResult) -> Delivery + Send + Sync + 'static> UpdateDelivery 
 /// listener does synchronously (an abort, say) is visible to the tool's very next statement,
 /// even for a tool that never waits. The callback therefore starts each delivery at once and
 /// polls it one step; a delivery that has to wait (an async listener, another emit in
-/// progress) is finished by [`execute_prepared`] while the tool runs, and before the call
+/// progress) is finished by its [`Execution`] while the tool runs, and before the call
 /// completes (the reference awaits every update before it finishes the call).
 struct UpdateDispatch<D> {
     state: Mutex<DispatchState>,
@@ -781,4 +781,53 @@ async fn run_tool_call_in_span(tool_call: &ToolCall, options: RunToolCallOptions
     finalize(&options.context, &options.assistant_message, tool_call, &hook_args, executed, hooks, &options.cancel)
         .await
         .into_outcome(tool_call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pi_types::{FnTool, Tool, ToolSpec};
+
+    /// Every call of a parallel batch waits in this future at once, so its size is memory per
+    /// concurrent call (and per agent in the `agents` workload): a large value held across an
+    /// `await`, or a copy of what the future was given, shows up here as a failing test.
+    #[test]
+    fn a_parallel_call_future_stays_small() {
+        let (context, assistant, hooks) =
+            (AgentContext::default(), Arc::new(AssistantMessage::default()), Hooks::new());
+        let (cancel, emitter) = (CancellationToken::new(), Emitter::new(Arc::new(crate::NullSink)));
+        let trace = ToolTrace { parent: None, record_content: false };
+        let batch = Batch {
+            context: &context,
+            assistant: &assistant,
+            hooks: hooks.fns(),
+            cancel: &cancel,
+            emitter: &emitter,
+            parallel: true,
+            trace,
+        };
+        let spec = ToolSpec::new(Tool::new("t", "", serde_json::json!({"type": "object"}))).expect("a valid spec");
+        let tool: Arc<dyn AgentTool> =
+            Arc::new(FnTool::new(spec, |_args: Value, _ctx| async { Ok(AgentToolResult::text("ok")) }));
+        let call = ToolCall::default();
+        let execution = start_execution(
+            &call,
+            Arc::clone(&tool),
+            Value::Null,
+            &cancel,
+            |_| -> Delivery { Box::pin(std::future::ready(Ok(()))) },
+            true,
+        );
+        // The result (256 bytes) and what drives the call around it.
+        assert!(
+            std::mem::size_of_val(&execution) <= 320,
+            "an execution is {} bytes",
+            std::mem::size_of_val(&execution)
+        );
+        let run = batch.run_parallel_call(&call, batch.start_call(&call, tool, Value::Null), None);
+        // 568 bytes while the call's future kept its arguments and the tool's future beside its
+        // result, and emitted its end event inline.
+        let size = std::mem::size_of_val(&run);
+        assert!(size <= 384, "a parallel call's future is {size} bytes");
+    }
 }
