@@ -13,7 +13,7 @@ use pi_types::{
 
 use crate::config::LoopConfig;
 use crate::context::{AgentContext, RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate};
-use crate::sink::{AgentEventSink, Emitter};
+use crate::sink::{AgentEventSink, Emitter, EventTarget};
 use crate::tools::{execute_tool_calls, fail_truncated_tool_calls};
 use crate::trace::RunTrace;
 use crate::LoopError;
@@ -25,7 +25,7 @@ struct Inputs {
     context: AgentContext,
     config: LoopConfig,
     prompts: Vec<AgentMessage>,
-    sink: Arc<dyn AgentEventSink>,
+    sink: EventTarget,
     cancel: CancellationToken,
 }
 
@@ -37,7 +37,7 @@ impl Inputs {
         prompts: Vec<AgentMessage>,
         context: AgentContext,
         config: LoopConfig,
-        sink: Arc<dyn AgentEventSink>,
+        sink: EventTarget,
         cancel: CancellationToken,
     ) -> Box<Self> {
         Box::new(Self { context, config, prompts, sink, cancel })
@@ -45,9 +45,7 @@ impl Inputs {
 
     /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
     /// would keep the empty box allocated until the run ends).
-    fn into_parts(
-        self: Box<Self>,
-    ) -> (AgentContext, LoopConfig, Vec<AgentMessage>, Arc<dyn AgentEventSink>, CancellationToken) {
+    fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig, Vec<AgentMessage>, EventTarget, CancellationToken) {
         let Self { context, config, prompts, sink, cancel } = *self;
         (context, config, prompts, sink, cancel)
     }
@@ -64,7 +62,18 @@ pub fn run_agent_loop(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_with_prompts(Inputs::boxed(prompts, context, config, sink, cancel))
+    run_to(prompts, context, config, EventTarget::Sink(sink), cancel)
+}
+
+/// [`run_agent_loop`] into either kind of target (the `Stream` form's slot included).
+pub(crate) fn run_to(
+    prompts: Vec<AgentMessage>,
+    context: AgentContext,
+    config: LoopConfig,
+    target: EventTarget,
+    cancel: CancellationToken,
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_with_prompts(Inputs::boxed(prompts, context, config, target, cancel))
 }
 
 /// Continue from the current transcript without a new message (retries, or after tool
@@ -75,7 +84,17 @@ pub fn run_agent_loop_continue(
     sink: Arc<dyn AgentEventSink>,
     cancel: CancellationToken,
 ) -> impl Future<Output = RunOutcome> + Send + 'static {
-    run_continue(Inputs::boxed(Vec::new(), context, config, sink, cancel))
+    run_continue_to(context, config, EventTarget::Sink(sink), cancel)
+}
+
+/// [`run_agent_loop_continue`] into either kind of target.
+pub(crate) fn run_continue_to(
+    context: AgentContext,
+    config: LoopConfig,
+    target: EventTarget,
+    cancel: CancellationToken,
+) -> impl Future<Output = RunOutcome> + Send + 'static {
+    run_continue(Inputs::boxed(Vec::new(), context, config, target, cancel))
 }
 
 #[allow(clippy::manual_async_fn)] // see docs/architecture.md, "Futures every run holds"

@@ -21,7 +21,6 @@
 //! the event in and to take it out.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
@@ -32,7 +31,7 @@ use pi_types::{AgentEvent, AgentMessage};
 use crate::config::LoopConfig;
 use crate::context::AgentContext;
 use crate::handoff::Handoff;
-use crate::sink::AgentEventSink;
+use crate::sink::EventTarget;
 use crate::LoopError;
 
 type LoopFuture = BoxFuture<'static, Result<Vec<AgentMessage>, LoopError>>;
@@ -55,10 +54,10 @@ impl std::fmt::Debug for AgentEventStream {
 impl AgentEventStream {
     fn start<F>(make: F) -> Self
     where
-        F: FnOnce(Arc<dyn AgentEventSink>) -> LoopFuture,
+        F: FnOnce(EventTarget) -> LoopFuture,
     {
         let handoff = Handoff::default();
-        let run = make(Arc::new(handoff.clone()));
+        let run = make(EventTarget::Handoff(handoff.clone()));
         Self { handoff, run: Some(run), outcome: None }
     }
 
@@ -101,7 +100,7 @@ pub fn agent_loop(
     config: LoopConfig,
     cancel: CancellationToken,
 ) -> AgentEventStream {
-    AgentEventStream::start(|handoff| crate::run::run_agent_loop(prompts, context, config, handoff, cancel).boxed())
+    AgentEventStream::start(|handoff| crate::run::run_to(prompts, context, config, handoff, cancel).boxed())
 }
 
 /// Continue from the current transcript, as a stream of events. Fails at once on an
@@ -112,5 +111,5 @@ pub fn agent_loop_continue(
     cancel: CancellationToken,
 ) -> Result<AgentEventStream, LoopError> {
     crate::run::check_continue(&context)?;
-    Ok(AgentEventStream::start(|handoff| crate::run::run_agent_loop_continue(context, config, handoff, cancel).boxed()))
+    Ok(AgentEventStream::start(|handoff| crate::run::run_continue_to(context, config, handoff, cancel).boxed()))
 }

@@ -795,7 +795,8 @@ mod tests {
     fn a_parallel_call_future_stays_small() {
         let (context, assistant, hooks) =
             (AgentContext::default(), Arc::new(AssistantMessage::default()), Hooks::new());
-        let (cancel, emitter) = (CancellationToken::new(), Emitter::new(Arc::new(crate::NullSink)));
+        let (cancel, emitter) =
+            (CancellationToken::new(), Emitter::new(crate::sink::EventTarget::Sink(Arc::new(crate::NullSink))));
         let trace = ToolTrace { parent: None, record_content: false };
         let batch = Batch {
             context: &context,

@@ -301,10 +301,12 @@ impl Stream for AssistantMessageEventStream {
             }
             polled = Poll::Ready(None);
         }
+        // A fresh `Pending`, not the polled value copied out (once per streamed delta, with
+        // `Consumed::Yield`): the copy would read the tag just written in a wider load, a stall.
+        let Poll::Ready(mut polled) = polled else { return Poll::Pending };
         match &mut polled {
-            Poll::Pending => {}
-            Poll::Ready(None) => this.ended = true,
-            Poll::Ready(Some(event)) => {
+            None => this.ended = true,
+            Some(event) => {
                 this.metadata_changed = match this.slot() {
                     Some(slot) if slot.metadata_tracked.load(Ordering::Acquire) => slot.take_metadata_touched(),
                     _ => true,
@@ -321,7 +323,7 @@ impl Stream for AssistantMessageEventStream {
                 }
             }
         }
-        polled
+        Poll::Ready(polled)
     }
 }
 
