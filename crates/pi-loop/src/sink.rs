@@ -221,8 +221,8 @@ pub(crate) struct Emitter {
 /// The sink a run delivers to: a caller's, or the `Stream` form's slot. The slot is a sink
 /// like any other, called through the same method, but statically: through a `dyn` call
 /// every streamed update would be written out by the caller and read back by the slot just
-/// after, which stalls the processor on the reads (`loopstream` ran at 0.88 of the build
-/// before the one delivery path at equal instruction counts).
+/// after, and the processor stalls on those reads (docs/architecture.md, "Pull-based provider
+/// streams, one delivery path").
 #[derive(Clone)]
 pub(crate) enum EventTarget {
     Sink(Arc<dyn AgentEventSink>),
