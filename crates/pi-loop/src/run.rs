@@ -25,7 +25,7 @@ struct Inputs {
     context: AgentContext,
     config: LoopConfig,
     prompts: Vec<AgentMessage>,
-    sink: EventTarget,
+    target: EventTarget,
     cancel: CancellationToken,
 }
 
@@ -37,17 +37,17 @@ impl Inputs {
         prompts: Vec<AgentMessage>,
         context: AgentContext,
         config: LoopConfig,
-        sink: EventTarget,
+        target: EventTarget,
         cancel: CancellationToken,
     ) -> Box<Self> {
-        Box::new(Self { context, config, prompts, sink, cancel })
+        Box::new(Self { context, config, prompts, target, cancel })
     }
 
     /// Moves the inputs out and frees their box now (moving out of `*box` in an `async fn`
     /// would keep the empty box allocated until the run ends).
     fn into_parts(self: Box<Self>) -> (AgentContext, LoopConfig, Vec<AgentMessage>, EventTarget, CancellationToken) {
-        let Self { context, config, prompts, sink, cancel } = *self;
-        (context, config, prompts, sink, cancel)
+        let Self { context, config, prompts, target, cancel } = *self;
+        (context, config, prompts, target, cancel)
     }
 }
 
@@ -103,8 +103,8 @@ fn run_continue(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + Send 
         check_continue(&inputs.context)?;
         // Everything the run keeps is in its box: this future holds only the box.
         let mut run = {
-            let (context, config, _, sink, cancel) = inputs.into_parts();
-            Box::new(Run::new(context, config, cancel, Emitter::new(sink), Vec::new()))
+            let (context, config, _, target, cancel) = inputs.into_parts();
+            Box::new(Run::new(context, config, cancel, Emitter::new(target), Vec::new()))
         };
         // Each failure is recorded on the run's span as it ends the run (a block around these
         // steps would take room in every run's future).
@@ -123,10 +123,10 @@ fn run_with_prompts(inputs: Box<Inputs>) -> impl Future<Output = RunOutcome> + S
         // in the run's box (a local moved from still has its place in the future until its scope
         // ends), and everything the run keeps is in that box, so this future holds only the box.
         let mut run = {
-            let (mut context, config, prompts, sink, cancel) = inputs.into_parts();
+            let (mut context, config, prompts, target, cancel) = inputs.into_parts();
             let initial = declare_tool_changes(&context, prompts);
             context.messages.extend(initial.iter().cloned());
-            Box::new(Run::new(context, config, cancel, Emitter::new(sink), initial))
+            Box::new(Run::new(context, config, cancel, Emitter::new(target), initial))
         };
         run.emitter.emit_boxed(AgentEvent::AgentStart).await.map_err(|e| run.trace.fail(e))?;
         run.emitter.emit_boxed(AgentEvent::TurnStart).await.map_err(|e| run.trace.fail(e))?;
