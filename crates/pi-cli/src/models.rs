@@ -148,7 +148,7 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         let map = value.as_object().cloned().unwrap_or_default();
         assert_eq!(map.len(), 43);
-        assert_eq!(map.values().filter_map(|v| v.as_array()).map(Vec::len).sum::<usize>(), 1698);
+        assert_eq!(map.values().filter_map(|v| v.as_array()).map(Vec::len).sum::<usize>(), 1696);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The built-in model catalog: every provider and every chat model of pi-ai 1.6.0's
-//! `getBuiltinProviders()` / `getBuiltinModels(provider)` (43 providers, 1,698 models), with all
+//! The built-in model catalog: every provider and every chat model of pi-ai 1.6.1's
+//! `getBuiltinProviders()` / `getBuiltinModels(provider)` (43 providers, 1,696 models), with all
 //! of their fields, in the reference's order, and the environment variables each provider's key
 //! is read from (the reference's `env-api-keys.js`).
 //!
@@ -62,7 +62,7 @@ mod tests {
     fn catalog_parses_whole() {
         // A model that failed to parse would empty the whole catalog (`unwrap_or_default`).
         assert_eq!(catalog().len(), 43);
-        assert_eq!(catalog().values().map(Vec::len).sum::<usize>(), 1698);
+        assert_eq!(catalog().values().map(Vec::len).sum::<usize>(), 1696);
         let model = model("google", "gemini-2.5-flash");
         assert!(model.is_some_and(|m| m.reasoning && m.context_window > 0));
     }

@@ -7,7 +7,7 @@
 //! never fails synchronously, makes its connection inside the returned stream and ends it with
 //! exactly one `done` or `error` event. The [`registry`] resolves a provider, its credentials
 //! and the adapter for a model's API, like the reference's `createModels` / `createProvider`;
-//! the built-in [`catalog`] is the reference's: 43 providers, 1,698 chat models. The [`faux`]
+//! the built-in [`catalog`] is the reference's: 43 providers, 1,696 chat models. The [`faux`]
 //! provider is a scripted stand-in for tests.
 //!
 //! # Features
