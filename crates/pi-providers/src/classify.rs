@@ -18,7 +18,7 @@ fn overflow_patterns() -> &'static RegexSet {
         set(&[
             r"prompt (?:is )?too long",
             r"prompt exceeds max length",
-            r"request_too_large",
+            r"(?:^|[^a-z0-9_])request_too_large(?:$|[^a-z0-9_])",
             r"input is too long for requested model",
             r"exceeds the context window",
             r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
@@ -119,13 +119,17 @@ fn retryable_patterns() -> &'static RegexSet {
             "servers are currently busy",
             "currently experiencing high demand",
             "model is at capacity",
+            "admission ceiling",
             "rate.?limit",
             "too many requests",
-            r"(?:^|[^a-z0-9])(?:429|500|502|503|504|520|524)(?:$|[^a-z0-9])",
+            "rate increased too quickly",
+            r"(?:^|[^a-z0-9])(?:429|500|502|503|504|520|524|525)(?:$|[^a-z0-9])",
             "service.?(?:is.?)?(?:temporarily.?)?unavailable",
+            "provider.?(?:is.?)?temporarily.?unavailable",
             "server.?error",
             "internal.?error",
             "provider.?returned.?(?:an.?)?error",
+            r#""type"\s*:\s*"api_error""#,
             "exceeded request buffer limit while retrying upstream",
             "unable to forward upstream",
             "upstream.?request.?failed",
@@ -159,13 +163,21 @@ fn retryable_patterns() -> &'static RegexSet {
             "stream ended before message_stop",
             "stream ended before a terminal response event",
             "http2 request did not get a response",
+            "provider finish_reason: error",
+            "provider stopped with: error",
+            "returned an empty response",
+            "stopped before completing the response",
             "stream disconnected before completion",
             "cut short after the reply had begun",
+            "ended the response before it was complete",
+            "connection to the provider was reset",
+            "reported a failure while generating the response",
             "pending stream has been canceled",
             "retry delay",
             "you can retry your request",
             "try your request again",
             "please retry your request",
+            "repeat the request later",
             "ResourceExhausted",
             "subscription_sharing_usage_unavailable",
             "subscription_sharing_user_unavailable",
@@ -198,5 +210,33 @@ mod tests {
         assert!(!is_retryable_error(&failed("request id 15003")));
         assert!(!is_retryable_error(&failed("429 insufficient_quota")));
         assert!(is_retryable_error(&failed("read ECONNRESET")));
+    }
+
+    /// The patterns pi-ai 1.6.1 added, each on the wording it was added for.
+    #[test]
+    fn classifies_the_1_6_1_patterns() {
+        for text in [
+            "waited 73.4s in queue, reaching this model's admission ceiling of 60s",
+            "slow_down: Rate increased too quickly",
+            "525 <none>",
+            "The provider is temporarily unavailable. Retry shortly.",
+            r#"{"type":"error","error":{"type": "api_error","message":"Unable to complete this request right now."}}"#,
+            "Provider finish_reason: error",
+            "Provider stopped with: error",
+            "Provider returned an empty response",
+            "Upstream error from Relace: The model stopped before completing the response.",
+            "The provider ended the response before it was complete.",
+            "The connection to the provider was reset.",
+            "The provider reported a failure while generating the response.",
+            "Unable to process request. Repeat the request later.",
+        ] {
+            assert!(is_retryable_error(&failed(text)), "{text}");
+        }
+        assert!(!is_retryable_error(&failed("provider unavailable for this route")));
+        assert!(!is_retryable_error(&failed("request id 5251")));
+        assert!(is_context_overflow(&failed(r#"413 {"error":{"type":"request_too_large"}}"#), None));
+        assert!(is_context_overflow(&failed("error: request_too_large"), None));
+        assert!(!is_context_overflow(&failed("invalid_request_too_large_field"), None));
+        assert!(!is_context_overflow(&failed("error: request_too_large2"), None));
     }
 }
