@@ -26,8 +26,9 @@
 //! * **Errors**: a non-2xx answer is `Mistral API error (<status>): <body as sent>` (or the
 //!   status text when the body is blank); a malformed chunk is the JSON parser's message; a
 //!   chunk without `choices` is `Invalid Mistral streaming event`; a stream without a finish
-//!   reason is `Mistral stream ended without a finish reason`; `finish_reason: "error"` is
-//!   `Provider stopped with: error (server error)`.
+//!   reason is `Mistral stream ended without a finish reason`; any other finish reason `r`
+//!   (Mistral's transient `error` among them, which the retry classifier matches) is
+//!   `Provider stopped with: <r>`.
 //!
 //! Differences from the reference are listed in `docs/providers/mistral-conversations.md`.
 
@@ -513,8 +514,6 @@ fn map_stop_reason(reason: &str) -> (StopReason, Option<String>) {
         "stop" => (StopReason::Stop, None),
         "length" | "model_length" => (StopReason::Length, None),
         "tool_calls" => (StopReason::ToolUse, None),
-        // Mistral's transient server failures; "server error" makes the message retryable.
-        "error" => (StopReason::Error, Some("Provider stopped with: error (server error)".to_owned())),
         other => (StopReason::Error, Some(format!("Provider stopped with: {other}"))),
     }
 }
