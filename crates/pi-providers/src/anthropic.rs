@@ -785,7 +785,7 @@ fn convert_tools(tools: &[Tool], oauth: bool, compat: &Compat, cache_control: Op
             legacy.insert("type".into(), json!("object"));
             legacy.insert("properties".into(), parameters.get("properties").cloned().unwrap_or_else(|| json!({})));
             legacy.insert("required".into(), parameters.get("required").cloned().unwrap_or_else(|| json!([])));
-            for key in ["additionalProperties", "$defs", "definitions"] {
+            for key in ["additionalProperties", "$schema", "$defs", "definitions"] {
                 if let Some(v) = parameters.get(key) {
                     legacy.insert(key.into(), v.clone());
                 }
