@@ -1,7 +1,8 @@
 //! Anthropic Messages (`anthropic-messages`), including Anthropic-compatible gateways.
 //!
-//! The stream is read with pi-ai's own SSE reader rules ([`LineMode::SplitCrLfAcrossChunks`]);
-//! `ping` and unknown events are ignored, `event: error` ends the stream with its raw data.
+//! The stream is read with pi-ai's shared SSE decoder rules ([`LineMode::Standard`]: LF, CRLF
+//! and CR line ends, a CRLF split across chunks is one); `ping` and unknown events are ignored,
+//! `event: error` ends the stream with its raw data.
 
 use std::collections::HashMap;
 
@@ -368,7 +369,7 @@ async fn run(
     out.start().await;
 
     let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::SplitCrLfAcrossChunks);
+    let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut heads = typed::DeltaHeads::default();
     let mut state =
         BlockState { open: OpenBlocks::default(), saw_start: false, saw_stop: false, tools: tools_now, oauth };

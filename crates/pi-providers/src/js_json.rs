@@ -24,11 +24,6 @@ pub(crate) fn js_trim(text: &str) -> &str {
     text.trim_matches(is_js_whitespace)
 }
 
-/// JavaScript's `String.prototype.trimStart`.
-pub(crate) fn js_trim_start(text: &str) -> &str {
-    text.trim_start_matches(is_js_whitespace)
-}
-
 fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,

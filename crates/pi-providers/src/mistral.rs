@@ -17,12 +17,11 @@
 //!   models are renamed: their alphanumeric characters when exactly nine, else the first nine
 //!   alphanumerics of the reference's short hash (salted `:<n>` on collision); tool results
 //!   follow the rename.
-//! * **Stream**: server-sent events framed on decoded text at the first pair of line breaks
-//!   other than a lone `\r\n`; an event's `data:` lines are joined and trimmed; `[DONE]` ends
-//!   the stream. Each chunk is a completion chunk: `id`, `usage` (`prompt_tokens` minus cached
-//!   tokens is the input), `choices[0].finish_reason` and `choices[0].delta`, whose `content` is
-//!   a string or a list of parts (`text`, or `thinking` with a list of text parts) and whose
-//!   `tool_calls` stream a call's arguments by `index`.
+//! * **Stream**: server-sent events read with the shared decoder ([`SseDecoder`]); an event's
+//!   data is trimmed; `[DONE]` ends the stream. Each chunk is a completion chunk: `id`, `usage`
+//!   (`prompt_tokens` minus cached tokens is the input), `choices[0].finish_reason` and
+//!   `choices[0].delta`, whose `content` is a string or a list of parts (`text`, or `thinking`
+//!   with a list of text parts) and whose `tool_calls` stream a call's arguments by `index`.
 //! * **Errors**: a non-2xx answer is `Mistral API error (<status>): <body as sent>` (or the
 //!   status text when the body is blank); a malformed chunk is the JSON parser's message; a
 //!   chunk without `choices` is `Invalid Mistral streaming event`; a stream without a finish
@@ -48,7 +47,7 @@ use crate::adapter_support::{self, Stop};
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::request_options;
-use crate::sse::Utf8Stream;
+use crate::sse::{LineMode, SseDecoder};
 use crate::transform::transform_messages;
 
 /// The API id.
@@ -274,23 +273,23 @@ async fn read_stream(
     chunks: &mut Chunks,
 ) -> Result<(), Stop> {
     let mut body = Body::new(response, options);
-    let mut framer = Framer::default();
+    let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut events = Vec::new();
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                framer.push(&bytes, &mut events);
+                decoder.push(&bytes, &mut events);
                 false
             }
             Read::End => {
-                framer.finish(&mut events);
+                decoder.finish(&mut events);
                 true
             }
             Read::Aborted => return Err(Stop::aborted(ABORTED)),
             Read::Failed(message) => return Err(Stop::error(message)),
         };
-        for raw in events.drain(..) {
-            match parse_event(&raw)? {
+        for event in events.drain(..) {
+            match parse_event(&event.data)? {
                 Parsed::Nothing => {}
                 Parsed::Done => return Ok(()),
                 Parsed::Chunk(chunk) => {
@@ -305,77 +304,7 @@ async fn read_stream(
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Framing
-// ---------------------------------------------------------------------------------------------
-
-/// Event delimiters in the order the reference tries them at one position.
-const DELIMITERS: [&[u8]; 8] = [b"\r\n\r\n", b"\r\n\r", b"\r\n\n", b"\r\r\n", b"\n\r\n", b"\r\r", b"\n\r", b"\n\n"];
-
-/// The reference's framing: network chunks are decoded as UTF-8 (a character split across
-/// chunks waits for its rest), appended to a text buffer, and cut at the leftmost delimiter
-/// each time one is complete. Linear in the input: the search resumes where it stopped.
-#[derive(Debug, Default)]
-struct Framer {
-    utf8: Utf8Stream,
-    buffer: String,
-    /// Search resumes here (no delimiter starts before it).
-    scan: usize,
-    /// Whether the first character was seen (a leading byte-order mark is dropped).
-    started: bool,
-}
-
-impl Framer {
-    fn push(&mut self, chunk: &[u8], out: &mut Vec<String>) {
-        let text = self.utf8.push(chunk);
-        self.append(&text);
-        self.cut(out);
-    }
-
-    /// The end of the body: the events still complete, then a non-blank rest as the last one.
-    fn finish(&mut self, out: &mut Vec<String>) {
-        let tail = self.utf8.finish();
-        self.append(&tail);
-        self.cut(out);
-        if !js_json::js_trim(&self.buffer).is_empty() {
-            out.push(std::mem::take(&mut self.buffer));
-        }
-        self.buffer.clear();
-        self.scan = 0;
-    }
-
-    fn append(&mut self, text: &str) {
-        let mut text = text;
-        if !self.started && !text.is_empty() {
-            self.started = true;
-            text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        }
-        self.buffer.push_str(text);
-    }
-
-    fn cut(&mut self, out: &mut Vec<String>) {
-        let bytes = self.buffer.as_bytes();
-        let mut start = 0;
-        let mut search = self.scan.min(bytes.len());
-        while let Some(offset) = memchr::memchr2(b'\n', b'\r', &bytes[search..]) {
-            let index = search + offset;
-            let rest = &bytes[index..];
-            match DELIMITERS.iter().find(|d| rest.starts_with(d)) {
-                Some(delimiter) => {
-                    out.push(self.buffer[start..index].to_owned());
-                    start = index + delimiter.len();
-                    search = start;
-                }
-                None => search = index + 1,
-            }
-        }
-        self.buffer.drain(..start);
-        // A delimiter (at most 4 bytes) not complete yet starts within the last 3 bytes.
-        self.scan = self.buffer.len().saturating_sub(3);
-    }
-}
-
-/// What one framed event holds.
+/// What one event holds.
 enum Parsed {
     /// No data.
     Nothing,
@@ -385,15 +314,9 @@ enum Parsed {
     Chunk(Value),
 }
 
-fn parse_event(raw: &str) -> Result<Parsed, Stop> {
-    let mut data = Vec::new();
-    for line in split_lines(raw) {
-        if let Some(value) = line.strip_prefix("data:") {
-            data.push(js_json::js_trim_start(value));
-        }
-    }
-    let joined = data.join("\n");
-    let data = js_json::js_trim(&joined);
+/// An event's data, trimmed: nothing, `[DONE]` or a completion chunk.
+fn parse_event(data: &str) -> Result<Parsed, Stop> {
+    let data = js_json::js_trim(data);
     if data.is_empty() {
         return Ok(Parsed::Nothing);
     }
@@ -405,25 +328,6 @@ fn parse_event(raw: &str) -> Result<Parsed, Stop> {
         return Err(Stop::error("Invalid Mistral streaming event"));
     }
     Ok(Parsed::Chunk(chunk))
-}
-
-/// Lines split at `\r\n`, `\r` or `\n`.
-fn split_lines(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(text);
-    std::iter::from_fn(move || {
-        let current = rest?;
-        match current.find(['\r', '\n']) {
-            Some(index) => {
-                let skip = if current[index..].starts_with("\r\n") { 2 } else { 1 };
-                rest = Some(&current[index + skip..]);
-                Some(&current[..index])
-            }
-            None => {
-                rest = None;
-                Some(current)
-            }
-        }
-    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -997,20 +901,16 @@ fn wire_message(message: &mut Value) {
 mod tests {
     use super::*;
 
-    fn frames(chunks: &[&[u8]]) -> Vec<String> {
-        let mut framer = Framer::default();
-        let mut out = Vec::new();
+    fn data_of(chunks: &[&[u8]]) -> Vec<String> {
+        let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut events = Vec::new();
         for chunk in chunks {
-            framer.push(chunk, &mut out);
+            decoder.push(chunk, &mut events);
         }
-        framer.finish(&mut out);
-        out
-    }
-
-    fn data_of(frames: &[String]) -> Vec<String> {
-        frames
+        decoder.finish(&mut events);
+        events
             .iter()
-            .filter_map(|raw| match parse_event(raw) {
+            .filter_map(|event| match parse_event(&event.data) {
                 Ok(Parsed::Chunk(v)) => Some(js_json::stringify(&v)),
                 Ok(Parsed::Done) => Some("[DONE]".into()),
                 _ => None,
@@ -1019,35 +919,27 @@ mod tests {
     }
 
     #[test]
-    fn frames_split_anywhere_give_the_same_chunks() {
-        let body = "data: {\"choices\":[],\"x\":\"h\u{e9}\u{1f600}\"}\r\n\r\ndata: {\"choices\":[]}\n\n: c\r\rdata: {\"choices\":[1]}\n\rdata: [DONE]\n\n";
+    fn events_split_anywhere_give_the_same_chunks() {
+        let body = "\u{feff}data: {\"choices\":[],\"x\":\"h\u{e9}\u{1f600}\"}\r\n\r\ndata: {\"choices\":[]}\n\n: c\r\rdata: {\"choices\":\rdata: [1]}\n\rdata: [DONE]\n\n";
         let bytes = body.as_bytes();
-        let whole = data_of(&frames(&[bytes]));
+        let whole = data_of(&[bytes]);
         assert_eq!(whole.len(), 4, "{whole:?}");
+        assert_eq!(whole[2], r#"{"choices":[1]}"#, "data lines are joined");
         for cut in 1..bytes.len() {
-            assert_eq!(data_of(&frames(&[&bytes[..cut], &bytes[cut..]])), whole, "cut at {cut}");
+            assert_eq!(data_of(&[&bytes[..cut], &bytes[cut..]]), whole, "cut at {cut}");
         }
         let single: Vec<&[u8]> = bytes.chunks(1).collect();
-        assert_eq!(data_of(&frames(&single)), whole);
+        assert_eq!(data_of(&single), whole);
+        // A last event without its blank line still counts.
+        assert_eq!(data_of(&[b"data: {\"choices\":[]}"]), [r#"{"choices":[]}"#]);
     }
 
     #[test]
-    fn delimiters_follow_the_reference_order() {
-        // `\n\r` ends an event; a lone `\r\n` does not.
-        assert_eq!(frames(&[b"data: a\r\ndata: b\n\rdata: c"]), vec!["data: a\r\ndata: b", "data: c"]);
-        assert_eq!(frames(&[b"a\r\n\r\nb"]), vec!["a", "b"]);
-        assert_eq!(frames(&[b"a\r\r\nb"]), vec!["a", "b"]);
-        // A blank rest is no event; a byte-order mark is dropped.
-        assert_eq!(frames(&[b"\xef\xbb\xbfa\n\n  \n"]), vec!["a"]);
-    }
-
-    #[test]
-    fn multi_line_data_is_joined_and_checked() {
-        assert!(matches!(parse_event("data: {\"choices\":\ndata: []}"), Ok(Parsed::Chunk(_))));
-        assert!(matches!(parse_event(": comment\nevent: x"), Ok(Parsed::Nothing)));
-        let error = parse_event("data: {\"error\":{}}").err().unwrap();
+    fn events_are_checked() {
+        assert!(matches!(parse_event("  "), Ok(Parsed::Nothing)));
+        let error = parse_event("{\"error\":{}}").err().unwrap();
         assert_eq!(error.message, "Invalid Mistral streaming event");
-        assert!(parse_event("data: {\"choices\":[").is_err());
+        assert!(parse_event("{\"choices\":[").is_err());
     }
 
     #[test]

@@ -9,10 +9,10 @@
 //! `session-id` and `x-client-request-id`. The body is a Responses request with Codex's
 //! fixed members (`store: false`, `text.verbosity`, `include: ["reasoning.encrypted_content"]`,
 //! `tool_choice`, `parallel_tool_calls: true`; tools carry `strict: null`). The answer is an
-//! event stream read the Codex way: frames end at a blank line (`\n\n`), only `data:` lines
-//! count, `[DONE]` is skipped; `error` and `response.failed` events end the stream with the
-//! server's message; `response.done`, `response.completed` and `response.incomplete` end it
-//! normally. The events themselves are processed as in [`crate::openai_responses`].
+//! event stream read with the shared SSE decoder ([`SseDecoder`]: LF, CRLF and CR line ends),
+//! each event's data trimmed, `[DONE]` skipped; `error` and `response.failed` events end the
+//! stream with the server's message; `response.done`, `response.completed` and
+//! `response.incomplete` end it normally. The events themselves are processed as in [`crate::openai_responses`].
 //!
 //! Only the SSE transport exists here. A WebSocket preference (`transport` `websocket`,
 //! `websocket-cached`, `auto` or unset) is handled as the reference handles a runtime without
@@ -36,7 +36,7 @@ use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
 use crate::openai_responses::{convert_messages, convert_tools, Compat, ResponsesState, TierPricing};
 use crate::request_options;
-use crate::sse::MAX_EVENT_BYTES;
+use crate::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "openai-codex-responses";
@@ -395,63 +395,9 @@ impl Dialect for CodexDialect {
     }
 }
 
-/// Splits a body into frames at `\n\n`, as the reference's Codex SSE reader does (a frame
-/// ending in `\r\n\r\n` is not split there).
-#[derive(Default)]
-struct Frames {
-    buffer: Vec<u8>,
-    /// Bytes of `buffer` already searched for a frame end (kept linear under tiny chunks).
-    searched: usize,
-}
-
-impl Frames {
-    /// Add a chunk; `Err` once an unfinished frame exceeds [`MAX_EVENT_BYTES`] (the shared
-    /// guard ends events at `\r\n\r\n` too, which does not end a frame here).
-    fn push(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), String> {
-        self.buffer.extend_from_slice(bytes);
-        let mut start = 0;
-        let mut from = self.searched.saturating_sub(1);
-        while let Some(pos) = memchr::memmem::find(&self.buffer[from..], b"\n\n") {
-            let end = from + pos;
-            out.push(String::from_utf8_lossy(&self.buffer[start..end]).into_owned());
-            start = end + 2;
-            from = start;
-        }
-        self.buffer.drain(..start);
-        self.searched = self.buffer.len();
-        if self.buffer.len() > MAX_EVENT_BYTES {
-            return Err(format!(
-                "Server-sent event larger than {MAX_EVENT_BYTES} bytes (pi caps events at {} MiB)",
-                MAX_EVENT_BYTES >> 20
-            ));
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<String>) {
-        self.searched = 0;
-        let rest = std::mem::take(&mut self.buffer);
-        let text = String::from_utf8_lossy(&rest).into_owned();
-        if js_json::js_trim(&text).is_empty() {
-            return;
-        }
-        let mut text = text + "\n\n";
-        // The residue may itself hold several frames.
-        while let Some(pos) = text.find("\n\n") {
-            out.push(text[..pos].to_owned());
-            text = text[pos + 2..].to_owned();
-        }
-    }
-}
-
-/// The data of a frame: its `data:` lines, trimmed and joined; `None` for no data.
-fn frame_data(frame: &str) -> Option<String> {
-    let lines: Vec<&str> =
-        frame.split('\n').filter_map(|line| line.strip_prefix("data:")).map(js_json::js_trim).collect();
-    if lines.is_empty() {
-        return None;
-    }
-    let data = js_json::js_trim(&lines.join("\n")).to_owned();
+/// The data of an event, trimmed; `None` for none or `[DONE]`.
+fn event_data(data: &str) -> Option<&str> {
+    let data = js_json::js_trim(data);
     (!data.is_empty() && data != "[DONE]").then_some(data)
 }
 
@@ -598,24 +544,24 @@ async fn read_stream(
     out: &mut AssistantMessageBuilder,
 ) -> Result<ResponsesState, Stop> {
     let mut state = ResponsesState::with_pricing(tier_pricing);
-    let mut frames = Frames::default();
-    let mut pending: Vec<String> = Vec::new();
+    let mut decoder = SseDecoder::new(LineMode::Standard);
+    let mut pending = Vec::new();
     loop {
         let ended = match body.next().await {
             Read::Chunk(bytes) => {
-                frames.push(&bytes, &mut pending).map_err(Stop::error)?;
+                decoder.push(&bytes, &mut pending);
                 false
             }
             Read::End => {
-                frames.finish(&mut pending);
+                decoder.finish(&mut pending);
                 true
             }
             Read::Aborted => return Err(Stop::aborted(ABORTED)),
             Read::Failed(message) => return Err(Stop::error(message)),
         };
-        for frame in std::mem::take(&mut pending) {
-            let Some(data) = frame_data(&frame) else { continue };
-            let event = js_json::parse(&data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
+        for sse in std::mem::take(&mut pending) {
+            let Some(data) = event_data(&sse.data) else { continue };
+            let event = js_json::parse(data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
             adapter_support::on_event(options, model, &event).await;
             let Some(kind) = event.get("type").and_then(Value::as_str) else { continue };
             match kind {
@@ -697,16 +643,14 @@ mod tests {
     }
 
     #[test]
-    fn frames_split_at_blank_lines_only() {
-        let mut frames = Frames::default();
+    fn crlf_streams_split_into_events() {
+        let mut decoder = SseDecoder::new(LineMode::Standard);
         let mut out = Vec::new();
-        frames.push(b"data: 1\n", &mut out).unwrap();
-        frames.push(b"\ndata: 2\r\n\r\ndata: 3", &mut out).unwrap();
-        assert_eq!(out, ["data: 1"]);
-        frames.finish(&mut out);
-        assert_eq!(out, ["data: 1", "data: 2\r\n\r\ndata: 3"]);
-        assert_eq!(frame_data("event: x\ndata: [DONE]"), None);
-        assert_eq!(frame_data("data: a\r\ndata:b ").as_deref(), Some("a\nb"));
+        decoder.push(b"data: 1\r", &mut out);
+        decoder.push(b"\n\r\ndata: 2\r\n\r\ndata: a\r\ndata:b \r\n\r\ndata: [DONE]", &mut out);
+        decoder.finish(&mut out);
+        let data: Vec<Option<&str>> = out.iter().map(|event| event_data(&event.data)).collect();
+        assert_eq!(data, [Some("1"), Some("2"), Some("a\nb"), None]);
     }
 
     #[test]

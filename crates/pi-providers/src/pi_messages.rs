@@ -1,4 +1,4 @@
-//! The `pi-messages` API: pi's own gateway protocol (`@earendil-works/pi-ai` 1.6.0
+//! The `pi-messages` API: pi's own gateway protocol (`@earendil-works/pi-ai` 1.6.1
 //! `api/pi-messages.js`, spoken by the Radius gateway and by `pi proxy serve`).
 //!
 //! # Protocol
@@ -10,10 +10,10 @@
 //!   `reasoning`, `cacheRetention` (or `"long"` when `PI_CACHE_RETENTION=long`), `sessionId`,
 //!   `toolChoice`. The API key travels only in the header, never in the body. Headers: the
 //!   identity headers, then the three above, then the request's own headers (later wins).
-//! * **Response**: a 2xx answer is an event stream. Frames end at a blank line (`\r\n` counts
-//!   as `\n`); the first `data:` line of a frame holds one [`PiMessagesEvent`] as JSON (`[DONE]`
-//!   and frames without data are skipped; a last frame without a blank line after it still
-//!   counts). The events are the assistant-message events without their `partial` message;
+//! * **Response**: a 2xx answer is an event stream, read with the shared SSE decoder
+//!   ([`SseDecoder`]: LF, CRLF and CR line ends); an event's data (its `data:` lines joined),
+//!   trimmed, is one [`PiMessagesEvent`] as JSON (`[DONE]` and events without data are skipped;
+//!   a last event without a blank line after it still counts). The events are the assistant-message events without their `partial` message;
 //!   the client rebuilds the message with [`AssistantMessageBuilder`]. The stream ends at the
 //!   first `done` or `error` event; anything after it is not read.
 //! * **Errors**: a non-2xx answer becomes `"<status> <reason>: <error.message or the body>"`
@@ -44,13 +44,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::sse::{LineMode, SseDecoder};
 use crate::{adapter_support, js_json};
 
 /// The API id.
 pub const API: &str = "pi-messages";
 
 /// Longest frame buffered while waiting for its blank line, in bytes.
-const MAX_FRAME_BYTES: usize = crate::sse::MAX_EVENT_BYTES;
 /// Longest error body kept in a diagnostic, in UTF-16 units (as the reference counts).
 const MAX_DIAGNOSTIC_BODY_UNITS: usize = 8192;
 
@@ -241,16 +241,23 @@ async fn run(
     };
 
     let mut body = Body::new(response, &options);
-    let mut framer = Framer::default();
+    let mut decoder = SseDecoder::new(LineMode::Standard);
+    let mut events = Vec::new();
     loop {
-        let (frames, ended) = match body.next().await {
-            Read::Chunk(bytes) => (framer.push(&bytes).map_err(Failure::error)?, false),
-            Read::End => (framer.finish(), true),
+        let ended = match body.next().await {
+            Read::Chunk(bytes) => {
+                decoder.push(&bytes, &mut events);
+                false
+            }
+            Read::End => {
+                decoder.finish(&mut events);
+                true
+            }
             Read::Aborted => return Err(Failure::Aborted("This operation was aborted".to_owned())),
             Read::Failed(message) => return Err(Failure::error(message)),
         };
-        for frame in frames {
-            let Some(data) = frame_data(&frame) else { continue };
+        for sse in std::mem::take(&mut events) {
+            let Some(data) = event_data(&sse.data) else { continue };
             let event = js_json::parse(data).map_err(Failure::error)?;
             adapter_support::on_event(&options, model, &event).await;
             if let Some(reason) = apply(out, event).await.map_err(Failure::error)? {
@@ -345,79 +352,9 @@ fn truncate_units(text: &str, max: usize) -> String {
     format!("{}\u{2026}", http::utf16_prefix(text, max))
 }
 
-// ---------------------------------------------------------------------------------------------
-// Framing
-// ---------------------------------------------------------------------------------------------
-
-/// Splits the decoded body into frames at blank lines, `\r\n` read as `\n` (also when `\r`
-/// and `\n` arrive in different chunks). Linear in the input; a frame is capped.
-#[derive(Debug, Default)]
-struct Framer {
-    utf8: crate::sse::Utf8Stream,
-    buffer: String,
-    /// A `\r` at the end of the last chunk, held until the next one shows whether `\n` follows.
-    pending_cr: bool,
-}
-
-impl Framer {
-    fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, String> {
-        let text = self.utf8.push(chunk);
-        let frames = self.append(&text, false);
-        if self.buffer.len() > MAX_FRAME_BYTES {
-            return Err(format!(
-                "Server-sent event larger than {MAX_FRAME_BYTES} bytes (pi caps events at {} MiB)",
-                MAX_FRAME_BYTES >> 20
-            ));
-        }
-        Ok(frames)
-    }
-
-    /// The end of the body: the remaining frames, and the rest when it is not blank.
-    fn finish(&mut self) -> Vec<String> {
-        let text = self.utf8.finish();
-        let mut frames = self.append(&text, true);
-        let rest = std::mem::take(&mut self.buffer);
-        if !js_json::js_trim(&rest).is_empty() {
-            frames.push(rest);
-        }
-        frames
-    }
-
-    fn append(&mut self, text: &str, last: bool) -> Vec<String> {
-        let mut text = if std::mem::take(&mut self.pending_cr) { format!("\r{text}") } else { text.to_owned() };
-        if !last && text.ends_with('\r') {
-            text.pop();
-            self.pending_cr = true;
-        }
-        let from = self.buffer.len().saturating_sub(1);
-        if text.contains('\r') {
-            self.buffer.push_str(&text.replace("\r\n", "\n"));
-        } else {
-            self.buffer.push_str(&text);
-        }
-        let mut frames = Vec::new();
-        let mut start = 0;
-        let mut search = from;
-        // Byte search: `search` may fall inside a multi-byte character (the delimiter is ASCII).
-        while let Some(found) =
-            self.buffer.as_bytes().get(search..).and_then(|rest| memchr::memmem::find(rest, b"\n\n"))
-        {
-            let end = search + found;
-            frames.push(self.buffer.get(start..end).unwrap_or_default().to_owned());
-            start = end + 2;
-            search = start;
-        }
-        if start > 0 {
-            self.buffer.drain(..start.min(self.buffer.len()));
-        }
-        frames
-    }
-}
-
-/// The data of a frame: its first `data:` line, trimmed; `None` for none, empty or `[DONE]`.
-fn frame_data(frame: &str) -> Option<&str> {
-    let line = frame.split('\n').find(|line| line.starts_with("data:"))?;
-    let data = js_json::js_trim(line.get(5..).unwrap_or_default());
+/// The data of an event, trimmed; `None` for none or `[DONE]`.
+fn event_data(data: &str) -> Option<&str> {
+    let data = js_json::js_trim(data);
     (!data.is_empty() && data != "[DONE]").then_some(data)
 }
 
@@ -821,35 +758,29 @@ fn finish_metadata(
 mod tests {
     use super::*;
 
-    fn frames(chunks: &[&[u8]]) -> Vec<String> {
-        let mut framer = Framer::default();
+    fn data_of(chunks: &[&[u8]]) -> Vec<Option<String>> {
+        let mut decoder = SseDecoder::new(LineMode::Standard);
         let mut out = Vec::new();
         for chunk in chunks {
-            out.extend(framer.push(chunk).unwrap());
+            decoder.push(chunk, &mut out);
         }
-        out.extend(framer.finish());
-        out
+        decoder.finish(&mut out);
+        out.iter().map(|event| event_data(&event.data).map(str::to_owned)).collect()
     }
 
     #[test]
-    fn frames_split_anywhere_read_the_same() {
-        let body = "data: {\"a\":\"é\"}\r\n\r\nevent: x\ndata: [DONE]\n\ndata: {\"b\":1}\r\n";
-        let whole = frames(&[body.as_bytes()]);
-        assert_eq!(whole, vec!["data: {\"a\":\"é\"}", "event: x\ndata: [DONE]", "data: {\"b\":1}\n"]);
+    fn events_split_anywhere_read_the_same() {
+        let body = "data: {\"a\":\"\u{e9}\"}\r\n\r\nevent: x\ndata: [DONE]\n\ndata: {\"b\":\rdata: 1}\r\n";
+        let whole = data_of(&[body.as_bytes()]);
+        assert_eq!(whole, [Some("{\"a\":\"\u{e9}\"}".to_owned()), None, Some("{\"b\":\n1}".to_owned())]);
         let bytes = body.as_bytes();
         for split in 1..bytes.len() {
-            assert_eq!(frames(&[&bytes[..split], &bytes[split..]]), whole, "split at {split}");
+            assert_eq!(data_of(&[&bytes[..split], &bytes[split..]]), whole, "split at {split}");
         }
         let single: Vec<&[u8]> = bytes.chunks(1).collect();
-        assert_eq!(frames(&single), whole);
-    }
-
-    #[test]
-    fn frame_data_takes_the_first_data_line() {
-        assert_eq!(frame_data("event: e\ndata:  {\"x\":1} \ndata: 2"), Some("{\"x\":1}"));
-        assert_eq!(frame_data("data: [DONE]"), None);
-        assert_eq!(frame_data(": comment"), None);
-        assert_eq!(frame_data(" data: 1"), None);
+        assert_eq!(data_of(&single), whole);
+        // Comments and blank data are no events.
+        assert_eq!(data_of(&[b": comment\n\ndata:  \n\n"]), [None]);
     }
 
     #[test]

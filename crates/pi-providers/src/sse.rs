@@ -3,9 +3,11 @@
 //! Network chunks are never decoded on their own: bytes are buffered until a line (or, for
 //! Gemini, an event delimiter) is complete, and only complete lines are decoded as UTF-8,
 //! with invalid sequences replaced by U+FFFD the way `TextDecoder` does. Line breaks are
-//! `\n`, `\r` and `\r\n`, also when `\r` and `\n` arrive in different chunks, except in
-//! [`LineMode::SplitCrLfAcrossChunks`], which reproduces pi-ai's own Anthropic reader (a
-//! `\r\n` pair split across two chunks counts as two line breaks).
+//! `\n`, `\r` and `\r\n`, also when `\r` and `\n` arrive in different chunks, as in pi-ai's
+//! shared decoder (`utils/sse.js`, which reads Anthropic, Codex, Mistral and pi-messages
+//! streams) and the OpenAI SDK; [`LineMode::SplitCrLfAcrossChunks`] reproduces the Anthropic
+//! reader of pi-ai 1.6.0 and earlier (a `\r\n` pair split across two chunks counts as two line
+//! breaks). A byte-order mark at the start of the stream is dropped, as `TextDecoder` drops it.
 
 use std::borrow::Cow;
 
@@ -215,7 +217,7 @@ pub enum LineMode {
     /// One line break (the WHATWG rule; OpenAI SDK).
     #[default]
     Standard,
-    /// Two line breaks (pi-ai's Anthropic reader).
+    /// Two line breaks (the Anthropic reader of pi-ai 1.6.0 and earlier).
     SplitCrLfAcrossChunks,
 }
 
@@ -264,11 +266,12 @@ pub struct SseDecoder {
     ready: std::collections::VecDeque<usize>,
     /// Lines before this index belong to events already handed out.
     delivered: usize,
-    /// The event being read starts at this line: lines of a block that was not dispatched (no
-    /// data, no event name) stay part of it, as the reference keeps its fields.
+    /// The event being read starts at this line.
     event_start: usize,
     /// The event being read has a `data:` line.
     has_data: bool,
+    /// Text was decoded (a byte-order mark is dropped only before the first).
+    started: bool,
 }
 
 /// One dispatched server-sent event, borrowed from the decoder's buffer.
@@ -350,7 +353,14 @@ impl SseDecoder {
             return;
         }
         self.compact();
+        let before = self.buffer.len();
         self.utf8.push_to(chunk, &mut self.buffer);
+        if !self.started && self.buffer.len() > before {
+            self.started = true;
+            if self.buffer[before..].starts_with('\u{feff}') {
+                self.buffer.replace_range(before..before + '\u{feff}'.len_utf8(), "");
+            }
+        }
         // Whether the buffer ends where the chunk does (no sequence waits for the next one): a
         // `\r` is the chunk's last byte only then.
         let at_chunk_end = self.utf8.pending.is_empty();
@@ -506,7 +516,8 @@ impl SseDecoder {
     }
 
     /// A blank line: the event being read is handed out if it has data or a non-empty event
-    /// name (an empty `event:` value and no data is not dispatched, JS `!""`).
+    /// name (an empty `event:` value and no data is not dispatched, JS `!""`); a block that is
+    /// not dispatched is forgotten, its lines with it.
     fn dispatch(&mut self) {
         let event = &self.lines[self.event_start..];
         let named = event.iter().rev().find_map(|line| match line.field {
@@ -514,6 +525,7 @@ impl SseDecoder {
             _ => None,
         });
         if !self.has_data && named != Some(true) {
+            self.lines.truncate(self.event_start);
             return;
         }
         self.ready.push_back(self.lines.len());
@@ -824,6 +836,8 @@ mod tests {
             // An event with an empty `event:` value and no data is not dispatched (JS `!""`).
             let has_event = self.event.as_deref().is_some_and(|e| !e.is_empty());
             if !has_event && !self.has_data {
+                self.event = None;
+                self.raw.clear();
                 return None;
             }
             let event = SseEvent {
@@ -972,6 +986,24 @@ mod tests {
                 old.finish(&mut expected);
                 assert_eq!(decode_all(mode, &chunks), expected, "{mode:?}, cut at {cut}");
             }
+        }
+    }
+
+    #[test]
+    fn blocks_without_data_are_forgotten() {
+        // A comment block and an empty event name are dropped with their lines: the next event
+        // neither quotes them nor takes the earlier name.
+        let events = decode_all(LineMode::Standard, &[b": keep-alive\n\nevent: old\nevent:\n\ndata: x\n\n"]);
+        assert_eq!(events, vec![SseEvent { event: None, data: "x".into(), raw: vec!["data: x".into()] }]);
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped() {
+        let body = "\u{feff}data: a\n\ndata: \u{feff}b\n\n".as_bytes();
+        for cut in 0..=body.len() {
+            let events = decode_all(LineMode::Standard, &[&body[..cut], &body[cut..]]);
+            let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
+            assert_eq!(data, ["a", "\u{feff}b"], "cut at {cut}");
         }
     }
 
