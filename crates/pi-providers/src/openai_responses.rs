@@ -560,13 +560,18 @@ pub(crate) fn convert_messages(
                             }
                             item.insert("call_id".into(), json!(call_id));
                             item.insert("name".into(), json!(call.name));
+                            // Replayed as OpenAI returned it: a call that is replayed completed
+                            // (a stream that ends inside a call fails and is not replayed), and a
+                            // history whose calls lack the status does not match the one the Codex
+                            // WebSocket keeps, which drops the reasoning after them.
+                            item.insert("status".into(), json!("completed"));
+                            if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
+                                item.insert("namespace".into(), json!(namespace));
+                            }
                             item.insert(
                                 "arguments".into(),
                                 json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
                             );
-                            if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
-                                item.insert("namespace".into(), json!(namespace));
-                            }
                             output.push(Value::Object(item));
                         }
                     }
