@@ -34,7 +34,9 @@ use crate::adapter_support::{self, Stop};
 use crate::codex_auth;
 use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
-use crate::openai_responses::{convert_messages, convert_tools, Compat, ResponsesState, TierPricing};
+use crate::openai_responses::{
+    convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
+};
 use crate::request_options;
 use crate::sse::{LineMode, SseDecoder};
 
@@ -44,7 +46,6 @@ pub const API: &str = "openai-codex-responses";
 pub const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 
 const MIN_OUTPUT_TOKENS: u64 = 16;
-const CONFIGURATION_UPDATE_REQUEST_EFFORT: &str = "medium";
 const RESPONSE_STATUSES: [&str; 6] = ["completed", "incomplete", "failed", "cancelled", "queued", "in_progress"];
 const NO_WEBSOCKET: &str = "WebSocket transport is not available in this runtime";
 
@@ -172,7 +173,11 @@ impl OpenAICodexResponses {
         update_effort: Option<String>,
     ) -> Value {
         let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
-        let input = convert_messages(model, context, compat, update_effort.as_deref());
+        // The first effort of the transcript is the request's own and later changes are
+        // `configuration_update` items: on the Codex backend a fixed `medium` request with a
+        // `high` update can reason less than a `high` request.
+        let (input, effort_baseline) =
+            convert_messages_with_effort_baseline(model, context, compat, update_effort.as_deref());
         let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
         let mut body = Map::new();
         body.insert("model".into(), json!(model.id));
@@ -201,11 +206,7 @@ impl OpenAICodexResponses {
         }
         match effort {
             Some(effort) => {
-                let sent = if update_effort.is_some() {
-                    Some(CONFIGURATION_UPDATE_REQUEST_EFFORT.to_owned())
-                } else {
-                    resolve_effort(model, effort)
-                };
+                let sent = effort_baseline.or_else(|| resolve_effort(model, effort));
                 if let Some(sent) = sent {
                     let summary = self.reasoning_summary.as_deref().unwrap_or("auto");
                     body.insert("reasoning".into(), json!({"effort": sent, "summary": summary}));

@@ -386,6 +386,54 @@ pub(crate) fn convert_messages(
     compat: &Compat,
     update_effort: Option<&str>,
 ) -> Vec<Value> {
+    render_transcript(model, context, compat, update_effort, EffortUpdates::default()).0
+}
+
+/// [`convert_messages`] with the first effort pinned as the request's own (Codex): it sends no
+/// `configuration_update` item, and later ones only where the effort changes. Returns the
+/// input items and that first effort.
+pub(crate) fn convert_messages_with_effort_baseline(
+    model: &Model,
+    context: &TranscriptContext,
+    compat: &Compat,
+    update_effort: Option<&str>,
+) -> (Vec<Value>, Option<String>) {
+    let updates = EffortUpdates { pin_initial: true, ..EffortUpdates::default() };
+    render_transcript(model, context, compat, update_effort, updates)
+}
+
+/// Where `configuration_update` items go.
+#[derive(Default)]
+struct EffortUpdates {
+    /// The first effort is the request's; later ones are sent only when they change it.
+    pin_initial: bool,
+    previous: Option<String>,
+    baseline: Option<String>,
+}
+
+impl EffortUpdates {
+    fn push(&mut self, items: &mut Vec<Value>, effort: &str) {
+        if self.pin_initial {
+            if self.previous.as_deref() == Some(effort) {
+                return;
+            }
+            self.previous = Some(effort.to_owned());
+            if self.baseline.is_none() {
+                self.baseline = Some(effort.to_owned());
+                return;
+            }
+        }
+        items.push(json!({"type": "configuration_update", "reasoning": {"effort": effort}}));
+    }
+}
+
+fn render_transcript(
+    model: &Model,
+    context: &TranscriptContext,
+    compat: &Compat,
+    update_effort: Option<&str>,
+    mut updates: EffortUpdates,
+) -> (Vec<Value>, Option<String>) {
     let allowed = compat.tool_call_providers.contains(&model.provider.as_str());
     let normalize = |id: &str, _: &Model, source: &pi_types::AssistantMessage| -> String {
         if !allowed || !id.contains('|') {
@@ -582,7 +630,7 @@ pub(crate) fn convert_messages(
                 if let (Some(_), true, Some(level)) =
                     (update_effort, same_model, assistant.provider_thinking_level.as_ref())
                 {
-                    items.push(json!({"type": "configuration_update", "reasoning": {"effort": level}}));
+                    updates.push(&mut items, level);
                 }
                 items.extend(output);
             }
@@ -596,9 +644,9 @@ pub(crate) fn convert_messages(
         }
     }
     if let Some(effort) = update_effort {
-        items.push(json!({"type": "configuration_update", "reasoning": {"effort": effort}}));
+        updates.push(&mut items, effort);
     }
-    items
+    (items, updates.baseline)
 }
 
 fn tool_output(model: &Model, content: &[UserContent]) -> Value {
