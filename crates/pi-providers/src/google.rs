@@ -133,7 +133,7 @@ pub fn uses_thinking_level(model: &Model) -> bool {
     let id = model.id.to_lowercase();
     let gemini3 = regex_like_gemini3(&id);
     gemini3
-        || gemini_major(&id).is_some_and(|m| m >= 4)
+        || gemini_major_version(&id).is_some_and(|m| m >= 4)
         || id == "gemini-flash-latest"
         || id == "gemini-flash-lite-latest"
         || id.contains("gemma-4")
@@ -164,35 +164,38 @@ fn regex_like_gemini3(id: &str) -> bool {
     false
 }
 
-fn gemini_major(id: &str) -> Option<u32> {
-    // `gemini-(?:[4-9]|[1-9]\d)` anywhere: a digit run after `gemini-`.
-    let mut best = None;
-    let mut rest = id;
-    while let Some(pos) = rest.find("gemini-") {
-        let after = &rest[pos + "gemini-".len()..];
-        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-        if let Ok(n) = digits.parse::<u32>() {
-            if n >= 4 {
-                return Some(n);
-            }
-            best = Some(n);
+/// The Gemini major version in a model id: the digits of the first `gemini-<n>` or
+/// `gemini-live-<n>` anywhere in it (hosts prefix ids, e.g. `vendor-gemini-4-argon`).
+fn gemini_major_version(model_id: &str) -> Option<u32> {
+    let id = model_id.to_lowercase();
+    let mut from = 0;
+    while let Some(pos) = id[from..].find("gemini") {
+        let after = &id[from + pos + "gemini".len()..];
+        let version = after.strip_prefix("-live-").or_else(|| after.strip_prefix('-'));
+        let digits = version.map_or("", |v| &v[..v.bytes().take_while(u8::is_ascii_digit).count()]);
+        // Digits beyond u32 are a version no Gemini has: the reference's number is huge, too.
+        if !digits.is_empty() {
+            return Some(digits.parse().unwrap_or(u32::MAX));
         }
-        rest = &rest[pos + 1..];
+        from += pos + 1;
     }
-    best
+    None
 }
 
-fn leading_gemini_major(model_id: &str) -> Option<u32> {
-    let id = model_id.to_lowercase();
-    let rest = id.strip_prefix("gemini-live-").or_else(|| id.strip_prefix("gemini-"))?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
+/// Whether the model enforces strict tools (`VALIDATED` function calling): Gemini 3 and later,
+/// unless `compat.supportsStrictMode` says otherwise (for Gemini served under an id without its
+/// version).
+fn supports_strict_tool_sampling(model: &Model) -> bool {
+    match model.compat.as_ref().and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool) {
+        Some(supported) => supported,
+        None => gemini_major_version(&model.id).is_some_and(|m| m >= 3),
+    }
 }
 
 fn requires_tool_call_id(model_id: &str) -> bool {
     model_id.starts_with("claude-")
         || model_id.starts_with("gpt-oss-")
-        || leading_gemini_major(model_id).is_some_and(|m| m >= 3)
+        || gemini_major_version(model_id).is_some_and(|m| m >= 3)
 }
 
 fn resolve_level(model: &Model, level: ThinkingLevel) -> Result<&'static str, String> {
@@ -206,6 +209,7 @@ fn resolve_level(model: &Model, level: ThinkingLevel) -> Result<&'static str, St
         "low" => Ok("LOW"),
         "medium" => Ok("MEDIUM"),
         "high" => Ok("HIGH"),
+        "xhigh" => Ok("XHIGH"),
         _ => Err(format!(
             "Unsupported Google thinking level mapping for {}/{}: {} -> {}",
             model.provider,
@@ -220,7 +224,10 @@ fn resolve_level(model: &Model, level: ThinkingLevel) -> Result<&'static str, St
     }
 }
 
+/// The `thinkingBudget` of a level (Gemini and Vertex AI share the table); budgets stop at
+/// `high`, which `xhigh` takes.
 fn budget_for(model: &Model, level: &str, custom: Option<&ThinkingBudgets>) -> i64 {
+    let level = if level == "xhigh" { "high" } else { level };
     let custom_value = custom.and_then(|c| match level {
         "minimal" => c.minimal,
         "low" => c.low,
@@ -298,7 +305,7 @@ pub(crate) fn build_params(
     let tools = current_tools(context.messages());
     let system = initial_system_message(context.messages()).map(system_message_text).unwrap_or_default();
     let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
-    let strict_supported = leading_gemini_major(&model.id).is_some_and(|m| m >= 3);
+    let strict_supported = supports_strict_tool_sampling(model);
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents));
     if !system.is_empty() {
@@ -416,7 +423,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext) -> Vec<Value> {
         }
     };
     let transformed = transform_messages(conversation, model, Some(&normalize));
-    let multimodal_responses = leading_gemini_major(&model.id).is_none_or(|m| m >= 3);
+    let multimodal_responses = gemini_major_version(&model.id).is_none_or(|m| m >= 3);
     let mut contents: Vec<Value> = Vec::new();
     for message in &transformed {
         match message {
@@ -593,7 +600,12 @@ fn map_stop_reason(reason: &str) -> Result<StopReason, Stop> {
         | "MALFORMED_FUNCTION_CALL"
         | "UNEXPECTED_TOOL_CALL"
         | "TOO_MANY_TOOL_CALLS"
-        | "NO_IMAGE" => StopReason::Error,
+        | "NO_IMAGE"
+        | "MISSING_THOUGHT_SIGNATURE"
+        | "MALFORMED_RESPONSE"
+        | "ESCALATION"
+        | "PUP_LIMITED_DISABLED"
+        | "MODEL_ARMOR" => StopReason::Error,
         other => return Err(Stop::error(format!("Unhandled stop reason: {other}"))),
     })
 }
@@ -631,20 +643,24 @@ async fn run(
         body: js_json::stringify(&params).into_bytes(),
     };
     let response = http::send(&request, model, options, &GoogleDialect).await?;
-    stream_response(response, model, options, out, ids, "Google stream ended without a finish reason").await
+    stream_response(response, model, options, out, ids, "Google").await
 }
 
-/// Emit `start` and the events of a 2xx streamed response (shared with Vertex AI, whose
-/// end-of-stream text without a finish reason is `truncated`).
+/// Emit `start` and the events of a 2xx streamed response (shared with Vertex AI; `provider`
+/// names the API in the errors of a stream that ends without a finish reason).
 pub(crate) async fn stream_response(
     response: reqwest::Response,
     model: &Model,
     options: &StreamOptions,
     out: &mut AssistantMessageBuilder,
     ids: &dyn ToolCallIds,
-    truncated: &str,
+    provider: &str,
 ) -> Result<(), Stop> {
     out.start().await;
+    // Chunks received, and the first prompt-block report among them: a stream without a finish
+    // reason ends with one or the other.
+    let mut chunks = 0u64;
+    let mut prompt_blocked: Option<String> = None;
 
     let mut body = Body::new(response, options);
     let mut framer = GeminiFramer::default();
@@ -674,12 +690,17 @@ pub(crate) async fn stream_response(
                 false => None,
             };
             if let Some(chunk) = fast {
+                chunks += 1;
                 handle_typed_chunk(model, chunk, out, &mut current, &mut merged).await?;
             } else {
                 // One parse for the SDK's error check and the chunk itself.
                 let chunk = js_json::parse(text).map_err(Stop::error)?;
                 if let Some(message) = stream_error(&chunk) {
                     return Err(Stop::error(message));
+                }
+                chunks += 1;
+                if prompt_blocked.is_none() {
+                    prompt_blocked = prompt_block_error(provider, &chunk);
                 }
                 adapter_support::on_event(options, model, &chunk).await;
                 handle_chunk(model, chunk, out, &mut current, &mut merged, ids).await?;
@@ -699,12 +720,55 @@ pub(crate) async fn stream_response(
         return Err(Stop::aborted("Request was aborted"));
     }
     match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error(truncated)),
+        StopReason::Pending => Err(Stop::error(prompt_blocked.unwrap_or_else(|| {
+            let unit = if chunks == 1 { "chunk" } else { "chunks" };
+            format!("{provider} stream ended without a finish reason after receiving {chunks} {unit}")
+        }))),
         StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.message().raw_stop_reason {
             Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
             _ => "An unknown error occurred".to_owned(),
         })),
         _ => Ok(()),
+    }
+}
+
+/// The error a chunk's `promptFeedback` reports when the prompt was blocked (a truthy
+/// `blockReason`): the reason, its message and the safety ratings that have a category.
+fn prompt_block_error(provider: &str, chunk: &Value) -> Option<String> {
+    let feedback = chunk.get("promptFeedback")?;
+    let reason = js_text(feedback.get("blockReason"))?;
+    let mut details = vec![format!("{provider} prompt blocked: {reason}")];
+    if let Some(message) = js_text(feedback.get("blockReasonMessage")) {
+        details.push(message);
+    }
+    let ratings: Vec<String> = feedback
+        .get("safetyRatings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|rating| {
+            let category = js_text(rating.get("category"))?;
+            Some(match js_text(rating.get("probability")) {
+                Some(probability) => format!("{category} ({probability})"),
+                None => category,
+            })
+        })
+        .collect();
+    if !ratings.is_empty() {
+        let label = if ratings.len() == 1 { "Safety rating" } else { "Safety ratings" };
+        details.push(format!("{label}: {}", ratings.join(", ")));
+    }
+    Some(details.join(". "))
+}
+
+/// A truthy string, number or `true` as JavaScript interpolates it; `None` for a falsy value
+/// (absent, `null`, `""`, `0`, `false`) and for objects, which the API never sends here.
+fn js_text(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) if n.as_f64().is_some_and(|f| f != 0.0) => Some(js_json::stringify(&Value::Number(n.clone()))),
+        Value::Bool(true) => Some("true".to_owned()),
+        _ => None,
     }
 }
 
@@ -1103,5 +1167,12 @@ mod tests {
         assert!(!uses_thinking_level(&model("gemini-2.5-flash")));
         assert!(requires_tool_call_id("gemini-3-pro"));
         assert!(!requires_tool_call_id("gemini-2.5-pro"));
+        // The version is found anywhere in the id (hosts prefix it), first match wins.
+        assert!(uses_thinking_level(&model("randomprefix-gemini-4-argon")));
+        assert!(requires_tool_call_id("vendor-gemini-3-flash"));
+        assert_eq!(gemini_major_version("GEMINI-LIVE-2.5-flash"), Some(2));
+        assert_eq!(gemini_major_version("gemini-pro-gemini-3"), Some(3));
+        assert_eq!(gemini_major_version("gemini-2-then-gemini-4"), Some(2));
+        assert_eq!(gemini_major_version("gemini-live-x"), None);
     }
 }

@@ -234,35 +234,14 @@ pub fn endpoint(model: &Model, auth: &VertexAuth) -> Result<String, String> {
     })
 }
 
-/// Vertex's thinking budgets have no row of their own for `2.5-flash-lite` (it takes
-/// `2.5-flash`'s, so `minimal` is 128 where Gemini's table says 512).
-fn adjust_budget(model: &Model, options: &StreamOptions, params: &mut Value) {
-    let id = &model.id;
-    if !id.contains("2.5-flash-lite") || id.contains("2.5-pro") {
-        return;
-    }
-    let custom = options.thinking_budgets.as_deref();
-    if custom.is_some_and(|c| [c.minimal, c.low, c.medium, c.high].contains(&Some(512))) {
-        return;
-    }
-    let config = params.get_mut("generationConfig").and_then(|g| g.get_mut("thinkingConfig"));
-    if let Some(config) = config.filter(|c| c.get("includeThoughts") == Some(&Value::Bool(true))) {
-        if config.get("thinkingBudget").and_then(Value::as_i64) == Some(512) {
-            config["thinkingBudget"] = Value::from(128);
-        }
-    }
-}
-
-/// The request body the adapter sends (for tests and debugging): Gemini's, with Vertex's
-/// thinking budgets.
+/// The request body the adapter sends (for tests and debugging): Gemini's (the two share the
+/// thinking budgets too).
 pub fn build_request_body(
     model: &Model,
     context: &TranscriptContext,
     options: &StreamOptions,
 ) -> Result<Value, String> {
-    let mut params = google::build_request_body(model, context, options)?;
-    adjust_budget(model, options, &mut params);
-    Ok(params)
+    google::build_request_body(model, context, options)
 }
 
 async fn run(
@@ -294,8 +273,7 @@ async fn run(
         adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
     let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
     let response = http::send(&request, model, options, &GoogleDialect).await?;
-    google::stream_response(response, model, options, out, ids, "Google Vertex stream ended without a finish reason")
-        .await
+    google::stream_response(response, model, options, out, ids, "Google Vertex").await
 }
 
 /// Application default credentials. A credentials file (named by
@@ -627,7 +605,7 @@ mod tests {
     }
 
     #[test]
-    fn flash_lite_minimal_budget_is_vertex_s() {
+    fn flash_lite_minimal_budget_is_gemini_s() {
         let mut m = model("http://h");
         m.id = "gemini-2.5-flash-lite".into();
         m.reasoning = true;
@@ -637,9 +615,7 @@ mod tests {
         });
         let o = StreamOptions { reasoning: Some(pi_types::ThinkingLevel::Minimal), ..Default::default() };
         let body = build_request_body(&m, &context, &o).unwrap();
-        assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 128);
-        let gemini = google::build_request_body(&m, &context, &o).unwrap();
-        assert_eq!(gemini["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512);
+        assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingBudget"], 512);
     }
 
     #[test]

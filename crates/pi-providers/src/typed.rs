@@ -327,6 +327,7 @@ json_object! {
     struct GeminiChunk<'a> {
         response_id: Option<Str<'a>> = "responseId",
         error: Declines = "error",
+        prompt_feedback: Declines = "promptFeedback",
         candidates: (Obj<GeminiCandidate<'a>>,) = "candidates",
         usage_metadata: Option<Obj<GeminiUsage>> = "usageMetadata",
     }
