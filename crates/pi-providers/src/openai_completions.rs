@@ -432,6 +432,9 @@ async fn run(
     } else if stop == StopReason::Aborted {
         return Err(Stop::error("Request was aborted"));
     }
+    if let Some(native) = &chunks.native_finish_reason {
+        flag_openrouter_empty_stop(out, native);
+    }
     if out.message().stop_reason == StopReason::Error {
         let message = out
             .message()
@@ -473,6 +476,9 @@ struct Chunks {
     text_block: Option<usize>,
     thinking_block: Option<usize>,
     has_finish_reason: bool,
+    /// OpenRouter's `native_finish_reason`, the last non-empty one (a trailing chunk that
+    /// repeats `finish_reason` without it keeps it).
+    native_finish_reason: Option<String>,
     by_index: HashMap<i64, usize>,
     /// The entry of `by_index` looked up or written last: a call's deltas all name one index,
     /// and a SipHash lookup per delta cost about 100 instructions.
@@ -569,6 +575,39 @@ fn record_response_ids(
     if let Some(response_model) = response_model {
         m.response_model = Some(response_model.to_owned().into());
     }
+}
+
+/// OpenRouter, by provider id (which survives a base URL override) or by host.
+fn is_openrouter(model: &Model) -> bool {
+    model.provider == "openrouter" || model.base_url.contains("openrouter.ai")
+}
+
+/// Native reasons OpenRouter treats as a clean stop, lower case. An allowlist, as the
+/// reference's: a missing clean reason costs a retry of an empty turn, a missing failure reason
+/// would end a failed turn silently. Gemini's `OTHER` and DeepSeek's
+/// `insufficient_system_resource` are failures and stay out.
+const CLEAN_STOP_NATIVE_REASONS: [&str; 9] =
+    ["stop", "end_turn", "stop_sequence", "eos", "complete", "completed", "pause_turn", "compaction", "end_of_stream"];
+
+/// OpenRouter reports upstream failures it has no case for as `stop`; only the native reason
+/// names them. A `stop` without visible output (text or tool calls; thinking does not count)
+/// whose native reason is not a clean stop becomes a retryable error.
+fn flag_openrouter_empty_stop(out: &mut AssistantMessageBuilder, native: &str) {
+    let message = out.message();
+    if message.stop_reason != StopReason::Stop || CLEAN_STOP_NATIVE_REASONS.contains(&native.to_lowercase().as_str()) {
+        return;
+    }
+    let visible = message.content.iter().any(|block| match block {
+        AssistantContent::ToolCall(_) => true,
+        AssistantContent::Text(text) => !js_json::js_trim(&text.text).is_empty(),
+        _ => false,
+    });
+    if visible {
+        return;
+    }
+    let mut m = out.metadata_mut();
+    m.stop_reason = StopReason::Error;
+    m.error_message = Some(format!("OpenRouter returned an empty response (native_finish_reason: {native})").into());
 }
 
 fn map_stop_reason(reason: &str) -> (StopReason, Option<String>) {
@@ -694,6 +733,11 @@ impl Chunks {
                 out.metadata_mut().usage = parse_chunk_usage(usage, model);
             }
         }
+        if is_openrouter(model) {
+            if let Some(native) = choice.get("native_finish_reason").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                self.native_finish_reason = Some(native.to_owned());
+            }
+        }
         if let Some(reason) = choice.get("finish_reason").filter(|r| http::truthy(r)) {
             let reason_text = match reason {
                 Value::String(s) => s.clone(),
@@ -701,10 +745,22 @@ impl Chunks {
             };
             let (stop, error) = map_stop_reason(&reason_text);
             let mut m = out.metadata_mut();
-            m.raw_stop_reason = Some(reason_text.into());
             m.stop_reason = stop;
             if let Some(error) = error {
                 m.error_message = Some(error.into());
+            }
+            match &self.native_finish_reason {
+                // A native reason that differs is recorded as `<finish>.<native>`, and appended to
+                // an error (not replacing it: the retry classifier matches the finish text).
+                Some(native) if *native != reason_text => {
+                    m.raw_stop_reason = Some(format!("{reason_text}.{native}").into());
+                    if m.stop_reason == StopReason::Error {
+                        if let Some(error) = m.error_message.as_mut().filter(|e| !e.is_empty()) {
+                            *error = format!("{error} (native_finish_reason: {native})").into();
+                        }
+                    }
+                }
+                _ => m.raw_stop_reason = Some(reason_text.into()),
             }
             self.has_finish_reason = true;
         }

@@ -283,6 +283,7 @@ json_object! {
     struct CompletionsChoice<'a> {
         usage: Declines = "usage",
         finish_reason: Declines = "finish_reason",
+        native_finish_reason: Declines = "native_finish_reason",
         delta: Option<Obj<CompletionsDelta<'a>>> = "delta",
     }
 }
