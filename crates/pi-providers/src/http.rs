@@ -162,7 +162,7 @@ pub(crate) async fn send(
         let error = match outcome {
             Ok(Some(response)) => {
                 if let Some(hook) = &options.on_response {
-                    hook(&provider_response(&response), model).await;
+                    hook(&provider_response(response.status().as_u16(), response.headers()), model).await;
                 }
                 return Ok(response);
             }
@@ -171,6 +171,15 @@ pub(crate) async fn send(
         };
         if is_cancelled(cancel) {
             return Err(Failure { message: ABORTED_BEFORE_HEADERS.to_owned(), aborted: true });
+        }
+        // Every attempt that failed with a status reaches the hook too, before the retry
+        // decision, with the headers its error carries (none for Gemini's SDK).
+        if let (Some(hook), Some(status)) = (&options.on_response, error.status) {
+            let response = match &error.headers {
+                Some(headers) => provider_response(status, headers),
+                None => ProviderResponse { status, headers: IndexMap::new() },
+            };
+            hook(&response, model).await;
         }
         let retry_index = max_retries - remaining;
         let decision = if remaining == 0 {
@@ -384,9 +393,9 @@ fn followed_redirect(requested: &str, answered: &reqwest::Url) -> Option<String>
     ))
 }
 
-fn provider_response(response: &reqwest::Response) -> ProviderResponse {
+fn provider_response(status: u16, response_headers: &HeaderMap) -> ProviderResponse {
     let mut headers = IndexMap::new();
-    for (name, value) in response.headers() {
+    for (name, value) in response_headers {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         headers
             .entry(name.as_str().to_owned())
@@ -396,7 +405,7 @@ fn provider_response(response: &reqwest::Response) -> ProviderResponse {
             })
             .or_insert(value);
     }
-    ProviderResponse { status: response.status().as_u16(), headers }
+    ProviderResponse { status, headers }
 }
 
 fn header<'a>(error: &'a ApiError, dialect: &dyn Dialect, name: &str) -> Option<&'a str> {

@@ -180,6 +180,35 @@ async fn retries_5xx_with_retry_after_ms() {
     assert_eq!(message.text(), "Back");
 }
 
+/// The `on_response` hook sees every attempt: each failed one with its status and headers
+/// (Gemini's without headers, as its SDK's errors carry none), before the retry, and the answer
+/// that streams. pi-ai 1.6.1 reports failed attempts too.
+#[tokio::test]
+async fn on_response_sees_every_attempt() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = Arc::clone(&seen);
+    let hook: pi_types::OnResponse = Arc::new(move |response: &pi_types::ProviderResponse, _: &Model| {
+        let line = format!("{} {:?}", response.status, response.headers.get("retry-after-ms"));
+        record.lock().unwrap().push(line);
+        Box::pin(async {})
+    });
+    let failing = Scripted::status(503, vec![("retry-after-ms", "1".into())], r#"{"error":{"message":"busy"}}"#);
+    let ok = Scripted::sse(vec![chat_chunk("Back"), chat_finish()]);
+    let (url, _) = serve(vec![failing.clone(), ok]).await;
+    let retrying = StreamOptions { max_retries: Some(1), on_response: Some(hook.clone()), ..options() };
+    let (_, message) = run(&OpenAICompletions, &model("openai-completions", &url), retrying).await;
+    assert_eq!(message.text(), "Back");
+    assert_eq!(*seen.lock().unwrap(), ["503 Some(\"1\")", "200 None"]);
+
+    // Without retries left the failed attempt still reaches the hook; Gemini's carries no headers.
+    seen.lock().unwrap().clear();
+    let (url, _) = serve(vec![failing]).await;
+    let single = StreamOptions { on_response: Some(hook), ..options() };
+    let (_, message) = run(&GoogleGenerativeAi::default(), &model("google-generative-ai", &url), single).await;
+    assert_eq!(message.stop_reason, StopReason::Error);
+    assert_eq!(*seen.lock().unwrap(), ["503 None"]);
+}
+
 #[tokio::test]
 async fn x_should_retry_false_is_not_retried() {
     let failing = Scripted::status(500, vec![("x-should-retry", "false".into())], r#"{"error":{"message":"nope"}}"#);
