@@ -4,6 +4,7 @@
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
 //! cargo xtask catalog [--check]                the model catalog as JSON; --check: against the reference
+//! cargo xtask reference-update --version X     pin pi-ai X, regenerate the catalog, reprint every provider golden
 //! cargo xtask bench [--runs N] [--threads N] [--against DIR] [WORKLOAD[:SIZE] ...]
 //!                                              the shared/bench workloads (faux and HTTP), one process
 //!                                              and JSON line each
@@ -28,6 +29,7 @@ mod proxy_common;
 mod proxy_interop;
 mod proxy_load;
 mod public_api;
+mod reference_update;
 mod sse_floor;
 mod streaming_fixtures;
 
@@ -47,6 +49,11 @@ commands:
   replay-provider CASE.json       replay a recorded provider response, print its trace
   catalog [--check]               print the model catalog as one JSON object {provider: [model, ...]};
                                   --check: compare it field by field with the reference's (needs node, npm)
+  reference-update --version X [--jobs N]
+                                  move to pi-ai X: pin it in xtask/node, regenerate the catalog and the
+                                  providers' key variables, reprint every provider golden under tests/fixtures
+                                  with its replay runner (N at a time, default up to 4); lists the goldens
+                                  that changed (needs node, npm)
   bench [--runs N] [--threads N] [--no-usage-estimate] [--quiet C] [--max-wait S] [--against DIR]
         [WORKLOAD[:SIZE] ...]
                                   run benchmark workloads (stream, tools, turns, agents, args, loopstream,
@@ -310,6 +317,7 @@ fn main() -> ExitCode {
         }
         (Some("catalog"), None) => print_line(catalog::print()),
         (Some("catalog"), Some(flag)) if flag == "--check" => print_line(catalog::check(&repo_root())),
+        (Some("reference-update"), _) => print_line(reference_update::run(&repo_root(), &args[1..])),
         (Some("bench"), _) => bench(&args[1..]),
         (Some("bench-one"), _) => bench_one(&args[1..]),
         (Some("diff-fuzz"), _) => match diff_fuzz::run(&args[1..], &repo_root()) {

@@ -20,9 +20,14 @@ pub fn run(repo_root: &Path) -> Result<(), String> {
     )
 }
 
-/// Install `xtask/node`'s pinned packages unless they are there already.
+/// Install `xtask/node`'s pinned packages unless they are there already (a pi-ai of another
+/// version than the pinned one, left by an earlier pin, is replaced).
 pub fn ensure_node_modules(node_dir: &Path) -> Result<(), String> {
-    if node_dir.join("node_modules").join("@earendil-works").join("pi-ai").is_dir() {
+    let pinned = std::fs::read_to_string(node_dir.join("package.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .and_then(|package| package["dependencies"]["@earendil-works/pi-ai"].as_str().map(str::to_owned));
+    if installed_version(node_dir).is_some_and(|installed| pinned.is_none_or(|pinned| pinned == installed)) {
         return Ok(());
     }
     let install = if node_dir.join("package-lock.json").is_file() { "ci" } else { "install" };
@@ -31,6 +36,13 @@ pub fn ensure_node_modules(node_dir: &Path) -> Result<(), String> {
         Command::new(npm).arg(install).arg("--no-audit").arg("--no-fund").current_dir(node_dir),
         &format!("npm {install}"),
     )
+}
+
+/// The version of the pi-ai installed in `node_dir`, if any.
+pub fn installed_version(node_dir: &Path) -> Option<String> {
+    let path = node_dir.join("node_modules").join("@earendil-works").join("pi-ai").join("package.json");
+    let package: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    package["version"].as_str().map(str::to_owned)
 }
 
 fn run_command(command: &mut Command, what: &str) -> Result<(), String> {
