@@ -58,7 +58,7 @@ async fn every_extra_api_case_matches_its_golden() {
     check_set(cases_of("providers-extra", 48)).await;
 }
 
-/// Real-stream cases where pi-rs deliberately differs from pi-ai 1.6.0: `(api/name, reason)`.
+/// Real-stream cases where pi-rs deliberately differs from pi-ai 1.6.1: `(api/name, reason)`.
 /// Such a case (and its `--split` sibling, whose reference golden is byte-identical) is compared
 /// with `providers-real/golden-pi-rs/<api>/<name>.jsonl` instead of the reference golden, which
 /// stays untouched. Every override must still differ from the reference golden (a stale one

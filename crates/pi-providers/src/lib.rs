@@ -1,7 +1,7 @@
 //! Provider registry and streaming adapters for pi.
 //!
 //! An adapter for each of the reference's ten streaming APIs reproduces
-//! `@earendil-works/pi-ai` 1.6.0 event for event: `openai_completions`, `anthropic`,
+//! `@earendil-works/pi-ai` 1.6.1 event for event: `openai_completions`, `anthropic`,
 //! `openai_responses`, `google`, `google_vertex`, `bedrock`, `azure_openai_responses`,
 //! `mistral`, `openai_codex_responses` and `pi_messages`. Each is a [`pi_types::StreamFn`]: it
 //! never fails synchronously, makes its connection inside the returned stream and ends it with

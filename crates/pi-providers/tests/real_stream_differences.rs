@@ -1,5 +1,5 @@
 //! What the adapters do with shapes found in streams recorded from live APIs
-//! (`tests/fixtures/providers-real`), where pi-rs deliberately differs from pi-ai 1.6.0 or where
+//! (`tests/fixtures/providers-real`), where pi-rs deliberately differs from pi-ai 1.6.1 or where
 //! pi-ai's behaviour was checked and kept. The table of differences and the reasons are in
 //! `docs/providers/real-streams.md`.
 

@@ -1,4 +1,4 @@
-//! The reasoning / thinking request fields per adapter, with the values pi-ai 1.6.0 sends for
+//! The reasoning / thinking request fields per adapter, with the values pi-ai 1.6.1 sends for
 //! the same model and options (taken from the reference oracle's request traces, see
 //! `tests/fixtures/providers/golden/*/x_*.jsonl`).
 
