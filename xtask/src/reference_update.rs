@@ -60,7 +60,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<String, String> {
     let args = parse(args)?;
     let node_dir = root.join("xtask/node");
     let package = format!("@earendil-works/pi-ai@{}", args.version);
-    run_command(
+    crate::streaming_fixtures::run_command(
         Command::new("npm")
             .args(["install", "--save-exact", "--no-audit", "--no-fund", &package])
             .current_dir(&node_dir),
@@ -162,15 +162,6 @@ fn print_golden(runner: &Path, case: &Path, golden: &Path) -> Result<bool, Strin
     }
     std::fs::write(golden, &output.stdout).map_err(|e| format!("{}: {e}", golden.display()))?;
     Ok(true)
-}
-
-fn run_command(command: &mut Command, what: &str) -> Result<(), String> {
-    let status = command.status().map_err(|error| format!("cannot run {what}: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{what} failed with {status}"))
-    }
 }
 
 #[cfg(test)]

@@ -45,7 +45,8 @@ pub fn installed_version(node_dir: &Path) -> Option<String> {
     package["version"].as_str().map(str::to_owned)
 }
 
-fn run_command(command: &mut Command, what: &str) -> Result<(), String> {
+/// Run a command to its end; an error names it and its exit status.
+pub fn run_command(command: &mut Command, what: &str) -> Result<(), String> {
     let status = command.status().map_err(|error| format!("cannot run {what}: {error}"))?;
     if status.success() {
         Ok(())
