@@ -43,14 +43,15 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::{adapter_support, js_json};
+use crate::api::support as adapter_support;
+use crate::js_json;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 
 /// The API id.
 pub const API: &str = "pi-messages";
 
 /// Longest frame buffered while waiting for its blank line, in bytes.
-const MAX_FRAME_BYTES: usize = crate::sse::MAX_EVENT_BYTES;
+const MAX_FRAME_BYTES: usize = crate::transport::sse::MAX_EVENT_BYTES;
 /// Longest error body kept in a diagnostic, in UTF-16 units (as the reference counts).
 const MAX_DIAGNOSTIC_BODY_UNITS: usize = 8192;
 
@@ -353,7 +354,7 @@ fn truncate_units(text: &str, max: usize) -> String {
 /// and `\n` arrive in different chunks). Linear in the input; a frame is capped.
 #[derive(Debug, Default)]
 struct Framer {
-    utf8: crate::sse::Utf8Stream,
+    utf8: crate::transport::sse::Utf8Stream,
     buffer: String,
     /// A `\r` at the end of the last chunk, held until the next one shows whether `\n` follows.
     pending_cr: bool,
