@@ -78,74 +78,67 @@
 //!
 //! See `docs/providers.md` for the SSE decoder, retry, timeout and compatibility rules.
 
+pub mod api;
+#[cfg(feature = "http")]
+pub mod auth;
+pub mod catalog;
 pub mod faux;
+#[cfg(feature = "http")]
+mod layer;
+pub mod registry;
+pub mod transport;
 
-#[cfg(feature = "http")]
-mod adapter_support;
-#[cfg(feature = "http")]
-mod http;
 // Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod js_json;
-#[cfg(feature = "http")]
-mod transform;
 // Their functions are re-exported below.
 mod classify;
 mod cost;
 mod failure;
-// Endpoint wrappers the registry puts around a built-in provider's adapters.
-#[cfg(feature = "http")]
-mod azure_completions;
-#[cfg(feature = "http")]
-mod cloudflare;
-#[cfg(feature = "http")]
-mod opencode;
-#[cfg(feature = "http")]
-mod typed;
 
+// The paths of the flat layout, kept for the crates that still name them; the documented paths
+// are the folders' above.
 #[cfg(feature = "http")]
-pub mod anthropic;
-#[cfg(feature = "http")]
-pub mod azure_openai_responses;
+#[doc(hidden)]
+pub use api::anthropic;
 #[cfg(feature = "bedrock")]
-pub mod bedrock;
-pub mod catalog;
+#[doc(hidden)]
+pub use api::bedrock;
 #[cfg(feature = "http")]
-pub mod client;
+#[doc(hidden)]
+pub use api::google::{gemini as google, vertex as google_vertex};
 #[cfg(feature = "http")]
-pub mod codex_auth;
+#[doc(hidden)]
+pub use api::mistral;
 #[cfg(feature = "http")]
-pub mod codex_login;
+#[doc(hidden)]
+pub use api::openai::{
+    azure as azure_openai_responses, codex as openai_codex_responses, completions as openai_completions,
+    responses as openai_responses,
+};
 #[cfg(feature = "http")]
-pub mod google;
+#[doc(hidden)]
+pub use api::pi_messages;
+#[doc(hidden)]
+pub use api::request_options;
 #[cfg(feature = "http")]
-pub mod google_vertex;
-pub mod identity;
+#[doc(hidden)]
+pub use auth::{codex as codex_auth, codex_login};
 #[cfg(feature = "http")]
-pub mod mistral;
-#[cfg(feature = "http")]
-pub mod openai_codex_responses;
-#[cfg(feature = "http")]
-pub mod openai_completions;
-#[cfg(feature = "http")]
-pub mod openai_responses;
-#[cfg(feature = "http")]
-pub mod pi_messages;
-pub mod registry;
-// The thinking-level helpers the adapters share (crate-private ones are unused without them).
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
-pub mod request_options;
-pub mod sse;
+#[doc(hidden)]
+pub use transport::client;
+#[doc(hidden)]
+pub use transport::{identity, sse};
 
 pub use classify::{is_context_overflow, is_recoverable_length, is_retryable_error};
 pub use cost::calculate_cost;
-/// The shared HTTP client, the default idle limit and the `errorMessage` bound, for crates
-/// that stream over HTTP themselves (the proxy client) with the adapters' settings.
-#[cfg(feature = "http")]
-pub use http::{bound_error_message, client as http_client, DEFAULT_IDLE_TIMEOUT_MS};
 pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};
 /// The HTTP client crate the adapters send with, at the version this crate links: build
 /// clients for [`client`] with it.
 #[cfg(feature = "http")]
 pub use reqwest;
+/// The shared HTTP client, the default idle limit and the `errorMessage` bound, for crates
+/// that stream over HTTP themselves (the proxy client) with the adapters' settings.
+#[cfg(feature = "http")]
+pub use transport::http::{bound_error_message, client as http_client, DEFAULT_IDLE_TIMEOUT_MS};

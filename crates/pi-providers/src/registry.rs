@@ -82,7 +82,7 @@ pub fn env_api_key(provider: &str) -> Option<String> {
 /// gcloud's default file) with a project and a location, and, for `amazon-bedrock`, any AWS
 /// credential source (`AWS_PROFILE`, an access key pair, `AWS_BEARER_TOKEN_BEDROCK`, ECS
 /// container credentials, a web identity token file), and for `openai-codex` a stored sign-in
-/// ([`default_auth_path`](crate::codex_auth::default_auth_path)). Cloudflare providers also need
+/// ([`default_auth_path`](crate::auth::codex::default_auth_path)). Cloudflare providers also need
 /// `CLOUDFLARE_ACCOUNT_ID` (and the gateway's `CLOUDFLARE_GATEWAY_ID`), as their reference
 /// auth does.
 pub fn has_env_credentials(provider: &str) -> bool {
@@ -99,7 +99,7 @@ pub fn has_env_credentials(provider: &str) -> bool {
             credentials && (set("GOOGLE_CLOUD_PROJECT") || set("GCLOUD_PROJECT")) && set("GOOGLE_CLOUD_LOCATION")
         }
         #[cfg(feature = "http")]
-        "openai-codex" => crate::codex_auth::CodexTokenStore::new(crate::codex_auth::default_auth_path())
+        "openai-codex" => crate::auth::codex::CodexTokenStore::new(crate::auth::codex::default_auth_path())
             .read()
             .is_ok_and(|credential| credential.is_some()),
         "cloudflare-workers-ai" => set("CLOUDFLARE_API_KEY") && set("CLOUDFLARE_ACCOUNT_ID"),
@@ -184,22 +184,24 @@ impl Provider {
         let provider = Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis();
         Some(match id {
             // Their catalog URLs name the account (and gateway): filled per request.
-            "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider
-                .map_apis(|adapter| Arc::new(crate::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>),
+            "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider.map_apis(|adapter| {
+                Arc::new(crate::layer::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>
+            }),
             // Its chat-completions models stream to the configured Azure endpoint and deployment.
             "azure" => provider.with_api(
-                crate::openai_completions::API,
-                Arc::new(crate::azure_completions::AzureCompletions::new(
-                    crate::azure_openai_responses::AzureOpenAIResponses::default(),
-                    Arc::new(crate::openai_completions::OpenAICompletions),
+                crate::api::openai::completions::API,
+                Arc::new(crate::layer::azure_completions::AzureCompletions::new(
+                    crate::api::openai::azure::AzureOpenAIResponses::default(),
+                    Arc::new(crate::api::openai::completions::OpenAICompletions),
                 )),
             ),
             // A ChatGPT subscription: OAuth tokens from `pi login openai-codex`, refreshed as needed.
             "openai-codex" => provider.with_auth(Auth::Resolver(
-                Arc::new(crate::codex_auth::CodexTokenStore::new(crate::codex_auth::default_auth_path())).resolver(),
+                Arc::new(crate::auth::codex::CodexTokenStore::new(crate::auth::codex::default_auth_path())).resolver(),
             )),
-            "opencode" | "opencode-go" => provider
-                .map_apis(|adapter| Arc::new(crate::opencode::OpenCodeSession::new(adapter)) as Arc<dyn StreamFn>),
+            "opencode" | "opencode-go" => provider.map_apis(|adapter| {
+                Arc::new(crate::layer::opencode::OpenCodeSession::new(adapter)) as Arc<dyn StreamFn>
+            }),
             _ => provider,
         })
     }
@@ -209,23 +211,29 @@ impl Provider {
     #[cfg(feature = "http")]
     pub fn with_http_apis(self) -> Self {
         let this = self
-            .with_api(crate::openai_completions::API, Arc::new(crate::openai_completions::OpenAICompletions))
-            .with_api(crate::openai_responses::API, Arc::new(crate::openai_responses::OpenAIResponses))
-            .with_api(crate::anthropic::API, Arc::new(crate::anthropic::AnthropicMessages))
-            .with_api(crate::google::API, Arc::new(crate::google::GoogleGenerativeAi::default()))
-            .with_api(crate::mistral::API, Arc::new(crate::mistral::MistralConversations))
             .with_api(
-                crate::azure_openai_responses::API,
-                Arc::new(crate::azure_openai_responses::AzureOpenAIResponses::default()),
+                crate::api::openai::completions::API,
+                Arc::new(crate::api::openai::completions::OpenAICompletions),
+            )
+            .with_api(crate::api::openai::responses::API, Arc::new(crate::api::openai::responses::OpenAIResponses))
+            .with_api(crate::api::anthropic::API, Arc::new(crate::api::anthropic::AnthropicMessages))
+            .with_api(
+                crate::api::google::gemini::API,
+                Arc::new(crate::api::google::gemini::GoogleGenerativeAi::default()),
+            )
+            .with_api(crate::api::mistral::API, Arc::new(crate::api::mistral::MistralConversations))
+            .with_api(
+                crate::api::openai::azure::API,
+                Arc::new(crate::api::openai::azure::AzureOpenAIResponses::default()),
             )
             .with_api(
-                crate::openai_codex_responses::API,
-                Arc::new(crate::openai_codex_responses::OpenAICodexResponses::default()),
+                crate::api::openai::codex::API,
+                Arc::new(crate::api::openai::codex::OpenAICodexResponses::default()),
             )
-            .with_api(crate::google_vertex::API, Arc::new(crate::google_vertex::GoogleVertex::default()))
-            .with_api(crate::pi_messages::API, Arc::new(crate::pi_messages::PiMessages));
+            .with_api(crate::api::google::vertex::API, Arc::new(crate::api::google::vertex::GoogleVertex::default()))
+            .with_api(crate::api::pi_messages::API, Arc::new(crate::api::pi_messages::PiMessages));
         #[cfg(feature = "bedrock")]
-        let this = this.with_api(crate::bedrock::API, Arc::new(crate::bedrock::BedrockConverseStream));
+        let this = this.with_api(crate::api::bedrock::API, Arc::new(crate::api::bedrock::BedrockConverseStream));
         this
     }
 
@@ -266,10 +274,10 @@ impl Provider {
     }
 
     /// Send this provider's requests with `client` unless a request brings its own (see
-    /// [`crate::client`]; this wins over the registry's client).
+    /// [`crate::transport::client`]; this wins over the registry's client).
     #[cfg(feature = "http")]
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-        self.http_client = Some(crate::client::handle(client));
+        self.http_client = Some(crate::transport::client::handle(client));
         self
     }
 
@@ -304,7 +312,7 @@ impl Provider {
                 let resolving = resolve(model);
                 // Token requests of the resolver (the Codex refresh) use the request's client.
                 #[cfg(feature = "http")]
-                let resolving = crate::client::resolving(options.http_client.clone(), resolving);
+                let resolving = crate::transport::client::resolving(options.http_client.clone(), resolving);
                 resolving.await.map_err(|e| ProviderError::Auth { provider: self.id.clone(), reason: e.to_string() })
             }
         }
@@ -337,7 +345,7 @@ impl Models {
     }
 
     /// Send requests with `client` unless the request or its provider brings its own (see
-    /// [`crate::client`]).
+    /// [`crate::transport::client`]).
     #[cfg(feature = "http")]
     pub fn with_http_client(self, client: reqwest::Client) -> Self {
         self.set_http_client(Some(client));
@@ -348,7 +356,7 @@ impl Models {
     #[cfg(feature = "http")]
     pub fn set_http_client(&self, client: Option<reqwest::Client>) {
         if let Ok(mut slot) = self.http_client.write() {
-            *slot = client.map(crate::client::handle);
+            *slot = client.map(crate::transport::client::handle);
         }
     }
 

@@ -31,7 +31,7 @@ fn same(a: &Value, b: &Value, path: &str) -> Result<(), String> {
 #[test]
 fn every_model_round_trips_every_field() {
     let raw: IndexMap<String, Vec<Value>> =
-        serde_json::from_str(include_str!("../src/catalog.json")).expect("catalog.json");
+        serde_json::from_str(include_str!("../src/catalog/catalog.json")).expect("catalog.json");
     assert_eq!(raw.len(), 43);
     assert_eq!(raw.values().map(Vec::len).sum::<usize>(), 1696);
     let parsed = catalog::catalog();

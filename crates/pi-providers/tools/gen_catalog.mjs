@@ -1,4 +1,4 @@
-// Regenerates ../src/catalog.json and ../src/provider_keys.json from the reference package.
+// Regenerates ../src/catalog/catalog.json and ../src/catalog/provider_keys.json from the reference package.
 //   node tools/gen_catalog.mjs [/path/to/node_modules]
 // (default: the node_modules folder that resolves `@earendil-works/pi-ai` from the current
 // directory). catalog.json is `{provider: [model, ...]}` exactly as pi-ai's
@@ -38,8 +38,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const lines = Object.entries(catalog).map(
   ([p, list]) => `  ${JSON.stringify(p)}: [${list.length ? "\n" : ""}${list.map((m) => `    ${JSON.stringify(m)}`).join(",\n")}${list.length ? "\n  " : ""}]`,
 );
-writeFileSync(join(here, "..", "src", "catalog.json"), `{\n${lines.join(",\n")}\n}\n`);
-writeFileSync(join(here, "..", "src", "provider_keys.json"), `${JSON.stringify(keys, null, 2)}\n`);
+writeFileSync(join(here, "..", "src", "catalog", "catalog.json"), `{\n${lines.join(",\n")}\n}\n`);
+writeFileSync(join(here, "..", "src", "catalog", "provider_keys.json"), `${JSON.stringify(keys, null, 2)}\n`);
 let total = 0;
 for (const [p, list] of Object.entries(catalog)) {
   total += list.length;

@@ -111,8 +111,8 @@ impl ChunkHeads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::typed::tests::Texts;
-    use crate::typed::{decode, Int};
+    use crate::api::typed::tests::Texts;
+    use crate::api::typed::{decode, Int};
 
     /// Everything a decoded chunk holds, as text.
     fn render(chunk: &CompletionsChunk<'_>) -> String {

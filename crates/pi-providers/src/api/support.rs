@@ -35,8 +35,8 @@ pub(crate) async fn finish(out: AssistantMessageBuilder, result: Result<(), Stop
             let reason = out.message().stop_reason;
             out.done(reason).await;
         }
-        Err(stop) if stop.aborted => out.aborted(crate::http::bound_error_message(stop.message)).await,
-        Err(stop) => out.error(crate::http::bound_error_message(stop.message)).await,
+        Err(stop) if stop.aborted => out.aborted(crate::transport::http::bound_error_message(stop.message)).await,
+        Err(stop) => out.error(crate::transport::http::bound_error_message(stop.message)).await,
     }
 }
 
@@ -64,8 +64,8 @@ impl From<TypesError> for Stop {
     }
 }
 
-impl From<crate::http::Failure> for Stop {
-    fn from(failure: crate::http::Failure) -> Self {
+impl From<crate::transport::http::Failure> for Stop {
+    fn from(failure: crate::transport::http::Failure) -> Self {
         Self { message: failure.message, aborted: failure.aborted }
     }
 }
@@ -92,7 +92,7 @@ pub(crate) fn merge_headers(sources: &[Vec<(String, Option<String>)>]) -> Vec<(S
 
 /// The identity headers (`User-Agent`, attribution): the lowest-priority source.
 pub(crate) fn identity_headers(model: &Model, options: &StreamOptions) -> Vec<(String, Option<String>)> {
-    crate::identity::identity_headers(model, options.identity.as_deref())
+    crate::transport::identity::identity_headers(model, options.identity.as_deref())
 }
 
 /// Headers of the model (`model.headers`).

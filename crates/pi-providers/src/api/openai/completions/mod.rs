@@ -17,13 +17,13 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
-use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::api::request_options;
+use crate::api::support::{self as adapter_support, Stop};
+use crate::api::transform::{sanitize_id, take_units, transform_messages};
+use crate::api::typed;
 use crate::js_json;
-use crate::request_options;
-use crate::sse::{LineMode, SseDecoder};
-use crate::transform::{sanitize_id, take_units, transform_messages};
-use crate::typed;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "openai-completions";

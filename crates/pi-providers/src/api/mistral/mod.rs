@@ -43,12 +43,12 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
-use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::api::support::{self as adapter_support, Stop};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
-use crate::request_options;
-use crate::sse::{LineMode, SseDecoder};
-use crate::transform::transform_messages;
+use crate::api::request_options;
+use crate::transport::sse::{LineMode, SseDecoder};
+use crate::api::transform::transform_messages;
 
 /// The API id.
 pub const API: &str = "mistral-conversations";

@@ -38,9 +38,9 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::adapter_support::{self, Stop};
-use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 
 pub use request::build_request_body;
 

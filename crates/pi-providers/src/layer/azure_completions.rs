@@ -11,7 +11,7 @@ use std::sync::Arc;
 use pi_types::{AssistantMessageEventStream, Model, OnPayload, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::Value;
 
-use crate::azure_openai_responses::AzureOpenAIResponses;
+use crate::api::openai::azure::AzureOpenAIResponses;
 
 /// Wraps the completions adapter for the Azure provider's models.
 #[derive(Clone)]

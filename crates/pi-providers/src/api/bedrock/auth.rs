@@ -253,7 +253,7 @@ fn credentials_error_text(error: &aws_credential_types::provider::error::Credent
     match error {
         CredentialsError::CredentialsNotLoaded(_) => NO_CREDENTIALS.to_owned(),
         other => {
-            let cause = crate::http::deepest_cause(other);
+            let cause = crate::transport::http::deepest_cause(other);
             let text = other.to_string();
             if cause.is_empty() || text.contains(&cause) {
                 text

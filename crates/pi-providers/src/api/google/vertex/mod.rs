@@ -3,7 +3,7 @@
 //! The wire protocol is Gemini's: `POST …:streamGenerateContent?alt=sse` with a JSON
 //! `GenerateContentRequest`, answered by Server-Sent Events whose `data:` lines are
 //! `GenerateContentResponse` chunks (CRLF framed). The request body, the chunk handling, the
-//! error shapes and the events are those of the Gemini adapter ([`crate::google`]), reused
+//! error shapes and the events are those of the Gemini adapter ([`crate::api::google::gemini`]), reused
 //! here; this module adds what Vertex does differently: where the request goes and how it is
 //! authenticated.
 //!
@@ -41,10 +41,10 @@ use pi_types::{
 };
 use serde_json::Value;
 
-use crate::adapter_support::{self, Stop};
-use crate::google::{self, GoogleDialect, ToolCallIds};
-use crate::http;
+use crate::api::google::gemini::{self as google, GoogleDialect, ToolCallIds};
+use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
+use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "google-vertex";
@@ -70,7 +70,7 @@ static VERTEX_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ToolCallIds for VertexToolCallIds {
     fn next_id(&self, name: &str) -> String {
-        crate::google::clock_id(name, &VERTEX_COUNTER)
+        crate::api::google::gemini::clock_id(name, &VERTEX_COUNTER)
     }
 }
 
@@ -292,7 +292,7 @@ mod adc {
     use serde_json::Value;
 
     use super::CLOUD_PLATFORM_SCOPE;
-    use crate::adapter_support::Stop;
+    use crate::api::support::Stop;
     use crate::js_json;
 
     const NO_CREDENTIALS: &str = "Could not load the default credentials. Browse to https://cloud.google.com/docs/authentication/getting-started for more information.";
@@ -421,14 +421,14 @@ mod adc {
             }
             let body = match &self.kind {
                 GrantKind::RefreshToken { client_id, client_secret, refresh_token } => {
-                    crate::adapter_support::form_encode(&[
+                    crate::api::support::form_encode(&[
                         ("grant_type", "refresh_token"),
                         ("client_id", client_id),
                         ("client_secret", client_secret),
                         ("refresh_token", refresh_token),
                     ])
                 }
-                GrantKind::ServiceAccount { account, email } => crate::adapter_support::form_encode(&[
+                GrantKind::ServiceAccount { account, email } => crate::api::support::form_encode(&[
                     ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
                     ("assertion", &assertion(account, email, &self.token_uri)?),
                 ]),
@@ -440,12 +440,19 @@ mod adc {
                 .send()
                 .await
                 .map_err(|error| {
-                    format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
+                    format!(
+                        "Vertex AI credentials: token request failed: {}",
+                        crate::transport::http::deepest_cause(&error)
+                    )
                 })?;
             let status = response.status();
-            let bytes =
-                crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES).await.map_err(|error| {
-                    format!("Vertex AI credentials: token request failed: {}", crate::http::deepest_cause(&error))
+            let bytes = crate::transport::http::read_to_cap(response, crate::transport::http::MAX_TOKEN_BODY_BYTES)
+                .await
+                .map_err(|error| {
+                    format!(
+                        "Vertex AI credentials: token request failed: {}",
+                        crate::transport::http::deepest_cause(&error)
+                    )
                 })?;
             let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             if !status.is_success() {
@@ -480,11 +487,11 @@ mod adc {
                     .await
                     .map(|token| token.as_str().to_owned())
                     .map_err(|error| format!("Vertex AI credentials: {error}")),
-                Source::File(grant) => grant.token(crate::client::for_request(options)?).await,
+                Source::File(grant) => grant.token(crate::transport::client::for_request(options)?).await,
             }
         };
         // The request's time-to-headers limit bounds the token fetch too (0 = none).
-        let limit = options.timeout_ms.unwrap_or(crate::http::DEFAULT_HEADERS_TIMEOUT_MS);
+        let limit = options.timeout_ms.unwrap_or(crate::transport::http::DEFAULT_HEADERS_TIMEOUT_MS);
         let bounded = async {
             if limit == 0 {
                 return fetch.await;
@@ -509,7 +516,7 @@ mod adc {
 mod adc {
     use pi_types::StreamOptions;
 
-    use crate::adapter_support::Stop;
+    use crate::api::support::Stop;
 
     pub(super) async fn access_token(_options: &StreamOptions) -> Result<String, Stop> {
         Err(Stop::error(

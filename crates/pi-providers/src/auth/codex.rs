@@ -10,7 +10,7 @@
 //! `expires_in` (seconds) replace the entry, which is written back (mode 0600 on Unix) before
 //! the new token is used. [`CodexTokenStore::resolver`] plugs the store into the registry as an
 //! [`Auth::Resolver`](crate::registry::Auth::Resolver); signing in is
-//! [`codex_login`](crate::codex_login).
+//! [`codex_login`](crate::auth::codex_login).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -187,18 +187,18 @@ pub(crate) async fn token_grant(
     let send = client
         .post(url)
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(crate::adapter_support::form_encode(form))
+        .body(crate::api::support::form_encode(form))
         .send();
     let response = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), send).await {
         Err(_) => return Err(timed_out()),
-        Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
+        Ok(Err(e)) => return Err(fail(crate::transport::http::deepest_cause(&e))),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
-    let read = crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES);
+    let read = crate::transport::http::read_to_cap(response, crate::transport::http::MAX_TOKEN_BODY_BYTES);
     let bytes = match tokio::time::timeout(Duration::from_millis(REFRESH_TIMEOUT_MS), read).await {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(e)) => return Err(fail(crate::http::deepest_cause(&e))),
+        Ok(Err(e)) => return Err(fail(crate::transport::http::deepest_cause(&e))),
         Err(_) => return Err(timed_out()),
     };
     if !status.is_success() {
@@ -267,7 +267,7 @@ impl CodexTokenStore {
     }
 
     /// Refresh with `client`. Without one, a refresh made while the registry resolves a
-    /// request's key uses that request's client (see [`crate::client`]), else the default.
+    /// request's key uses that request's client (see [`crate::transport::client`]), else the default.
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
         self
@@ -353,7 +353,7 @@ impl CodexTokenStore {
         let form = [("grant_type", "refresh_token"), ("refresh_token", refresh_token), ("client_id", CLIENT_ID)];
         let client = match &self.http_client {
             Some(client) => client.clone(),
-            None => crate::client::for_token_request()?,
+            None => crate::transport::client::for_token_request()?,
         };
         token_grant(&client, &self.token_url, &form, "refresh").await
     }
@@ -388,7 +388,7 @@ mod tests {
 
     #[test]
     fn form_encoding_matches_url_search_params() {
-        assert_eq!(crate::adapter_support::form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
+        assert_eq!(crate::api::support::form_encode(&[("a b", "x/y+z~*")]), "a+b=x%2Fy%2Bz%7E*");
     }
 
     #[test]

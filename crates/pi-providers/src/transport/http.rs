@@ -5,9 +5,9 @@
 //! Every wait has a default limit: [`DEFAULT_HEADERS_TIMEOUT_MS`] until the response headers,
 //! [`DEFAULT_IDLE_TIMEOUT_MS`] between body chunks (stream and error bodies alike). Error bodies
 //! are read up to [`MAX_ERROR_BODY_BYTES`], event-stream lines and events are capped (see
-//! [`crate::sse::FrameGuard`]), and an `errorMessage` is bounded by [`bound_error_message`].
+//! [`crate::transport::sse::FrameGuard`]), and an `errorMessage` is bounded by [`bound_error_message`].
 //! These limits are applied here, per request, whatever client sends it (see
-//! [`crate::client`]). Redirects are never followed by the default client, so provider
+//! [`crate::transport::client`]). Redirects are never followed by the default client, so provider
 //! credentials only reach the configured origin; a client that follows them ends the request
 //! with the redirect error. Environment proxies (`HTTP(S)_PROXY`) are opt-in.
 //!
@@ -27,7 +27,7 @@ use reqwest::header::HeaderMap;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::sse::FrameGuard;
+use crate::transport::sse::FrameGuard;
 
 /// Cap on a server-requested retry delay when the caller sets none.
 pub const DEFAULT_MAX_RETRY_DELAY_MS: u64 = 60_000;
@@ -46,13 +46,13 @@ pub const MAX_ERROR_BODY_BYTES: usize = 1 << 20;
 /// stream error event, a parse error quoting its data) is cut to 4000 units the same way.
 const MAX_ERROR_MESSAGE_CHARS: usize = MAX_ERROR_BODY_CHARS + 200;
 
-/// The process-wide default client ([`crate::client::shared`]): rustls with the `ring`
+/// The process-wide default client ([`crate::transport::client::shared`]): rustls with the `ring`
 /// provider, no environment proxy, no redirects.
 pub fn client() -> Result<&'static reqwest::Client, String> {
-    crate::client::shared_ref().map_err(|e| e.to_string())
+    crate::transport::client::shared_ref().map_err(|e| e.to_string())
 }
 
-pub(crate) use crate::client::deepest_cause;
+pub(crate) use crate::transport::client::deepest_cause;
 
 /// What kind of failure an [`ApiError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -266,7 +266,7 @@ async fn attempt(
 ) -> Result<Option<reqwest::Response>, ApiError> {
     // A client that cannot be had (a handle of another type, a failed build) is a
     // configuration error: not retried.
-    let client = crate::client::for_request(options).map_err(ApiError::other)?;
+    let client = crate::transport::client::for_request(options).map_err(ApiError::other)?;
     let mut builder = client.post(&request.url);
     for (name, value) in &request.headers {
         builder = builder.header(name.as_str(), value.as_str());
@@ -559,8 +559,8 @@ impl Body {
         }
     }
 
-    /// [`Body::next`] for an [`SseDecoder`](crate::sse::SseDecoder): each chunk is handed out a
-    /// piece at a time ([`crate::sse::piece_len`]), so that the decoder, which takes a piece's
+    /// [`Body::next`] for an [`SseDecoder`](crate::transport::sse::SseDecoder): each chunk is handed out a
+    /// piece at a time ([`crate::transport::sse::piece_len`]), so that the decoder, which takes a piece's
     /// events before the next piece, never holds a whole chunk. The next chunk is read (and
     /// cancellation looked at) once the last one is handed out, as with whole chunks.
     pub(crate) async fn next_piece(&mut self) -> Read {
@@ -570,7 +570,7 @@ impl Body {
                 other => return other,
             }
         }
-        Read::Chunk(self.held.split_to(crate::sse::piece_len(&self.held)))
+        Read::Chunk(self.held.split_to(crate::transport::sse::piece_len(&self.held)))
     }
 
     /// The next chunk of an event stream: a line or event over its cap ends the stream.

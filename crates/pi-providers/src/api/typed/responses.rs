@@ -138,8 +138,8 @@ impl EventHeads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::typed::decode;
-    use crate::typed::tests::Texts;
+    use crate::api::typed::decode;
+    use crate::api::typed::tests::Texts;
 
     /// Everything a decoded event holds, as text.
     fn render(event: &ResponsesDelta<'_>) -> String {

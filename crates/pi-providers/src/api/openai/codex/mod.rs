@@ -4,7 +4,7 @@
 //! `POST <baseUrl>/codex/responses` (`baseUrl` defaults to `https://chatgpt.com/backend-api`; a
 //! base URL already ending in `/codex` or `/codex/responses` is used as is) with
 //! `Authorization: Bearer <access token>`, `chatgpt-account-id` (read from the token's
-//! `https://api.openai.com/auth` claim, see [`crate::codex_auth`]), `OpenAI-Beta:
+//! `https://api.openai.com/auth` claim, see [`crate::auth::codex`]), `OpenAI-Beta:
 //! responses=experimental`, `originator: pi`, `accept: text/event-stream` and, with a session,
 //! `session-id` and `x-client-request-id`. The body is a Responses request with Codex's
 //! fixed members (`store: false`, `text.verbosity`, `include: ["reasoning.encrypted_content"]`,
@@ -12,7 +12,7 @@
 //! event stream read with the shared SSE decoder ([`SseDecoder`]: LF, CRLF and CR line ends),
 //! each event's data trimmed, `[DONE]` skipped; `error` and `response.failed` events end the
 //! stream with the server's message; `response.done`, `response.completed` and
-//! `response.incomplete` end it normally. The events themselves are processed as in [`crate::openai_responses`].
+//! `response.incomplete` end it normally. The events themselves are processed as in [`crate::api::openai::responses`].
 //!
 //! Only the SSE transport exists here. A WebSocket preference (`transport` `websocket`,
 //! `websocket-cached`, `auto` or unset) is handled as the reference handles a runtime without
@@ -30,15 +30,15 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
-use crate::codex_auth;
-use crate::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::api::support::{self as adapter_support, Stop};
+use crate::auth::codex as codex_auth;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::js_json;
-use crate::openai_responses::{
+use crate::api::openai::responses::{
     convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
 };
-use crate::request_options;
-use crate::sse::{LineMode, SseDecoder};
+use crate::api::request_options;
+use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "openai-codex-responses";

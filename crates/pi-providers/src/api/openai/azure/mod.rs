@@ -3,7 +3,7 @@
 //! The OpenAI Responses protocol served by an Azure OpenAI resource:
 //! `POST <base>/responses?api-version=<version>` with the key in an `api-key` header (never
 //! `Authorization`), a JSON body whose `model` is the Azure *deployment* name, and the same
-//! server-sent event stream as OpenAI's Responses API (see [`crate::openai_responses`], whose
+//! server-sent event stream as OpenAI's Responses API (see [`crate::api::openai::responses`], whose
 //! request conversion and stream processing this adapter shares).
 //!
 //! Settings, each first from the adapter's own fields, then from [`StreamOptions::env_var`]
@@ -29,11 +29,11 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support::{self, Stop};
-use crate::http;
+use crate::api::openai::responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
+use crate::api::request_options;
+use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::openai_responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
-use crate::request_options;
+use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "azure-openai-responses";

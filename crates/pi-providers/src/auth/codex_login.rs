@@ -11,7 +11,7 @@
 //!    flow times out.
 //! 4. The code is exchanged at `<auth>/oauth/token` (`grant_type=authorization_code`, the Codex
 //!    client id, the verifier, redirect `<auth>/deviceauth/callback`) for the tokens, which the
-//!    caller stores with [`CodexTokenStore::write`](crate::codex_auth::CodexTokenStore::write).
+//!    caller stores with [`CodexTokenStore::write`](crate::auth::codex::CodexTokenStore::write).
 //!
 //! Every request is bounded in time and cancellable; error texts quote the server's answer
 //! (at most 4000 bytes of it) but never a token.
@@ -21,7 +21,7 @@ use std::time::Duration;
 use pi_types::CancellationToken;
 use serde_json::{json, Value};
 
-use crate::codex_auth::{token_grant, CodexCredential, CLIENT_ID};
+use crate::auth::codex::{token_grant, CodexCredential, CLIENT_ID};
 
 /// The ChatGPT sign-in host.
 pub const AUTH_BASE_URL: &str = "https://auth.openai.com";
@@ -82,7 +82,7 @@ impl DeviceLogin {
         self
     }
 
-    /// Send the login's requests with `client` (default: [`crate::client::shared`]).
+    /// Send the login's requests with `client` (default: [`crate::transport::client::shared`]).
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
         self
@@ -91,7 +91,7 @@ impl DeviceLogin {
     fn client(&self) -> Result<reqwest::Client, String> {
         match &self.http_client {
             Some(client) => Ok(client.clone()),
-            None => crate::client::shared().map_err(|e| e.to_string()),
+            None => crate::transport::client::shared().map_err(|e| e.to_string()),
         }
     }
 
@@ -101,15 +101,15 @@ impl DeviceLogin {
         let response = tokio::time::timeout(REQUEST_TIMEOUT, send)
             .await
             .map_err(|_| "The operation was aborted due to timeout".to_owned())?
-            .map_err(|e| crate::http::deepest_cause(&e))?;
+            .map_err(|e| crate::transport::http::deepest_cause(&e))?;
         let status = response.status().as_u16();
         let bytes = tokio::time::timeout(
             REQUEST_TIMEOUT,
-            crate::http::read_to_cap(response, crate::http::MAX_TOKEN_BODY_BYTES),
+            crate::transport::http::read_to_cap(response, crate::transport::http::MAX_TOKEN_BODY_BYTES),
         )
         .await
         .map_err(|_| "The operation was aborted due to timeout".to_owned())?
-        .map_err(|e| crate::http::deepest_cause(&e))?;
+        .map_err(|e| crate::transport::http::deepest_cause(&e))?;
         Ok((status, bytes))
     }
 

@@ -11,9 +11,9 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::adapter_support;
-use crate::request_options;
-use crate::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
+use crate::api::request_options;
+use crate::api::support as adapter_support;
+use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 
 /// Text sent for a block that must not be empty.
 const EMPTY_TEXT: &str = "<empty>";

@@ -210,8 +210,8 @@ impl DeltaHeads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::typed::decode;
-    use crate::typed::tests::Texts;
+    use crate::api::typed::decode;
+    use crate::api::typed::tests::Texts;
 
     /// Everything a decoded delta holds, as text.
     fn render(delta: &AnthropicDelta<'_>) -> String {

@@ -1,0 +1,9 @@
+//! What carries a request and its response: the HTTP client and its settings, the request
+//! and body-read machinery the adapters share, the client identity headers and the SSE decoder.
+
+#[cfg(feature = "http")]
+pub mod client;
+#[cfg(feature = "http")]
+pub(crate) mod http;
+pub mod identity;
+pub mod sse;
