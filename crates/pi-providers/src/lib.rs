@@ -110,6 +110,7 @@ pub mod azure_openai_responses;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 pub mod catalog;
+pub mod classifier;
 #[cfg(feature = "http")]
 pub mod client;
 #[cfg(feature = "http")]
@@ -121,6 +122,7 @@ pub mod google;
 #[cfg(feature = "http")]
 pub mod google_vertex;
 pub mod identity;
+pub mod images;
 #[cfg(feature = "http")]
 pub mod mistral;
 #[cfg(feature = "http")]
