@@ -1,8 +1,8 @@
 //! `Models::classify` and `Models::generate_images`: the one-shot calls through the registry
 //! (the reference's `Models.classify` / `Models.generateImages`). The model's provider must be
 //! registered: its key (unless the options carry one) and HTTP client are resolved as for a
-//! stream, Cloudflare's account placeholder is filled from the provider settings, and the
-//! built-in implementation of the model's API answers.
+//! stream, Cloudflare's account placeholder is filled from the provider settings, OpenCode's
+//! session header is added, and the built-in implementation of the model's API answers.
 
 use pi_types::StreamOptions;
 
@@ -43,6 +43,10 @@ impl Models {
             return ClassifierResult::failed(model, message, aborted(&options));
         }
         let prepared = match self.one_shot_options(&model.request_model(), options).await {
+            // OpenCode routes by the session, on every kind of request.
+            Ok(options) if matches!(model.provider.as_str(), "opencode" | "opencode-go") => {
+                crate::opencode::with_session_header(options)
+            }
             Ok(options) => options,
             Err(message) => return ClassifierResult::failed(model, message, false),
         };
