@@ -8,14 +8,12 @@
 //! TypeSafe's opt-in header. The catalog sets `compat.imageInput`; the id check covers models
 //! without it. The base URL's `{CLOUDFLARE_ACCOUNT_ID}` is filled by `Models::classify`.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use pi_types::StreamOptions;
 use serde_json::{json, Map, Value};
 
 use super::shared::{join, js_string, Wording};
 use super::system_one::{self, ImageInput, Transport};
-use super::{Classifier, ClassifierContext, ClassifierModel, ClassifierResult};
+use super::{ClassifierContext, ClassifierModel, ClassifierResult};
 
 /// The API id.
 pub const API: &str = "cloudflare-workers-ai-system-one";
@@ -73,17 +71,4 @@ pub async fn classify(
     system_one::classify(&TRANSPORT, model, context, options).await
 }
 
-/// The `cloudflare-workers-ai-system-one` [`Classifier`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CloudflareWorkersAiSystemOne;
-
-impl Classifier for CloudflareWorkersAiSystemOne {
-    fn classify<'a>(
-        &'a self,
-        model: &'a ClassifierModel,
-        context: &'a ClassifierContext,
-        options: &'a StreamOptions,
-    ) -> BoxFuture<'a, ClassifierResult> {
-        classify(model, context, options).boxed()
-    }
-}
+classifier_of_module!(CloudflareWorkersAiSystemOne, "cloudflare-workers-ai-system-one");

@@ -433,11 +433,8 @@ impl LlamaCppClassify {
         options: &StreamOptions,
     ) -> ClassifierResult {
         let mut result = ClassifierResult::new(model);
-        match self.run(model, context, options).await {
-            Ok(answers) => result.answers = answers,
-            Err(message) => result.fail(message, shared::cancelled(options)),
-        }
-        result
+        let outcome = self.run(model, context, options).await.map(|answers| result.answers = answers);
+        result.settle(outcome, options)
     }
 }
 

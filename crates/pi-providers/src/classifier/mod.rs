@@ -26,6 +26,27 @@
 //! `max_retries` (default 2 here), `cancel`, `on_payload`, `on_response`, `http_client`,
 //! `session_id` (pi-decision) and `temperature` (llama.cpp only).
 
+/// A unit struct that is the [`Classifier`] of the module's `classify` function.
+#[cfg(feature = "http")]
+macro_rules! classifier_of_module {
+    ($name:ident, $api:literal) => {
+        #[doc = concat!("The `", $api, "` [`Classifier`](super::Classifier): this module's [`classify`].")]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+
+        impl super::Classifier for $name {
+            fn classify<'a>(
+                &'a self,
+                model: &'a super::ClassifierModel,
+                context: &'a super::ClassifierContext,
+                options: &'a pi_types::StreamOptions,
+            ) -> futures::future::BoxFuture<'a, super::ClassifierResult> {
+                futures::FutureExt::boxed(classify(model, context, options))
+            }
+        }
+    };
+}
+
 pub mod catalog;
 #[cfg(feature = "http")]
 pub mod cloudflare_workers_ai_system_one;
@@ -312,6 +333,16 @@ impl ClassifierResult {
         result
     }
 
+    /// The result once the call's work is done: `outcome`'s error, if any, fails it (as
+    /// `aborted` when the options' cancellation fired).
+    #[cfg(feature = "http")]
+    pub(crate) fn settle(mut self, outcome: Result<(), String>, options: &StreamOptions) -> Self {
+        if let Err(message) = outcome {
+            self.fail(message, cancelled(options));
+        }
+        self
+    }
+
     pub(crate) fn fail(&mut self, message: String, aborted: bool) {
         self.answers.clear();
         self.stop_reason = if aborted { ClassifierStopReason::Aborted } else { ClassifierStopReason::Error };
@@ -328,6 +359,12 @@ pub trait Classifier: Send + Sync {
         context: &'a ClassifierContext,
         options: &'a StreamOptions,
     ) -> BoxFuture<'a, ClassifierResult>;
+}
+
+/// Whether the options' cancellation fired (a failed call is then `aborted`).
+#[cfg(feature = "http")]
+pub(crate) fn cancelled(options: &StreamOptions) -> bool {
+    options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled)
 }
 
 /// The built-in classifier for an API id, if there is one.

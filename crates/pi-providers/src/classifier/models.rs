@@ -24,10 +24,6 @@ fn fill_placeholders(provider: &str, base_url: &str, options: &StreamOptions) ->
     Ok(url)
 }
 
-fn aborted(options: &StreamOptions) -> bool {
-    options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled)
-}
-
 impl Models {
     /// Classify `context` with `model` through its provider (see [`crate::classifier`]). Never
     /// fails: a model that takes no images, an unknown provider, a missing key or an API
@@ -40,7 +36,7 @@ impl Models {
     ) -> ClassifierResult {
         if context.images.as_ref().is_some_and(|images| !images.is_empty()) && !model.accepts_images() {
             let message = format!("Model {}/{} does not accept image input", model.provider, model.id);
-            return ClassifierResult::failed(model, message, aborted(&options));
+            return ClassifierResult::failed(model, message, super::cancelled(&options));
         }
         let prepared = match self.one_shot_options(&model.request_model(), options).await {
             // OpenCode routes by the session, on every kind of request.

@@ -9,14 +9,12 @@
 //! A gateway timeout (504) is not retried: the same large input would run into it again.
 //! Only OpenAI API keys work (ChatGPT sign-in tokens are rejected on this route).
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use indexmap::IndexMap;
 use pi_types::StreamOptions;
 use serde_json::{json, Value};
 
 use super::shared::{self, join, required_number, Wording};
-use super::{Classifier, ClassifierAnswer, ClassifierContext, ClassifierModel, ClassifierQuestion, ClassifierResult};
+use super::{ClassifierAnswer, ClassifierContext, ClassifierModel, ClassifierQuestion, ClassifierResult};
 
 /// The API id.
 pub const API: &str = "openai-decisions";
@@ -187,23 +185,8 @@ pub async fn classify(
     options: &StreamOptions,
 ) -> ClassifierResult {
     let mut result = ClassifierResult::new(model);
-    if let Err(message) = run(model, context, options, &mut result).await {
-        result.fail(message, shared::cancelled(options));
-    }
-    result
+    let outcome = run(model, context, options, &mut result).await;
+    result.settle(outcome, options)
 }
 
-/// The `openai-decisions` [`Classifier`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OpenAiDecisions;
-
-impl Classifier for OpenAiDecisions {
-    fn classify<'a>(
-        &'a self,
-        model: &'a ClassifierModel,
-        context: &'a ClassifierContext,
-        options: &'a StreamOptions,
-    ) -> BoxFuture<'a, ClassifierResult> {
-        classify(model, context, options).boxed()
-    }
-}
+classifier_of_module!(OpenAiDecisions, "openai-decisions");

@@ -6,14 +6,12 @@
 //! confidences within 0 to 1. A usage with a complete `cost` is kept as reported, else priced
 //! from the catalog.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use indexmap::IndexMap;
 use pi_types::{StreamOptions, Usage, UsageCost};
 use serde_json::{json, Map, Value};
 
 use super::shared::{self, join, required_number, tokens, Wording};
-use super::{Classifier, ClassifierAnswer, ClassifierContext, ClassifierModel, ClassifierQuestion, ClassifierResult};
+use super::{ClassifierAnswer, ClassifierContext, ClassifierModel, ClassifierQuestion, ClassifierResult};
 
 /// The API id.
 pub const API: &str = "pi-decision";
@@ -185,23 +183,8 @@ pub async fn classify(
     options: &StreamOptions,
 ) -> ClassifierResult {
     let mut result = ClassifierResult::new(model);
-    if let Err(message) = run(model, context, options, &mut result).await {
-        result.fail(message, shared::cancelled(options));
-    }
-    result
+    let outcome = run(model, context, options, &mut result).await;
+    result.settle(outcome, options)
 }
 
-/// The `pi-decision` [`Classifier`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct PiDecision;
-
-impl Classifier for PiDecision {
-    fn classify<'a>(
-        &'a self,
-        model: &'a ClassifierModel,
-        context: &'a ClassifierContext,
-        options: &'a StreamOptions,
-    ) -> BoxFuture<'a, ClassifierResult> {
-        classify(model, context, options).boxed()
-    }
-}
+classifier_of_module!(PiDecision, "pi-decision");

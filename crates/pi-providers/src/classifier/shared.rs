@@ -166,11 +166,6 @@ pub(super) fn join(base_url: &str, path: &str) -> String {
     format!("{}/{path}", base_url.trim_end_matches('/'))
 }
 
-/// Whether the options' cancellation fired (the result is then `aborted`).
-pub(super) fn cancelled(options: &StreamOptions) -> bool {
-    options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled)
-}
-
 /// JavaScript's `String(value)` for a JSON value (`undefined` for a missing one).
 pub(super) fn js_string(value: Option<&Value>) -> String {
     match value {

@@ -59,10 +59,8 @@ pub(super) async fn classify(
     options: &StreamOptions,
 ) -> ClassifierResult {
     let mut result = ClassifierResult::new(model);
-    if let Err(message) = run(transport, model, context, options, &mut result).await {
-        result.fail(message, shared::cancelled(options));
-    }
-    result
+    let outcome = run(transport, model, context, options, &mut result).await;
+    result.settle(outcome, options)
 }
 
 async fn run(

@@ -7,14 +7,12 @@
 //! them as `image_url` parts before the state. A model behind a proxy that hides both the
 //! provider id and the OpenRouter host sets `compat.imageInput`.
 
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use pi_types::StreamOptions;
 use serde_json::{Map, Value};
 
 use super::shared::{join, Wording};
 use super::system_one::{self, is_openrouter_model, ImageInput, Transport};
-use super::{Classifier, ClassifierContext, ClassifierModel, ClassifierResult};
+use super::{ClassifierContext, ClassifierModel, ClassifierResult};
 
 /// The API id.
 pub const API: &str = "typesafe-system-one";
@@ -53,17 +51,4 @@ pub async fn classify(
     system_one::classify(&TRANSPORT, model, context, options).await
 }
 
-/// The `typesafe-system-one` [`Classifier`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct TypesafeSystemOne;
-
-impl Classifier for TypesafeSystemOne {
-    fn classify<'a>(
-        &'a self,
-        model: &'a ClassifierModel,
-        context: &'a ClassifierContext,
-        options: &'a StreamOptions,
-    ) -> BoxFuture<'a, ClassifierResult> {
-        classify(model, context, options).boxed()
-    }
-}
+classifier_of_module!(TypesafeSystemOne, "typesafe-system-one");

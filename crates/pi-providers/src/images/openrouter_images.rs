@@ -166,8 +166,7 @@ async fn run(
 pub async fn generate_images(model: &ImageModel, context: &ImagesContext, options: &StreamOptions) -> AssistantImages {
     let mut out = AssistantImages::new(model);
     if let Err(message) = run(model, context, options, &mut out).await {
-        let aborted = options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled);
-        out.fail(message, aborted);
+        out.fail(message, crate::classifier::cancelled(options));
     }
     out
 }
