@@ -25,6 +25,21 @@
 //! [`catalog`]. Request options are [`StreamOptions`]: `api_key`, `headers`, `timeout_ms`,
 //! `max_retries` (default 2 here), `cancel`, `on_payload`, `on_response`, `http_client`,
 //! `session_id` (pi-decision) and `temperature` (llama.cpp only).
+//!
+//! ```
+//! use pi_providers::classifier::{ClassifierContext, ClassifierQuestion};
+//! let context: ClassifierContext = serde_json::from_value(serde_json::json!({
+//!     "state": {"ticket": "My card was charged twice."},
+//!     "questions": {
+//!         "topic": {"type": "choice", "instructions": "What is it about?",
+//!                   "criteria": {"billing": "Payments", "shipping": ""}},
+//!         "angry": {"type": "bool", "instructions": "Is the customer upset?",
+//!                   "criteria": {"true": "frustrated", "false": "calm"}}
+//!     }
+//! })).expect("a classifier context");
+//! assert!(matches!(context.questions["angry"], ClassifierQuestion::Bool { .. }));
+//! assert_eq!(serde_json::to_value(&context).expect("serializes")["questions"]["topic"]["type"], "choice");
+//! ```
 
 /// A unit struct that is the [`Classifier`] of the module's `classify` function.
 #[cfg(feature = "http")]
