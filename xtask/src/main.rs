@@ -4,6 +4,9 @@
 //! cargo xtask replay SCENARIO.json             conformance scenario -> normalized trace
 //! cargo xtask replay-provider CASE.json        recorded provider case -> normalized trace
 //! cargo xtask catalog [--check]                the model catalog as JSON; --check: against the reference
+//!                                              (chat, classifier and image catalogs)
+//! cargo xtask catalog --type classifier|image [--check]
+//!                                              the classifier or image catalog as JSON
 //! cargo xtask reference-update --version X     pin pi-ai X, regenerate the catalog, reprint every provider golden
 //! cargo xtask bench [--runs N] [--threads N] [--against DIR] [WORKLOAD[:SIZE] ...]
 //!                                              the shared/bench workloads (faux and HTTP), one process
@@ -23,6 +26,7 @@ mod bench_args;
 mod bench_load;
 mod bench_runs;
 mod catalog;
+mod catalog_types;
 mod diff_fuzz;
 mod proxy_abuse;
 mod proxy_common;
@@ -47,6 +51,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   replay SCENARIO.json            run a conformance scenario, print its trace
   replay-provider CASE.json       replay a recorded provider response, print its trace
+  catalog --type classifier|image [--check]
+                                  the classifier or image catalog, same shape; --check against pi-ai 1.6.1
   catalog [--check]               print the model catalog as one JSON object {provider: [model, ...]};
                                   --check: compare it field by field with the reference's (needs node, npm)
   reference-update --version X [--jobs N]
@@ -305,6 +311,15 @@ fn run_node_script(script: &str) -> ExitCode {
     }
 }
 
+/// `catalog --check`: the chat catalog, then the classifier and image catalogs.
+fn check_catalogs(root: &Path) -> Result<String, String> {
+    let mut lines = vec![catalog::check(root)?];
+    for kind in catalog_types::TYPES {
+        lines.push(catalog_types::check(root, kind)?);
+    }
+    Ok(lines.join("\n"))
+}
+
 fn main() -> ExitCode {
     if let Some(code) = public_api::act_as_rustdoc() {
         return code;
@@ -316,7 +331,12 @@ fn main() -> ExitCode {
             print_trace(pi_testkit::provider_replay::replay_case_blocking(Path::new(path)))
         }
         (Some("catalog"), None) => print_line(catalog::print()),
-        (Some("catalog"), Some(flag)) if flag == "--check" => print_line(catalog::check(&repo_root())),
+        (Some("catalog"), Some(flag)) if flag == "--check" => print_line(check_catalogs(&repo_root())),
+        (Some("catalog"), Some(flag)) if flag == "--type" => match (args.get(2), args.get(3).map(String::as_str)) {
+            (Some(kind), None) => print_line(catalog_types::print(kind)),
+            (Some(kind), Some("--check")) => print_line(catalog_types::check(&repo_root(), kind)),
+            _ => fail("usage: cargo xtask catalog --type classifier|image [--check]".to_owned()),
+        },
         (Some("reference-update"), _) => print_line(reference_update::run(&repo_root(), &args[1..])),
         (Some("bench"), _) => bench(&args[1..]),
         (Some("bench-one"), _) => bench_one(&args[1..]),

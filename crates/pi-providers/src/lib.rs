@@ -10,6 +10,11 @@
 //! the built-in [`catalog`] is the reference's: 43 providers, 1,696 chat models. The [`faux`]
 //! provider is a scripted stand-in for tests.
 //!
+//! Beyond chat, [`classifier`] (structured questions answered with probabilities, five APIs)
+//! and [`images`] (image generation over OpenRouter) port pi-ai 1.6.1's one-shot calls,
+//! `Models::classify` and `Models::generate_images`, with their catalogs (see
+//! `docs/classifiers.md`).
+//!
 //! # Features
 //!
 //! * `http` (default): every adapter but Bedrock's, `Provider::builtin`,
@@ -82,7 +87,9 @@ pub mod api;
 #[cfg(feature = "http")]
 pub mod auth;
 pub mod catalog;
+pub mod classifier;
 pub mod faux;
+pub mod images;
 #[cfg(feature = "http")]
 mod layer;
 pub mod registry;

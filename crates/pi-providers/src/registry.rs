@@ -451,6 +451,30 @@ impl Models {
         })
     }
 
+    /// The options of a one-shot request (classify, generate images) for `model`: the
+    /// provider's key and client filled in as for a stream. `Err` when the provider is unknown
+    /// or has no key where it reads one from the environment.
+    #[cfg(feature = "http")]
+    pub(crate) async fn one_shot_options(
+        &self,
+        model: &Model,
+        mut options: StreamOptions,
+    ) -> Result<StreamOptions, String> {
+        let provider = self
+            .provider(&model.provider)
+            .ok_or_else(|| ProviderError::UnknownProvider(model.provider.to_string()).to_string())?;
+        if options.http_client.is_none() {
+            options.http_client = provider.http_client.clone().or_else(|| self.http_client.read().ok()?.clone());
+        }
+        if options.api_key.is_none() {
+            options.api_key = provider.resolve_key(model, &options).await.map_err(|e| e.to_string())?;
+            if options.api_key.is_none() && matches!(provider.auth, Auth::Env(_)) {
+                return Err(format!("Provider is not configured: {}", model.provider));
+            }
+        }
+        Ok(options)
+    }
+
     /// Stream and wait for the final message.
     pub async fn complete(&self, model: &Model, context: Context, options: StreamOptions) -> Option<AssistantMessage> {
         self.stream(model, context, options).result().await

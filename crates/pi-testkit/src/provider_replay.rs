@@ -1,13 +1,15 @@
 //! Differential replay of a recorded provider response (the `replay-provider` runner).
 //!
 //! A case (see `tests/fixtures/providers/README` / the shared oracle's README) holds a model,
-//! a context, options and a recorded HTTP response. [`replay_case`] serves that response on a
-//! `127.0.0.1` listener exactly as the reference oracle does (same bytes and chunk
-//! boundaries, chunked transfer encoding when `chunks` is given, `content-length` otherwise,
-//! status 599 for any further request), runs our adapter for the case's API against it, and
-//! returns the normalized JSON Lines trace: one `request` line per request received, one
-//! `event` line per stream event (with the partial message as it was when the event was
-//! emitted) and a final `result` line.
+//! a context, options and a recorded HTTP response (or, for flows of several requests, a
+//! `responses` list served in request order). [`replay_case`] serves it on a `127.0.0.1`
+//! listener exactly as the reference oracle does (same bytes and chunk boundaries, chunked
+//! transfer encoding when `chunks` is given, `content-length` otherwise, status 599 for any
+//! request past the last answer), runs our adapter for the case's API against it, and returns
+//! the normalized JSON Lines trace: one `request` line per request received, one `event` line
+//! per stream event (with the partial message as it was when the event was emitted) and a
+//! final `result` line. One-shot entries (`entry: "classify"` / `"generateImages"`) go through
+//! `Models::classify` / `Models::generate_images` and print no events.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,8 +65,15 @@ pub fn replay_case_blocking(case_path: &Path) -> Result<String, ReplayError> {
     runtime.block_on(replay_case(case_path))
 }
 
-fn answer_of(case: &Value) -> Result<Answer, ReplayError> {
-    let response = case.get("response").ok_or_else(|| ReplayError::Case("missing response".into()))?;
+/// The answers in request order: `responses` (multi-request flows) or the one `response`.
+fn answers_of(case: &Value) -> Result<Vec<Answer>, ReplayError> {
+    match case.get("responses").and_then(Value::as_array) {
+        Some(list) => list.iter().map(answer_of).collect(),
+        None => Ok(vec![answer_of(case.get("response").ok_or_else(|| ReplayError::Case("missing response".into()))?)?]),
+    }
+}
+
+fn answer_of(response: &Value) -> Result<Answer, ReplayError> {
     let status = response.get("status").and_then(Value::as_u64).unwrap_or(200) as u16;
     let headers = response
         .get("headers")
@@ -140,13 +149,17 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
 
 async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let api = case.get("api").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let adapter = adapter_for(&api)?;
-    let answer = answer_of(case)?;
+    let entry = case.get("entry").and_then(Value::as_str).unwrap_or("streamSimple");
+    let adapter = match entry {
+        "classify" | "generateImages" => None,
+        _ => Some(adapter_for(&api)?),
+    };
+    let answers = Arc::new(answers_of(case)?);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let base_url = format!("http://127.0.0.1:{port}");
     let received: Arc<Mutex<Vec<Received>>> = Arc::new(Mutex::new(Vec::new()));
-    let server = tokio::spawn(serve(listener, answer, Arc::clone(&received)));
+    let server = tokio::spawn(serve(listener, answers, Arc::clone(&received)));
 
     let mut model_json = json!({
         "input": ["text"],
@@ -165,6 +178,15 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
         }
         target.insert("api".into(), json!(api));
     }
+    let Some(adapter) = adapter else {
+        let result = one_shot(entry, case, model_json, &base_url).await?;
+        server.abort();
+        let requests = received.lock().map(|r| r.clone()).unwrap_or_default();
+        let mut lines: Vec<Value> =
+            requests.iter().map(|request| normalize(&request_record(request), &base_url, false)).collect();
+        lines.push(normalize(&json!({"kind": "result", "message": result}), &base_url, false));
+        return Ok(lines.iter().map(|line| pi_types::json::stringify(line) + "\n").collect());
+    };
     let model: Model = serde_json::from_value(model_json).map_err(|e| ReplayError::Case(format!("model: {e}")))?;
     let context: Context = serde_json::from_value(case.get("context").cloned().unwrap_or(json!({"messages": []})))
         .map_err(|e| ReplayError::Case(format!("context: {e}")))?;
@@ -218,13 +240,56 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     Ok(out)
 }
 
-async fn serve(listener: TcpListener, answer: Answer, received: Arc<Mutex<Vec<Received>>>) {
+/// A one-shot call (`classify`, `generateImages`) through a registry holding the case's
+/// provider with the case's key, as the reference runner does; the result as JSON.
+async fn one_shot(entry: &str, case: &Value, model_json: Value, base_url: &str) -> Result<Value, ReplayError> {
+    use pi_providers::{Auth, Models, Provider};
+    let case_options = case.get("options").cloned().unwrap_or(json!({}));
+    let api_key = case.get("apiKey").and_then(Value::as_str).unwrap_or(DEFAULT_API_KEY).to_owned();
+    let options = StreamOptions {
+        api_key: Some(api_key.clone()),
+        max_retries: Some(0),
+        timeout_ms: Some(case_options.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS)),
+        temperature: case_options.get("temperature").and_then(Value::as_f64),
+        session_id: case_options.get("sessionId").and_then(Value::as_str).map(str::to_owned),
+        env: case.get("env").and_then(Value::as_object).map(|env| {
+            Arc::new(
+                env.iter()
+                    .map(|(k, v)| {
+                        (k.clone(), substitute(v, base_url).as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    })
+                    .collect(),
+            )
+        }),
+        ..Default::default()
+    };
+    let provider = model_json.get("provider").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let models = Models::new();
+    models.set_provider(Provider::new(provider).with_auth(Auth::ApiKey(api_key)));
+    let context = case.get("context").cloned().unwrap_or(Value::Null);
+    let to_json = |value: Result<Value, serde_json::Error>| value.map_err(|e| ReplayError::Case(e.to_string()));
+    if entry == "classify" {
+        let model: pi_providers::classifier::ClassifierModel =
+            serde_json::from_value(model_json).map_err(|e| ReplayError::Case(format!("model: {e}")))?;
+        let context: pi_providers::classifier::ClassifierContext =
+            serde_json::from_value(context).map_err(|e| ReplayError::Case(format!("context: {e}")))?;
+        to_json(serde_json::to_value(models.classify(&model, &context, options).await))
+    } else {
+        let model: pi_providers::images::ImageModel =
+            serde_json::from_value(model_json).map_err(|e| ReplayError::Case(format!("model: {e}")))?;
+        let context: pi_providers::images::ImagesContext =
+            serde_json::from_value(context).map_err(|e| ReplayError::Case(format!("context: {e}")))?;
+        to_json(serde_json::to_value(models.generate_images(&model, &context, options).await))
+    }
+}
+
+async fn serve(listener: TcpListener, answers: Arc<Vec<Answer>>, received: Arc<Mutex<Vec<Received>>>) {
     loop {
         let Ok((socket, _)) = listener.accept().await else { return };
-        let answer = answer.clone();
+        let answers = Arc::clone(&answers);
         let received = Arc::clone(&received);
         tokio::spawn(async move {
-            let _ = handle_connection(socket, answer, received).await;
+            let _ = handle_connection(socket, answers, received).await;
         });
     }
 }
@@ -328,7 +393,7 @@ fn reason_phrase(status: u16) -> &'static str {
 
 async fn handle_connection(
     mut socket: TcpStream,
-    answer: Answer,
+    answers: Arc<Vec<Answer>>,
     received: Arc<Mutex<Vec<Received>>>,
 ) -> std::io::Result<()> {
     socket.set_nodelay(true)?;
@@ -339,7 +404,7 @@ async fn handle_connection(
             all.push(request);
             all.len()
         };
-        if count > 1 {
+        let Some(answer) = answers.get(count - 1) else {
             let body = b"replay: unexpected extra request";
             let head = format!(
                 "HTTP/1.1 599 Unknown\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: keep-alive\r\n\r\n",
@@ -349,7 +414,7 @@ async fn handle_connection(
             socket.write_all(body).await?;
             socket.flush().await?;
             continue;
-        }
+        };
         let mut head = format!("HTTP/1.1 {} {}\r\n", answer.status, reason_phrase(answer.status));
         let streamed = answer.chunks.is_some();
         for (name, value) in &answer.headers {
