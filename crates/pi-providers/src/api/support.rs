@@ -40,6 +40,19 @@ pub(crate) async fn finish(out: AssistantMessageBuilder, result: Result<(), Stop
     }
 }
 
+/// The tail every stream's read ends with: a stream that set no stop reason fails with
+/// `pending`; one whose message recorded an error or an abort fails with its error message
+/// (or the reference's generic text); any other stop reason ends it normally.
+pub(crate) fn stop_reason_tail(message: &pi_types::AssistantMessage, pending: &str) -> Result<(), Stop> {
+    match message.stop_reason {
+        StopReason::Pending => Err(Stop::error(pending)),
+        StopReason::Aborted | StopReason::Error => Err(Stop::error(
+            message.error_message.as_deref().filter(|m| !m.is_empty()).unwrap_or("An unknown error occurred"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Why an adapter stopped early: the message and whether the request was cancelled.
 #[derive(Debug)]
 pub(crate) struct Stop {

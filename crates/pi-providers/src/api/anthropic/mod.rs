@@ -449,17 +449,7 @@ async fn run(
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error("Anthropic stream ended without a stop reason")),
-        StopReason::Aborted | StopReason::Error => Err(Stop::error(
-            out.message()
-                .error_message
-                .clone()
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| "An unknown error occurred".into()),
-        )),
-        _ => Ok(()),
-    }
+    adapter_support::stop_reason_tail(out.message(), "Anthropic stream ended without a stop reason")
 }
 
 struct BlockState {

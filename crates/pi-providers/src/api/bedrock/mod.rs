@@ -326,17 +326,7 @@ async fn run(
     if body.is_cancelled() {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error("Bedrock stream ended without a stop reason")),
-        StopReason::Error | StopReason::Aborted => Err(Stop::error(
-            out.message()
-                .error_message
-                .clone()
-                .filter(|m| !m.is_empty())
-                .unwrap_or_else(|| "An unknown error occurred".into()),
-        )),
-        _ => Ok(()),
-    }
+    adapter_support::stop_reason_tail(out.message(), "Bedrock stream ended without a stop reason")
 }
 
 /// The next whole message of the buffer, if it holds one; its frame is checked (lengths,

@@ -254,14 +254,7 @@ async fn run(
     if options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled) {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error("Mistral stream ended without a finish reason")),
-        StopReason::Error | StopReason::Aborted => {
-            let message = out.message().error_message.as_deref().filter(|m| !m.is_empty());
-            Err(Stop::error(message.unwrap_or("An unknown error occurred")))
-        }
-        _ => Ok(()),
-    }
+    adapter_support::stop_reason_tail(out.message(), "Mistral stream ended without a finish reason")
 }
 
 /// Read the body to its end or `[DONE]`, handing every chunk to `chunks`.

@@ -519,18 +519,7 @@ impl OpenAICodexResponses {
                 }
             }
         }
-        match out.message().stop_reason {
-            StopReason::Pending => Err(Stop::error("Codex stream ended without a stop reason")),
-            StopReason::Aborted | StopReason::Error => Err(Stop::error(
-                out.message()
-                    .error_message
-                    .as_deref()
-                    .filter(|m| !m.is_empty())
-                    .unwrap_or("An unknown error occurred")
-                    .to_owned(),
-            )),
-            _ => Ok(()),
-        }
+        adapter_support::stop_reason_tail(out.message(), "Codex stream ended without a stop reason")
     }
 }
 

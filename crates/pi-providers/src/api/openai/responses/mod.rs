@@ -833,18 +833,7 @@ pub(crate) async fn send_and_stream(
     if aborted {
         return Err(Stop::aborted("Request was aborted"));
     }
-    match out.message().stop_reason {
-        StopReason::Pending => Err(fail(flavor.no_stop_reason.into())),
-        StopReason::Aborted | StopReason::Error => Err(fail(
-            out.message()
-                .error_message
-                .as_deref()
-                .filter(|m| !m.is_empty())
-                .unwrap_or("An unknown error occurred")
-                .to_owned(),
-        )),
-        _ => Ok(()),
-    }
+    adapter_support::stop_reason_tail(out.message(), flavor.no_stop_reason).map_err(|stop| fail(stop.message))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
