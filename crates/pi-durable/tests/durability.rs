@@ -338,9 +338,56 @@ fn driver(measure: bool) -> Result<(), Error> {
             let repeated = executions.values().filter(|c| **c > 1).count();
             eprintln!("durability: {session} killed after tool {kill_at} began: completed, {repeated} in-flight call repeated");
         }
+        steer_and_abort(&client, &worker).await?;
         drop(process);
         Ok(())
     })
+}
+
+/// Wait until `count` tools ran in all (the counter file's lines).
+async fn tools_ran(worker: &Worker, count: usize) -> Result<(), Error> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines(&worker.counter).len() < count {
+        if Instant::now() > deadline {
+            return Err(format!("tool {count} never ran").into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(())
+}
+
+/// A steering message reaches the running agent; an abort cancels the run, which adds nothing.
+async fn steer_and_abort(client: &Client, worker: &Worker) -> Result<(), Error> {
+    let before = lines(&worker.counter).len();
+    let handle = client.start("steered", prompt(), None).await?;
+    tools_ran(worker, before + 3).await?;
+    let steering: AgentMessage = UserMessage { timestamp: 2, ..UserMessage::text("Also say hi.") }.into();
+    client.steer("steered", vec![steering.clone()]).await?;
+    let added = client.attach(&handle).await?;
+    let at = added.iter().position(|m| *m == steering).ok_or("the steering message is not in the transcript")?;
+    if added.iter().filter(|m| **m == steering).count() != 1 || added[at - 1].role() != "toolResult" {
+        return Err(format!("steering message at {at} of {}", added.len()).into());
+    }
+    if added.last().map(|m| m.role()) != Some("assistant") || added.len() != 2 * STEPS + 4 {
+        return Err(format!("steered run: {} messages", added.len()).into());
+    }
+
+    let before = lines(&worker.counter).len();
+    let handle = client.start("aborted", prompt(), None).await?;
+    tools_ran(worker, before + 2).await?;
+    client.abort(&handle).await?;
+    match client.attach(&handle).await {
+        Err(pi_durable::DurableError::Status { .. }) => {}
+        other => return Err(format!("an aborted run answered {other:?}").into()),
+    }
+    let ran = lines(&worker.counter).len() - before;
+    if ran >= STEPS || !client.messages("aborted").await?.is_empty() {
+        return Err(format!("the aborted run went on ({ran} tools) or added messages").into());
+    }
+    // The session is free again: its next run completes.
+    check_baseline(&client.run("aborted", prompt()).await?)?;
+    eprintln!("durability: steering reached the run; the aborted run stopped after {ran} tools and added nothing");
+    Ok(())
 }
 
 /// The uninterrupted run: 10 calls of `count`, in order, then the closing text.
