@@ -66,8 +66,12 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 }
                 None => models::listing(cli.model.provider.as_deref(), json)?,
             };
-            std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
-                .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+            let mut stdout = std::io::stdout();
+            match stdout.write_all(listing.as_bytes()).and_then(|()| stdout.flush()) {
+                // The reader has gone (`pi models | head -1`): output ends quietly, as Unix tools do.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                result => result.map_err(|e| CliError::Io(format!("cannot write the listing: {e}"))),
+            }
         }
         Some(Command::Login { provider }) => {
             if !cli.prompt.is_empty() {

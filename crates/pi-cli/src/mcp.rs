@@ -21,6 +21,10 @@ pub struct McpArgs {
     /// HTTP URL; `NAME=` in front names it (default: the command's file name or URL's host).
     #[arg(long = "mcp", global = true, value_name = "SERVER")]
     pub servers: Vec<String>,
+    /// Stop with an error (exit 1) when an --mcp server is not ready at start-up, instead of
+    /// going on without its tools.
+    #[arg(long = "mcp-required", global = true, requires = "servers")]
+    pub required: bool,
 }
 
 /// How long a one-shot prompt waits for the servers to start before it runs without them.
@@ -29,6 +33,7 @@ const ONE_SHOT_WAIT: Duration = Duration::from_secs(30);
 /// The MCP servers of a session and the agent's built-in tools.
 pub struct McpTools {
     hub: Option<McpHub>,
+    required: bool,
     builtin: Vec<Arc<dyn AgentTool>>,
     seen: u64,
     /// Names (and servers) of the MCP tools last handed to the agent.
@@ -40,7 +45,7 @@ impl McpTools {
     /// now are the built-in ones.
     pub fn start(args: &McpArgs, agent: &Agent) -> Result<Self, CliError> {
         let builtin = agent.tools().to_vec();
-        let mut this = Self { hub: None, builtin, seen: 0, current: Vec::new() };
+        let mut this = Self { hub: None, required: args.required, builtin, seen: 0, current: Vec::new() };
         if args.servers.is_empty() {
             return Ok(this);
         }
@@ -53,16 +58,31 @@ impl McpTools {
         Ok(this)
     }
 
-    /// Wait (bounded) until every server has started or failed once; lines about the ones that
-    /// are not ready.
-    pub async fn wait_ready(&self) -> Vec<String> {
-        let Some(hub) = &self.hub else { return Vec::new() };
+    /// A line saying which servers are starting (before [`McpTools::wait_ready`]), if any.
+    pub fn starting(&self) -> Option<String> {
+        let hub = self.hub.as_ref()?;
+        let names: Vec<String> = hub.servers().into_iter().map(|s| s.name).collect();
+        Some(format!("(starting mcp server{} {}…)", if names.len() == 1 { "" } else { "s" }, names.join(", ")))
+    }
+
+    /// Wait (bounded) until every server has started or failed once; one line per server
+    /// that is not ready. With `--mcp-required` a server that is not ready is an error (its
+    /// line; the lines of the others are returned).
+    pub async fn wait_ready(&self) -> Result<Vec<String>, CliError> {
+        let Some(hub) = &self.hub else { return Ok(Vec::new()) };
         hub.wait_ready(ONE_SHOT_WAIT).await;
-        hub.servers()
+        let mut lines: Vec<String> = hub
+            .servers()
             .into_iter()
             .filter(|s| !matches!(s.status, ServerStatus::Ready { .. }))
-            .map(|s| format!("mcp server {}: {}", s.name, status_text(&s.status)))
-            .collect()
+            .map(|s| not_ready_line(&s.name, &s.status, self.required))
+            .collect();
+        if self.required && !lines.is_empty() {
+            let first = lines.remove(0);
+            lines.iter().for_each(|line| eprintln!("pi: {line}"));
+            return Err(CliError::Setup(first));
+        }
+        Ok(lines)
     }
 
     /// Hand the agent the built-in tools plus the servers' current tools if they changed
@@ -120,6 +140,22 @@ fn status_text(status: &ServerStatus) -> String {
     }
 }
 
+/// Why a server is not ready after the start-up wait, in one line (its error names it); what
+/// happens next unless it is `required`.
+fn not_ready_line(name: &str, status: &ServerStatus, required: bool) -> String {
+    let seconds = ONE_SHOT_WAIT.as_secs();
+    match status {
+        ServerStatus::Connecting if required => format!("mcp server {name} is not ready after {seconds} s"),
+        ServerStatus::Connecting => {
+            format!("mcp server {name} is still starting after {seconds} s; its tools join when it is ready")
+        }
+        ServerStatus::Reconnecting { last_error, .. } if required => last_error.clone(),
+        ServerStatus::Reconnecting { last_error, .. } => format!("{last_error} (retrying in the background)"),
+        ServerStatus::Failed(error) => error.clone(),
+        other => format!("mcp server {name}: {}", status_text(other)),
+    }
+}
+
 fn change_line(added: &[&str], removed: &[&str]) -> Option<String> {
     if added.is_empty() && removed.is_empty() {
         return None;
@@ -143,7 +179,7 @@ mod tests {
     fn a_bad_server_spec_is_a_usage_error() {
         let options = pi_agent::AgentOptions::new(Arc::new(pi_providers::faux::FauxProvider::default()));
         let agent = Agent::new(options);
-        let args = McpArgs { servers: vec!["name=".into()] };
+        let args = McpArgs { servers: vec!["name=".into()], required: false };
         let error = McpTools::start(&args, &agent).err().expect("rejected");
         assert!(matches!(error, CliError::Usage(ref text) if text.contains("no command")), "{error:?}");
     }
