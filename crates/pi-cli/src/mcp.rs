@@ -1,13 +1,16 @@
 //! `--mcp SERVER`: tools from MCP servers ([`pi_mcp`]) next to the built-in ones, handed to
-//! the agent before each run when the servers' tool sets changed (a server became ready,
-//! reconnected or sent `list_changed`), so the next request declares the change.
+//! the agent when the servers' tool sets changed (a server became ready, reconnected or sent
+//! `list_changed`): before each run, and to a running agent at each turn boundary, so the
+//! next request declares the change.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use pi_agent::Agent;
+use pi_agent::pi_loop::{AgentContext, HookResult, TurnContext, TurnUpdate};
+use pi_agent::{Agent, CancellationToken};
 use pi_mcp::{McpHub, ServerConfig, ServerStatus};
 use pi_types::AgentTool;
 
@@ -38,6 +41,8 @@ pub struct McpTools {
     seen: u64,
     /// Names (and servers) of the MCP tools last handed to the agent.
     current: Vec<(String, String)>,
+    /// The hub's tool-set version a running agent last got (see [`turn_hook`]).
+    turn_seen: Arc<AtomicU64>,
 }
 
 impl McpTools {
@@ -45,7 +50,14 @@ impl McpTools {
     /// now are the built-in ones.
     pub fn start(args: &McpArgs, agent: &Agent) -> Result<Self, CliError> {
         let builtin = agent.tools().to_vec();
-        let mut this = Self { hub: None, required: args.required, builtin, seen: 0, current: Vec::new() };
+        let mut this = Self {
+            hub: None,
+            required: args.required,
+            builtin,
+            seen: 0,
+            current: Vec::new(),
+            turn_seen: Arc::default(),
+        };
         if args.servers.is_empty() {
             return Ok(this);
         }
@@ -54,6 +66,8 @@ impl McpTools {
             let config = ServerConfig::parse(spec).map_err(|e| CliError::Usage(e.to_string()))?;
             hub.add_server(config);
         }
+        this.turn_seen = Arc::new(AtomicU64::new(0));
+        agent.update_options(|options| options.prepare_next_turn(turn_hook(&hub, &this.builtin, &this.turn_seen)));
         this.hub = Some(hub);
         Ok(this)
     }
@@ -90,10 +104,8 @@ impl McpTools {
     pub fn sync(&mut self, agent: &Agent) -> Option<String> {
         let hub = self.hub.as_ref()?;
         let mcp_tools = hub.tools_if_changed(&mut self.seen)?;
-        let builtin: HashSet<&str> = self.builtin.iter().map(|t| t.spec().name()).collect();
-        // A server tool named like a built-in one is left out: the built-in one keeps its name.
-        let mcp_tools: Vec<_> = mcp_tools.into_iter().filter(|t| !builtin.contains(t.spec().name())).collect();
-        let named: Vec<(String, String)> = mcp_tools
+        let tools = merged(&self.builtin, mcp_tools);
+        let named: Vec<(String, String)> = tools[self.builtin.len()..]
             .iter()
             .map(|t| (t.spec().name().to_owned(), hub.server_of(t.spec().name()).unwrap_or_default()))
             .collect();
@@ -102,7 +114,8 @@ impl McpTools {
         let removed: Vec<&str> =
             self.current.iter().filter(|n| !named.contains(n)).map(|(name, _)| name.as_str()).collect();
         let notice = change_line(&added, &removed);
-        agent.set_tools(self.builtin.iter().cloned().chain(mcp_tools));
+        agent.set_tools(tools);
+        self.turn_seen.store(self.seen, Ordering::Relaxed);
         self.current = named;
         notice
     }
@@ -127,6 +140,37 @@ impl McpTools {
             }
         }
         lines.join("\n")
+    }
+}
+
+/// The tools an agent gets: the built-in ones, then the servers' (a server tool named like a
+/// built-in one is left out: the built-in one keeps its name).
+fn merged(builtin: &[Arc<dyn AgentTool>], mcp_tools: Vec<Arc<dyn AgentTool>>) -> Vec<Arc<dyn AgentTool>> {
+    let names: HashSet<&str> = builtin.iter().map(|t| t.spec().name()).collect();
+    let mcp_tools = mcp_tools.into_iter().filter(|t| !names.contains(t.spec().name()));
+    builtin.iter().cloned().chain(mcp_tools).collect()
+}
+
+/// The `prepare_next_turn` hook that hands a running agent the servers' tool-set changes at
+/// each turn boundary, never inside a turn: when the set changed since the agent last got it,
+/// the next request carries the new tools, and the loop records the difference as a system
+/// message (`toolsAdded` / `toolsRemoved`) before it. Calls of the turn that just ended ran
+/// with the turn's tools (a tool whose server went away answers with an error naming it).
+/// Between runs [`McpTools::sync`] does the same and updates the agent's own tool list.
+fn turn_hook(
+    hub: &McpHub,
+    builtin: &[Arc<dyn AgentTool>],
+    turn_seen: &Arc<AtomicU64>,
+) -> impl Fn(&TurnContext<'_>, CancellationToken) -> std::future::Ready<HookResult<Option<TurnUpdate>>> + Send + Sync + 'static
+{
+    let (hub, builtin, turn_seen) = (hub.clone(), builtin.to_vec(), Arc::clone(turn_seen));
+    move |turn, _cancel| {
+        let version = hub.tools_version();
+        if turn_seen.swap(version, Ordering::Relaxed) == version {
+            return std::future::ready(Ok(None));
+        }
+        let context = AgentContext { messages: turn.context.messages.clone(), tools: merged(&builtin, hub.tools()) };
+        std::future::ready(Ok(Some(TurnUpdate { context: Some(context), ..TurnUpdate::default() })))
     }
 }
 

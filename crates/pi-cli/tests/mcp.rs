@@ -170,3 +170,167 @@ fn each_verbosity_level_adds_something() {
     assert!(vvv.contains("pi_cli::delta") && vvv.contains("kind=\"text\"") || vvv.contains("kind=text"), "{vvv}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stdio MCP server whose one tool, `open_gate`, creates the file `argv[1]` and returns once
+/// the file `argv[2]` exists (the other server has listed its new tool).
+const GATE: &str = r#"
+import json, os, sys, time
+marker, listed = sys.argv[1], sys.argv[2]
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, result = msg.get("method"), {}
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "gate", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "open_gate", "description": "Open the gate",
+                             "inputSchema": {"type": "object", "properties": {}}}]}
+    elif method == "tools/call":
+        open(marker, "w").close()
+        for _ in range(200):
+            if os.path.exists(listed):
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        result = {"content": [{"type": "text", "text": "the gate is open"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// A stdio MCP server with no tools until the file `argv[1]` appears: then it announces
+/// `list_changed`, lists `shout`, and creates the file `argv[2]` once it has listed it.
+const LATE: &str = r#"
+import json, os, sys, threading, time
+marker, listed = sys.argv[1], sys.argv[2]
+lock, ready = threading.Lock(), threading.Event()
+def send(obj):
+    with lock:
+        print(json.dumps(obj), flush=True)
+def watch():
+    while not os.path.exists(marker):
+        time.sleep(0.05)
+    ready.set()
+    send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+threading.Thread(target=watch, daemon=True).start()
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, result = msg.get("method"), {}
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {"listChanged": True}},
+                  "serverInfo": {"name": "late", "version": "1"}}
+    elif method == "tools/list":
+        tools = []
+        if ready.is_set():
+            tools = [{"name": "shout", "description": "Upper-case the text",
+                      "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]
+        result = {"tools": tools}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": msg["params"]["arguments"]["text"].upper()}]}
+    send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    if method == "tools/list" and ready.is_set():
+        open(listed, "w").close()
+"#;
+
+fn sse_chunk(delta: &str, finish: &str) -> String {
+    format!(
+        "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n"
+    )
+}
+
+fn tool_call_chunks(id: &str, name: &str, arguments: &str) -> String {
+    let call = serde_json::json!({"tool_calls": [{"index": 0, "id": id, "type": "function",
+        "function": {"name": name, "arguments": arguments}}]});
+    [
+        sse_chunk(r#"{"role":"assistant","content":""}"#, "null"),
+        sse_chunk(&call.to_string(), "null"),
+        sse_chunk("{}", r#""tool_calls""#),
+    ]
+    .concat()
+}
+
+/// A chat-completions server playing a model: it calls `open_gate`, then `shout`, then
+/// answers; each request body goes to the channel.
+fn scripted_model() -> (String, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader, Read};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let replies = [
+            tool_call_chunks("call_1", "open_gate", "{}"),
+            tool_call_chunks("call_2", "shout", r#"{"text":"hello"}"#),
+            [sse_chunk(r#"{"role":"assistant","content":"Done."}"#, "null"), sse_chunk("{}", r#""stop""#)].concat(),
+        ];
+        for (stream, reply) in listener.incoming().zip(replies) {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{reply}data: [DONE]\n\n"
+            );
+            let _ = stream.write_all(response.as_bytes());
+            let _ = tx.send(String::from_utf8_lossy(&body).into_owned());
+        }
+    });
+    (url, rx)
+}
+
+#[test]
+fn a_server_that_becomes_ready_mid_run_reaches_the_next_turn() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        let _ = writeln!(std::io::stderr(), "note: python3 not found; the stdio MCP server test is skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("pi-cli-midrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (gate, late) = (dir.join("gate.py"), dir.join("late.py"));
+    std::fs::write(&gate, GATE).unwrap();
+    std::fs::write(&late, LATE).unwrap();
+    let (marker, listed, session) = (dir.join("marker"), dir.join("listed"), dir.join("session.jsonl"));
+    let args = format!("{} {}", marker.display(), listed.display());
+    let (url, requests) = scripted_model();
+    let output = pi()
+        .args(["--base-url", &url, "--model", "m", "--session", session.to_str().unwrap()])
+        .args(["--mcp", &format!("gate=python3 {} {args}", gate.display())])
+        .args(["--mcp", &format!("late=python3 {} {args}", late.display())])
+        .arg("Open the gate, then shout hello")
+        .env("PI_API_KEY", "none")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("← open_gate: the gate is open\n") && stdout.contains("← shout: HELLO\n"), "{stdout}");
+    // The first request has the gate only; the second, at the next turn of the same run, shout too.
+    let first = requests.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+    assert!(first.contains(r#""name":"open_gate""#) && !first.contains(r#""name":"shout""#), "{first}");
+    let second = requests.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+    assert!(second.contains(r#""name":"shout""#), "{second}");
+    // The transcript records the change at that turn boundary.
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&session).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let roles: Vec<&str> = lines.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    // The system prompt, the run's first tool set (the gate), then shout added mid-run.
+    assert_eq!(
+        roles,
+        ["system", "system", "user", "assistant", "toolResult", "system", "assistant", "toolResult", "assistant"]
+    );
+    assert_eq!(lines[1]["toolsAdded"][0]["name"], "open_gate", "{}", lines[1]);
+    assert_eq!(lines[5]["toolsAdded"][0]["name"], "shout", "{}", lines[5]);
+    assert!(lines[5].get("toolsRemoved").is_none(), "{}", lines[5]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
