@@ -875,14 +875,21 @@ fn the_proxy_start_up_line_lists_the_providers_it_holds_keys_for() {
     assert!(first.contains("(1 token; providers with keys: mistral; 42 more without keys)"), "{first}");
 }
 
-#[test]
-fn an_unanswered_last_prompt_is_named_and_continue_answers_it() {
-    let dir = std::env::temp_dir().join(format!("pi-cli-unanswered-{}", std::process::id()));
+/// A fresh folder named after `name` with a session file of one answered prompt (system, user,
+/// assistant, tool result, assistant); the folder and the file.
+fn recorded_session(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("pi-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("chat.jsonl");
+    assert!(run(&["--session", file.to_str().unwrap(), "What is 12 * (3 + 4)?"]).status.success());
+    (dir, file)
+}
+
+#[test]
+fn an_unanswered_last_prompt_is_named_and_continue_answers_it() {
+    let (dir, file) = recorded_session("unanswered");
     let path = file.to_str().unwrap();
-    assert!(run(&["--session", path, "What is 12 * (3 + 4)?"]).status.success());
     // What a process killed mid-answer leaves: the system prompt and the prompt.
     let kept: String = std::fs::read_to_string(&file).unwrap().lines().take(2).map(|l| format!("{l}\n")).collect();
     std::fs::write(&file, kept).unwrap();
@@ -904,12 +911,8 @@ fn an_unanswered_last_prompt_is_named_and_continue_answers_it() {
 
 #[test]
 fn reset_keeps_the_old_session_file_and_says_where() {
-    let dir = std::env::temp_dir().join(format!("pi-cli-reset-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("chat.jsonl");
+    let (dir, file) = recorded_session("reset");
     let path = file.to_str().unwrap();
-    assert!(run(&["--session", path, "What is 12 * (3 + 4)?"]).status.success());
     let before = std::fs::read_to_string(&file).unwrap();
     let output = chat(&["--session", path], "/reset\nTell me a joke\n");
     assert!(output.status.success(), "{output:?}");

@@ -45,17 +45,32 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-#[test]
-fn chat_tools_lists_mcp_tools_with_their_server() {
-    if Command::new("python3").arg("--version").output().is_err() {
+/// Whether python3 runs the test servers (a note on stderr when it does not).
+fn has_python() -> bool {
+    let found = Command::new("python3").arg("--version").output().is_ok();
+    if !found {
         let _ = writeln!(std::io::stderr(), "note: python3 not found; the stdio MCP server test is skipped");
-        return;
     }
-    let dir = std::env::temp_dir().join(format!("pi-cli-mcp-{}", std::process::id()));
+    found
+}
+
+/// The shouter server written to a fresh folder named after `name`: the folder, the script,
+/// and its `--mcp` specification (named `loud`).
+fn shouter(name: &str) -> (std::path::PathBuf, std::path::PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("pi-cli-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.join("shouter.py");
     std::fs::write(&script, SERVER).unwrap();
     let spec = format!("loud=python3 {}", script.display());
+    (dir, script, spec)
+}
+
+#[test]
+fn chat_tools_lists_mcp_tools_with_their_server() {
+    if !has_python() {
+        return;
+    }
+    let (dir, script, spec) = shouter("mcp");
     let output = chat(&["--mcp", &spec, "--mcp", "gone=/nonexistent/pi-mcp-server"], "/tools\n");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(output.status.success(), "{output:?}");
@@ -77,8 +92,7 @@ const BROKEN: &str = "broken=python3 -c \"import sys; print('loading config', fi
 
 #[test]
 fn a_server_that_fails_to_start_is_named_with_its_last_stderr_lines() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        let _ = writeln!(std::io::stderr(), "note: python3 not found; the stdio MCP server test is skipped");
+    if !has_python() {
         return;
     }
     let reason = "MCP server 'broken' failed to start: loading config | fatal: no API token in TOKEN";
@@ -136,15 +150,10 @@ fn an_html_page_where_an_mcp_endpoint_was_expected_is_named_not_quoted() {
 
 #[test]
 fn each_verbosity_level_adds_something() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        let _ = writeln!(std::io::stderr(), "note: python3 not found; the stdio MCP server test is skipped");
+    if !has_python() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("pi-cli-verbose-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let script = dir.join("shouter.py");
-    std::fs::write(&script, SERVER).unwrap();
-    let spec = format!("loud=python3 {}", script.display());
+    let (dir, _, spec) = shouter("verbose");
     let demo = |level: &str| {
         let output = pi().args([level, "--mcp", &spec, "What is 2 + 3?"]).output().unwrap();
         assert!(output.status.success(), "{output:?}");
@@ -291,8 +300,7 @@ fn scripted_model() -> (String, std::sync::mpsc::Receiver<String>) {
 
 #[test]
 fn a_server_that_becomes_ready_mid_run_reaches_the_next_turn() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        let _ = writeln!(std::io::stderr(), "note: python3 not found; the stdio MCP server test is skipped");
+    if !has_python() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("pi-cli-midrun-{}", std::process::id()));
