@@ -31,10 +31,10 @@ arguments (unknown option, provider, model or API), 130 aborted.";
 
 /// `pi`: a tool-using agent on the command line.
 ///
-/// Streams the answer to PROMPT with three demo tools (weather lookup, calculator, current
-/// time). Without a provider configured it runs an offline demo on the faux provider; with
+/// Streams the answer to PROMPT. Without a provider configured it runs an offline demo on
+/// the faux provider, with three demo tools (weather lookup, calculator, current time); with
 /// an API key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) it
-/// talks to that provider.
+/// talks to that provider (the demo tools only with --demo-tools).
 #[derive(Debug, Parser)]
 #[command(name = "pi", version, after_help = EXAMPLES)]
 #[command(propagate_version = true, max_term_width = 100)]

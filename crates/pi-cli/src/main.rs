@@ -1,7 +1,7 @@
 //! `pi`: the pi agent on the command line, a tool-using agent in the terminal.
 //!
-//! * `pi PROMPT` streams one answer from an [`pi_agent::Agent`] that has three demo tools
-//!   (weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
+//! * `pi PROMPT` streams one answer from an [`pi_agent::Agent`] (on the offline demo, or with
+//!   `--demo-tools`, with three demo tools: weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
 //!   tool call with its arguments and result, and a summary line (stop reason, turns, token
 //!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
 //! * `pi models [--provider ID]` lists the built-in catalog ([`models`]); `pi login
