@@ -54,6 +54,53 @@
 //! # });
 //! ```
 //!
+//! # An agent on a real server
+//!
+//! Any OpenAI-compatible server (Ollama, vLLM, llama.cpp, a gateway) is a registry provider:
+//! a [`pi_types::Model`] with the server's `base_url` and the adapter's `api`, and the key
+//! the server expects (any value for one that checks none). The registry
+//! (`pi_providers::Models`) is the agent's stream function. Here the server is a loopback
+//! one answering one streamed completion, so that the example runs as it is:
+//!
+//! ```
+//! use std::io::{Read, Write};
+//! use std::sync::Arc;
+//! use pi_agent::{Agent, AgentOptions};
+//! use pi_providers::{openai_completions, Auth, Models, Provider};
+//! use pi_types::{AgentMessage, Model};
+//!
+//! // A stand-in for your server: one chat-completions stream saying "Hi there."
+//! let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+//! let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+//! std::thread::spawn(move || {
+//!     let (mut stream, _) = listener.accept().unwrap();
+//!     let mut request = [0u8; 65536];
+//!     let _ = stream.read(&mut request);
+//!     let chunk = |delta: &str, finish: &str| format!(
+//!         "data: {{\"id\":\"c1\",\"choices\":[{{\"index\":0,\"delta\":{delta},\"finish_reason\":{finish}}}]}}\n\n");
+//!     let body = chunk(r#"{"role":"assistant","content":"Hi there."}"#, "null") + &chunk("{}", r#""stop""#);
+//!     let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+//!     let _ = stream.write_all(format!("{head}{body}data: [DONE]\n\n").as_bytes());
+//! });
+//!
+//! // Your server: its URL, the adapter, the model id it serves, and its key.
+//! let model = Model::new("qwen3").with_provider("my-server").with_api(openai_completions::API).with_base_url(base_url);
+//! let models = Models::new();
+//! models.set_provider(
+//!     Provider::new("my-server").with_auth(Auth::ApiKey("none".into())).with_model(model.clone()).with_http_apis(),
+//! );
+//! let agent = Agent::new(AgentOptions::new(Arc::new(models)).with_model(model).with_system_prompt("Be brief."));
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! agent.prompt("Hello").await.unwrap();
+//! # });
+//! let Some(AgentMessage::Assistant(answer)) = agent.messages().last().cloned() else { panic!("no answer") };
+//! assert_eq!(answer.error_message, None);
+//! assert_eq!(answer.text(), "Hi there.");
+//! ```
+//!
+//! A server in the catalog's providers (`Provider::builtin("openai")`, ...) brings its models
+//! and key variables; `Auth` also takes a key from the environment or a hook.
+//!
 //! # Steering, follow-ups, abort and waiting for idle
 //!
 //! [`Agent::steer`] and [`Agent::follow_up`] take any message, or plain text (a user message,

@@ -18,23 +18,23 @@ Examples:
   pi chat                                               # interactive session
   pi proxy serve --listen 127.0.0.1:8787                # a proxy holding this environment's keys
   pi --proxy http://127.0.0.1:8787 --token T --model claude-haiku-4-5 \"Hi\"
-  pi help me with the weather in Oslo                   # a prompt, not `pi help`
+  pi -- help me with the weather in Oslo                # a prompt that starts with a command word
   pi -- chat                                            # the prompt \"chat\"
 
 Commands and prompts: a first word naming a command (chat, models, login, proxy, help) is
-that command when the words after it are valid for it (`pi chat`, `pi help chat`, `pi login
-openai-codex`, `pi proxy serve`) or when it is the only word; otherwise all the words are the
-prompt. Words after `--` are always the prompt.
+that command (`pi chat`, `pi help chat`, `pi login openai-codex`, `pi proxy serve`); when the
+words after it do not fit it (`pi models anthropic`), pi stops with a one-line error that
+suggests the right form, and sends nothing to a model. Words after `--` are always the prompt.
 
 Exit codes: 0 success, 1 the run or its setup failed (missing key, provider error), 2 bad
 arguments (unknown option, provider, model or API), 130 aborted.";
 
 /// `pi`: a tool-using agent on the command line.
 ///
-/// Streams the answer to PROMPT with three demo tools (weather lookup, calculator, current
-/// time). Without a provider configured it runs an offline demo on the faux provider; with
+/// Streams the answer to PROMPT. Without a provider configured it runs an offline demo on
+/// the faux provider, with three demo tools (weather lookup, calculator, current time); with
 /// an API key in the environment (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, ...) it
-/// talks to that provider.
+/// talks to that provider (the demo tools only with --demo-tools).
 #[derive(Debug, Parser)]
 #[command(name = "pi", version, after_help = EXAMPLES)]
 #[command(propagate_version = true, max_term_width = 100)]
@@ -166,6 +166,10 @@ pub struct ModelArgs {
     /// where pi was told to send them.
     #[arg(long, global = true)]
     pub env_proxy: bool,
+    /// Offer the demo tools (made-up weather, calculator, clock) to a real model too; the
+    /// offline demo always has them.
+    #[arg(long, global = true)]
+    pub demo_tools: bool,
     /// MCP servers (`--mcp`, see [`crate::mcp`]).
     #[command(flatten)]
     pub mcp: crate::mcp::McpArgs,
@@ -183,6 +187,7 @@ impl std::fmt::Debug for ModelArgs {
             .field("proxy", &self.proxy)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("env_proxy", &self.env_proxy)
+            .field("demo_tools", &self.demo_tools)
             .finish()
     }
 }
@@ -241,9 +246,9 @@ pub enum Parsed {
 
 /// Parse arguments (program name first), never panicking, also on non-UTF-8 input.
 ///
-/// A first word naming a command is that command when the words after it parse as its
-/// arguments, or when it is the only word; otherwise (`pi help me with the weather`, `pi
-/// chat about cats`) every word is the prompt. Help and version become [`Parsed::Print`]; a
+/// A first word naming a command is that command; when the words after it do not parse as
+/// its arguments (`pi models anthropic`, `pi chat about cats`) that is a usage error
+/// suggesting the right form or `--` for a prompt. Help and version become [`Parsed::Print`]; a
 /// command that needs a subcommand and has none (`pi proxy`) is [`CliError::UsageHelp`] with
 /// its help; every other problem is a one-line [`CliError::Usage`].
 pub fn parse<I, T>(args: I) -> Result<Parsed, CliError>
@@ -269,7 +274,7 @@ where
         _ => {}
     }
     if let Some(cli) = as_prompt().filter(|cli| cli.prompt.len() > 1 && is_command_name(&cli.prompt[0])) {
-        return Ok(Parsed::Run(Box::new(cli)));
+        return Err(CliError::Usage(misfit_line(&cli.prompt)));
     }
     match error.kind() {
         clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -277,6 +282,22 @@ where
         }
         _ => Err(CliError::Usage(usage_line(&error))),
     }
+}
+
+/// The error for a command word followed by words that do not fit the command (`words[0]`
+/// is the command): the form that was probably meant, and `--` for a prompt. Sending such a
+/// line to a model as a prompt would spend tokens on a typo.
+fn misfit_line(words: &[String]) -> String {
+    let (command, rest) = (&words[0], &words[1..]);
+    let hint = match (command.as_str(), rest) {
+        ("models", [provider]) => format!("did you mean `pi models --provider {provider}`?"),
+        _ => format!("see `pi {command} --help`."),
+    };
+    format!(
+        "`pi {command}` does not take `{}`: {hint} For a prompt that starts with `{command}`, put `--` first: `pi -- {}`",
+        rest.join(" "),
+        words.join(" ")
+    )
 }
 
 /// clap's error as one line: its first paragraph (the message and what it lists, such as
@@ -322,15 +343,21 @@ mod tests {
     }
 
     #[test]
-    fn a_command_word_is_a_command_only_when_the_rest_fits() {
-        for (args, prompt) in [
-            (&["help", "me", "with", "the", "weather"][..], "help me with the weather"),
-            (&["chat", "about", "cats"], "chat about cats"),
-            (&["--model", "gpt-4o", "proxy", "serve", "me", "tea"], "proxy serve me tea"),
-            (&["login", "to", "my", "account"], "login to my account"),
-            (&["what", "is", "chat"], "what is chat"),
-            (&["--", "models"], "models"),
+    fn a_command_word_followed_by_words_that_do_not_fit_is_an_error() {
+        for args in [
+            &["help", "me", "with", "the", "weather"][..],
+            &["chat", "about", "cats"],
+            &["--model", "gpt-4o", "proxy", "serve", "me", "tea"],
+            &["login", "to", "my", "account"],
+            &["models", "anthropic"],
         ] {
+            let parsed = parse(std::iter::once("pi").chain(args.iter().copied()));
+            assert!(
+                matches!(parsed, Err(CliError::Usage(ref line)) if line.contains("put `--` first")),
+                "{args:?}: {parsed:?}"
+            );
+        }
+        for (args, prompt) in [(&["what", "is", "chat"][..], "what is chat"), (&["--", "models"], "models")] {
             let cli = run(args);
             assert!(cli.command.is_none(), "{args:?}: {cli:?}");
             assert_eq!(cli.prompt_text().as_deref(), Some(prompt), "{args:?}");

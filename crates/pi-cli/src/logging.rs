@@ -1,10 +1,14 @@
 //! Trace output on stderr: the spans of pi-loop, pi-providers and pi-proxy (docs/tracing.md)
 //! and `pi proxy serve`'s access log.
 //!
-//! `RUST_LOG` (an `EnvFilter` directive) wins when set. Otherwise `-v` shows the agent's
-//! spans (`invoke_agent`, `chat`, `execute_tool`, the HTTP attempts) as each closes, with
-//! their attributes and timings; `-vv` and `-vvv` add the debug and trace levels. Without
-//! either, `pi` prints nothing and `pi proxy serve` prints its access log only.
+//! `RUST_LOG` (an `EnvFilter` directive) wins when set. Otherwise each `-v` adds a layer:
+//! * `-v`: the agent's spans (`invoke_agent`, `chat`, `execute_tool`) as each closes, with
+//!   their attributes and timings, and the MCP servers' lifecycle (ready, failed, retrying);
+//! * `-vv`: retry decisions (the agent's and the adapters'), each HTTP attempt (`POST` spans)
+//!   and the MCP servers' stderr lines;
+//! * `-vvv`: every text, thinking and tool-call delta as it arrives.
+//!
+//! Without either, `pi` prints nothing and `pi proxy serve` prints its access log only.
 
 use std::io::IsTerminal;
 
@@ -13,20 +17,19 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, ProxyCommand};
 
-/// The crates whose spans and events `-v` shows.
-const CRATES: [&str; 5] = ["pi_loop", "pi_agent", "pi_providers", "pi_proxy", "pi_cli"];
+/// The target of the `-vvv` delta events.
+pub const DELTA_TARGET: &str = "pi_cli::delta";
 
 /// The filter for `verbose` (the count of `-v`) when `RUST_LOG` is not set; `None`: no output.
 fn default_filter(verbose: u8, serving: bool) -> Option<String> {
-    let level = match verbose {
+    let directives = match verbose {
         0 if serving => return Some(format!("warn,{}=info", pi_proxy::server::ACCESS_TARGET)),
         0 => return None,
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
+        1 => "warn,pi_loop=info,pi_agent=info,pi_mcp=info,pi_proxy=info,pi_cli=info",
+        2 => "warn,pi_loop=info,pi_agent=debug,pi_mcp=debug,pi_proxy=debug,pi_providers=info,pi_cli=debug",
+        _ => "warn,pi_loop=trace,pi_agent=trace,pi_mcp=trace,pi_proxy=trace,pi_providers=trace,pi_cli=trace",
     };
-    let crates: Vec<String> = CRATES.iter().map(|name| format!("{name}={level}")).collect();
-    Some(format!("warn,{}", crates.join(",")))
+    Some(directives.to_owned())
 }
 
 /// Install the stderr subscriber `cli` asks for (`-v`, `pi proxy serve [--log-json]`).
@@ -67,7 +70,8 @@ mod tests {
         assert_eq!(default_filter(0, false), None);
         assert_eq!(default_filter(0, true).as_deref(), Some("warn,pi_proxy::access=info"));
         let verbose = default_filter(1, false).unwrap_or_default();
-        assert!(verbose.contains("pi_loop=info") && verbose.contains("pi_providers=info"), "{verbose}");
+        assert!(verbose.contains("pi_loop=info") && verbose.contains("pi_mcp=info"), "{verbose}");
+        assert!(default_filter(2, false).unwrap_or_default().contains("pi_providers=info"));
         assert!(default_filter(3, true).unwrap_or_default().contains("pi_proxy=trace"));
     }
 }

@@ -1,7 +1,7 @@
 //! `pi`: the pi agent on the command line, a tool-using agent in the terminal.
 //!
-//! * `pi PROMPT` streams one answer from an [`pi_agent::Agent`] that has three demo tools
-//!   (weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
+//! * `pi PROMPT` streams one answer from an [`pi_agent::Agent`] (on the offline demo, or with
+//!   `--demo-tools`, with three demo tools: weather lookup, calculator, current time): text as it arrives, thinking dimmed, each
 //!   tool call with its arguments and result, and a summary line (stop reason, turns, token
 //!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
 //! * `pi models [--provider ID]` lists the built-in catalog ([`models`]); `pi login
@@ -66,8 +66,12 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 }
                 None => models::listing(cli.model.provider.as_deref(), json)?,
             };
-            std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
-                .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+            let mut stdout = std::io::stdout();
+            match stdout.write_all(listing.as_bytes()).and_then(|()| stdout.flush()) {
+                // The reader has gone (`pi models | head -1`): output ends quietly, as Unix tools do.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                result => result.map_err(|e| CliError::Io(format!("cannot write the listing: {e}"))),
+            }
         }
         Some(Command::Login { provider }) => {
             if !cli.prompt.is_empty() {

@@ -17,6 +17,7 @@ use crate::error::CliError;
 /// The listing of every provider, or of one (an unknown id is an error naming the known ones).
 pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
     let providers: Vec<&str> = match provider {
+        Some(crate::setup::DEMO_PROVIDER) => return Ok(demo_listing(json)),
         Some(id) if catalog::catalog().contains_key(id) => vec![id],
         Some(id) => {
             return Err(CliError::Usage(format!(
@@ -41,6 +42,18 @@ pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
         if ready.is_empty() { "none".to_owned() } else { ready.join(", ") }
     );
     Ok(out)
+}
+
+/// `pi models --provider faux`: the offline demo's one model.
+fn demo_listing(json: bool) -> String {
+    let models = [crate::demo::DemoProvider::new().model()];
+    let groups = [(crate::setup::DEMO_PROVIDER, &models[..])];
+    if json {
+        return json_listing(&groups);
+    }
+    let mut out = table(&groups);
+    out.push_str("1 model from the offline demo (no key needed)\n");
+    out
 }
 
 /// The listing of what a proxy serves (`pi models --proxy URL`), of every provider or one.

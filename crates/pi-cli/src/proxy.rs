@@ -6,6 +6,7 @@
 
 use std::io::Write;
 
+use pi_providers::registry::has_env_credentials;
 use pi_proxy::server::{serve as serve_proxy, ServerConfig};
 
 use crate::args::ServeArgs;
@@ -50,14 +51,21 @@ pub async fn serve(args: &ServeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Setup(format!("cannot listen on {}: {e}", args.listen)))?;
     let address = listener.local_addr().map_err(|e| CliError::Io(format!("cannot read the bound address: {e}")))?;
     let providers: Vec<String> = config.models.providers().iter().map(|p| p.id().to_owned()).collect();
+    // Only what can answer: a built-in provider without credentials here would fail every
+    // request. Configured providers (and the demo) carry their own key source.
+    let (usable, keyless): (Vec<String>, Vec<String>) = providers
+        .into_iter()
+        .partition(|id| !pi_providers::catalog::catalog().contains_key(id.as_str()) || has_env_credentials(id));
     let tokens = config.tokens.len();
     {
         let mut stdout = std::io::stdout();
+        let listed = if usable.is_empty() { "none".to_owned() } else { usable.join(", ") };
         let _ = writeln!(
             stdout,
-            "pi proxy listening on http://{address} ({tokens} token{}; providers: {})",
+            "pi proxy listening on http://{address} ({tokens} token{}; providers with keys: {listed}; {} more \
+             without keys)",
             if tokens == 1 { "" } else { "s" },
-            providers.join(", ")
+            keyless.len()
         );
         let _ = stdout.flush();
     }

@@ -28,7 +28,8 @@ pub fn lock(renderer: &SharedRenderer) -> MutexGuard<'_, Renderer> {
     renderer.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// An agent on the backend's model with the demo tools, retrying transient provider errors;
+/// An agent on the backend's model, with the demo tools on the offline demo (or with
+/// `--demo-tools`: their weather is made up, so a real model gets them only when asked), retrying transient provider errors;
 /// with `--session`, continuing (and recording) the saved conversation.
 pub fn build_agent(backend: &Backend, args: &ModelArgs) -> Result<Agent, CliError> {
     let saved = args.session.as_deref().map(crate::session::open).transpose()?;
@@ -38,8 +39,8 @@ pub fn build_agent(backend: &Backend, args: &ModelArgs) -> Result<Agent, CliErro
     let mut options = AgentOptions::new(backend.stream_fn())
         .with_model(backend.model.clone())
         .with_thinking_level(args.thinking.unwrap_or_default())
-        .with_tools(demo_tools()?)
-        .with_retry(crate::session::retry_policy(args.retries));
+        .with_tools(if backend.is_demo() || args.demo_tools { demo_tools()? } else { Vec::new() })
+        .with_retry(crate::session::retry_policy(args.retries, backend));
     if let Some(system) = system {
         options = options.with_system_prompt(system);
     }
@@ -49,10 +50,30 @@ pub fn build_agent(backend: &Backend, args: &ModelArgs) -> Result<Agent, CliErro
     }
 }
 
-/// Print events of `agent` with `renderer` for as long as the subscription lives.
+/// Print events of `agent` with `renderer` for as long as the subscription lives (and, at
+/// `-vvv`, each delta as a trace event).
 pub fn attach(agent: &Agent, renderer: &SharedRenderer) -> pi_agent::Subscription {
     let renderer = Arc::clone(renderer);
-    agent.subscribe_fn(move |event| lock(&renderer).event(event))
+    agent.subscribe_fn(move |event| {
+        trace_delta(event);
+        lock(&renderer).event(event)
+    })
+}
+
+fn trace_delta(event: &pi_types::AgentEvent) {
+    use pi_types::AssistantMessageEvent as Update;
+    if !tracing::enabled!(target: crate::logging::DELTA_TARGET, tracing::Level::TRACE) {
+        return;
+    }
+    if let pi_types::AgentEvent::MessageUpdate { assistant_message_event, .. } = event {
+        let (kind, delta) = match assistant_message_event {
+            Update::TextDelta { delta, .. } => ("text", delta),
+            Update::ThinkingDelta { delta, .. } => ("thinking", delta),
+            Update::ToolcallDelta { delta, .. } => ("toolcall", delta),
+            _ => return,
+        };
+        tracing::trace!(target: crate::logging::DELTA_TARGET, kind, delta = delta.as_str(), "delta");
+    }
 }
 
 /// How the last run ended, as the CLI reports it.
@@ -90,7 +111,7 @@ pub async fn one_shot(
 ) -> Result<(), CliError> {
     let agent = build_agent(backend, args)?;
     let mut mcp = crate::mcp::McpTools::start(&args.mcp, &agent)?;
-    mcp.wait_ready().await.iter().for_each(|line| eprintln!("pi: {line}"));
+    mcp.wait_ready().await?.iter().for_each(|line| eprintln!("pi: {line}"));
     mcp.sync(&agent);
     let spinner = mode == OutputMode::Pretty && std::io::stderr().is_terminal();
     let renderer = Arc::new(Mutex::new(Renderer::new(mode, out, stdout_colors()).with_spinner(spinner)));

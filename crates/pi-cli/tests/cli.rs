@@ -168,14 +168,23 @@ fn help_goes_to_stdout_with_exit_zero() {
 }
 
 #[test]
-fn a_first_word_is_a_command_only_when_the_rest_fits_it() {
-    // Prompts that start with a command's name: the demo answers them.
+fn a_command_word_with_words_that_do_not_fit_it_is_one_line_not_a_prompt() {
+    fails_with(
+        pi().args(["models", "anthropic"]),
+        2,
+        "`pi models` does not take `anthropic`: did you mean `pi models --provider anthropic`? For a prompt that \
+         starts with `models`, put `--` first: `pi -- models anthropic`",
+    );
+    fails_with(
+        pi().args(["help", "me", "with", "the", "weather", "in", "Oslo"]),
+        2,
+        "`pi help` does not take `me with the weather in Oslo`: see `pi help --help`. For a prompt that starts \
+         with `help`, put `--` first: `pi -- help me with the weather in Oslo`",
+    );
+    // After `--`, and with the command word later, the words are the prompt.
     for (args, expected) in [
-        (&["help", "me", "with", "the", "weather", "in", "Oslo"][..], r#"→ get_weather({"location":"Oslo"})"#),
-        (&["chat", "about", "the", "weather", "in", "Paris"], r#"→ get_weather({"location":"Paris"})"#),
-        (&["proxy", "the", "weather", "in", "Tokyo"], r#"→ get_weather({"location":"Tokyo"})"#),
-        (&["models", "compute", "12*3"], "← calculate: 12*3 = 36"),
-        (&["login", "to", "see", "the", "weather", "in", "Rome"], r#"→ get_weather({"location":"Rome"})"#),
+        (&["--", "help", "me", "with", "the", "weather", "in", "Oslo"][..], r#"→ get_weather({"location":"Oslo"})"#),
+        (&["--", "models", "compute", "12*3"], "← calculate: 12*3 = 36"),
         (&["--", "chat"], "[stop · 1 turn · "),
     ] {
         let output = run(args);
@@ -297,33 +306,47 @@ fn non_utf8_arguments_are_an_error_not_a_panic() {
 }
 
 #[test]
-fn an_unreachable_server_is_one_clear_line() {
+fn an_unreachable_server_is_one_clear_line_at_once() {
     // A port that was just free: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let pi_at = |retries: &str| {
-        pi().args(["--retries", retries, "--base-url", &url, "--model", "m", "hi"])
+    // A refused connection is not retried, even with retries left: one line, no retry lines.
+    for retries in ["0", "3"] {
+        let output = pi()
+            .args(["--retries", retries, "--base-url", &url, "--model", "m", "hi"])
             .env("PI_API_KEY", "none")
             .output()
-            .unwrap()
-    };
-    let output = pi_at("0");
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
-    assert_eq!(text(&output.stdout), "");
-    let stderr = text(&output.stderr);
-    assert!(stderr.starts_with(&format!("pi: cannot reach {url}: ")), "{stderr}");
-    assert!(!stderr.contains("Connection error.") && stderr.lines().count() == 1, "{stderr}");
-    // A dropped connection is transient: retried (by default 3 times) before it is reported.
-    let output = pi_at("1");
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert_eq!(text(&output.stdout), "");
+        let stderr = text(&output.stderr);
+        assert!(stderr.starts_with(&format!("pi: cannot reach {url}: Connection refused")), "{stderr}");
+        assert!(!stderr.contains("Connection error.") && stderr.lines().count() == 1, "{stderr}");
+    }
+}
+
+#[test]
+fn a_dropped_connection_is_retried_in_the_words_of_the_final_error() {
+    // A server that accepts and closes every connection: plausibly transient, so retried.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let output = pi()
+        .args(["--retries", "1", "--base-url", &url, "--model", "m", "hi"])
+        .env("PI_API_KEY", "none")
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stderr = text(&output.stderr);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
-    assert!(
-        lines[0].starts_with("pi: Connection error.") && lines[0].ends_with("; retrying in 2 s (attempt 1 of 1)"),
-        "{stderr}"
-    );
-    assert!(lines[1].starts_with(&format!("pi: cannot reach {url}: ")), "{stderr}");
+    let reach = format!("pi: cannot reach {url}: ");
+    assert!(lines[0].starts_with(&reach) && lines[0].ends_with("; retrying in 2 s (attempt 1 of 1)"), "{stderr}");
+    assert!(lines[1].starts_with(&reach) && !stderr.contains("Connection error."), "{stderr}");
 }
 
 /// One recorded request: request line, headers, body.
@@ -408,7 +431,7 @@ fn completions_server(limit: usize) -> (String, mpsc::Receiver<Request>) {
 fn base_url_talks_to_an_openai_compatible_server() {
     let (url, requests) = completions_server(2);
     let output = pi()
-        .args(["--base-url", &url, "--model", "test-model", "Weather in Oslo?"])
+        .args(["--base-url", &url, "--model", "test-model", "--demo-tools", "Weather in Oslo?"])
         .env("PI_API_KEY", "sk-local-0123")
         .output()
         .unwrap();
@@ -437,6 +460,22 @@ fn base_url_talks_to_an_openai_compatible_server() {
     assert!(first.body.contains(r#""name":"get_weather""#), "the demo tools are declared: {}", first.body);
     let second = requests.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(second.body.contains(r#""tool_call_id":"call_a""#), "{}", second.body);
+}
+
+#[test]
+fn a_real_model_gets_the_demo_tools_only_when_asked() {
+    let (url, requests) = completions_server(2);
+    let output = pi()
+        .args(["--base-url", &url, "--model", "test-model", "Weather in Oslo?"])
+        .env("PI_API_KEY", "none")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(!first.body.contains("get_weather") && !first.body.contains(r#""tools""#), "{}", first.body);
+    // The server's call of a tool the agent does not have gets an error result, not made-up weather.
+    let stdout = text(&output.stdout);
+    assert!(!stdout.contains("°C"), "{stdout}");
 }
 
 #[test]
@@ -618,7 +657,8 @@ const PROXY_TOKEN: &str = "test-token-0123456789";
 
 fn proxy_server() -> ProxyServer {
     let (server, first) = start_proxy(&["--with-demo"], &[]);
-    assert!(first.contains("(1 token; providers: ") && first.trim_end().ends_with(", faux)"), "{first}");
+    // No keys in the environment: only the demo can answer.
+    assert!(first.trim_end().ends_with("(1 token; providers with keys: faux; 43 more without keys)"), "{first}");
     server
 }
 
@@ -655,7 +695,7 @@ fn a_model_only_the_proxy_defines_is_found_in_its_list() {
     let url = server.url.as_str();
 
     let output = pi()
-        .args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "house-model", "Weather in Oslo?"])
+        .args(["--proxy", url, "--token", PROXY_TOKEN, "--model", "house-model", "--demo-tools", "Weather in Oslo?"])
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
@@ -736,10 +776,8 @@ fn proxy_client_streams_through_pi_proxy_serve() {
 fn proxy_errors_are_one_line() {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}");
-    let output = pi()
-        .args(["--retries", "0", "--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"])
-        .output()
-        .unwrap();
+    // Refused: reported at once, without retries.
+    let output = pi().args(["--proxy", &url, "--token", PROXY_TOKEN, "--provider", "faux", "hi"]).output().unwrap();
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(text(&output.stdout), "");
     let stderr = text(&output.stderr);
@@ -788,6 +826,7 @@ fn a_session_file_records_the_conversation_and_resumes_it() {
 
     let output = run(&["--session", path, "Tell me a joke"]);
     assert!(output.status.success(), "{output:?}");
+    assert_eq!(text(&output.stderr), format!("pi: resumed 4 messages from {path}\n"));
     let roles = session_roles(&file);
     assert_eq!(roles.len(), 7, "{roles:?}");
     assert_eq!(roles[5..], ["user", "assistant"]);
@@ -805,5 +844,88 @@ fn a_session_file_records_the_conversation_and_resumes_it() {
         ),
     );
     assert_eq!(session_roles(&file).len(), 7, "a refused resume writes nothing");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_closed_pipe_ends_the_listing_quietly_with_status_0() {
+    // The reader closes its end before `pi` writes (`pi models | head -0`).
+    let mut child = pi().arg("models").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(text(&output.stderr), "");
+}
+
+#[test]
+fn models_lists_the_offline_demo_under_its_provider_id() {
+    let output = run(&["models", "--provider", "faux"]);
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.starts_with("faux/faux-1 "), "{stdout}");
+    assert!(stdout.ends_with("1 model from the offline demo (no key needed)\n"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&["models", "--provider", "faux", "--json"]).stdout).unwrap();
+    assert_eq!(json["faux"][0]["id"], "faux-1", "{json}");
+}
+
+#[test]
+fn the_proxy_start_up_line_lists_the_providers_it_holds_keys_for() {
+    let (_server, first) = start_proxy(&[], &[("MISTRAL_API_KEY", "sk-mistral-0123")]);
+    assert!(first.contains("(1 token; providers with keys: mistral; 42 more without keys)"), "{first}");
+}
+
+/// A fresh folder named after `name` with a session file of one answered prompt (system, user,
+/// assistant, tool result, assistant); the folder and the file.
+fn recorded_session(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("pi-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chat.jsonl");
+    assert!(run(&["--session", file.to_str().unwrap(), "What is 12 * (3 + 4)?"]).status.success());
+    (dir, file)
+}
+
+#[test]
+fn an_unanswered_last_prompt_is_named_and_continue_answers_it() {
+    let (dir, file) = recorded_session("unanswered");
+    let path = file.to_str().unwrap();
+    // What a process killed mid-answer leaves: the system prompt and the prompt.
+    let kept: String = std::fs::read_to_string(&file).unwrap().lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, kept).unwrap();
+    let output = chat(&["--session", path], "/continue\n");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(
+        text(&output.stderr),
+        format!(
+            "pi: resumed 1 message from {path}\npi: the last prompt in {path} has no answer (the run ended while \
+             answering); /continue in `pi chat --session {path}` answers it\n"
+        )
+    );
+    assert!(text(&output.stdout).contains("← calculate: 12 * (3 + 4) = 84"), "{output:?}");
+    assert_eq!(session_roles(&file), ["system", "user", "assistant", "toolResult", "assistant"]);
+    let output = chat(&["--session", path], "/continue\n");
+    assert!(text(&output.stdout).contains("(nothing to continue: the last message is an answer)"), "{output:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn reset_keeps_the_old_session_file_and_says_where() {
+    let (dir, file) = recorded_session("reset");
+    let path = file.to_str().unwrap();
+    let before = std::fs::read_to_string(&file).unwrap();
+    let output = chat(&["--session", path], "/reset\nTell me a joke\n");
+    assert!(output.status.success(), "{output:?}");
+    let backup = format!("{path}.bak");
+    assert!(
+        text(&output.stdout).contains(&format!("(conversation cleared; the old one is in {backup})\n")),
+        "{output:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), before);
+    assert_eq!(session_roles(&file), ["system", "user", "assistant"]);
+    // A second reset does not overwrite the first copy.
+    let output = chat(&["--session", path], "/reset\n");
+    assert!(text(&output.stdout).contains(&format!("the old one is in {path}.bak.2)")), "{output:?}");
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), before);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -286,8 +286,28 @@ where
     });
     let sender = Arc::clone(&dispatch);
     let callback: ToolUpdateFn = Arc::new(move |update| sender.send(update));
-    let running = Box::pin(catch_call(move || tool.execute(call.id.to_string(), args, cancel.clone(), callback)));
+    let running = Box::pin(catch_tool(move || tool.execute(call.id.to_string(), args, cancel.clone(), callback)));
     Execution { running: Some(running), dispatch, started: None, outcome: None, yield_after_execute }
+}
+
+/// Run a tool's `execute` like [`catch_call`], but a panic (while building the future or
+/// polling it) says that the tool panicked, so that neither the model nor the user takes the
+/// panic's message for an error the tool reported. (The reference's tools throw; a Rust tool
+/// that panics has a bug, which its result should name.)
+async fn catch_tool<F, Fut>(call: F) -> Result<AgentToolResult, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<AgentToolResult, pi_types::BoxError>>,
+{
+    let panicked = |message: String| format!("The tool panicked: {message}");
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(future) => match pi_types::catch_panic(future).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(message) => Err(panicked(message)),
+        },
+        Err(payload) => Err(panicked(pi_types::error::panic_message(payload.as_ref()))),
+    }
 }
 
 /// A call's execution as a future of its [`Executed`] result. Progress updates reach the sink

@@ -197,7 +197,7 @@ async fn panicking_tool_becomes_an_error_result() {
     let messages = run_agent_loop(prompt(), context, config, Arc::new(Recorder::default()), CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(result_text(results(&messages)[0]), "tool exploded");
+    assert_eq!(result_text(results(&messages)[0]), "The tool panicked: tool exploded");
 }
 
 #[tokio::test]

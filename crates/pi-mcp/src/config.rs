@@ -22,7 +22,8 @@ pub type Connector = Arc<dyn Fn() -> BoxFuture<'static, std::io::Result<Box<dyn 
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum ServerTransport {
-    /// A child process speaking MCP on its stdin/stdout (stderr is discarded).
+    /// A child process speaking MCP on its stdin/stdout; its stderr goes to the log (debug), and
+    /// its last lines are quoted when it fails to start.
     Stdio {
         /// The program.
         command: String,

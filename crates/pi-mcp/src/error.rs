@@ -27,6 +27,15 @@ pub enum McpError {
         /// The cause.
         reason: String,
     },
+    /// A stdio server's process ended before the handshake; `reason` is its last stderr lines
+    /// (joined with ` | `).
+    #[error("MCP server '{server}' failed to start: {reason}")]
+    Start {
+        /// The server's name.
+        server: String,
+        /// The last lines the process wrote to stderr.
+        reason: String,
+    },
     /// A request (`initialize`, `tools/list`, `tools/call`) did not complete in time.
     #[error("MCP server '{server}': {what} did not complete within {limit:?}")]
     Timeout {
@@ -84,6 +93,6 @@ pub(crate) fn service_error(server: &str, what: &str, error: ServiceError) -> Mc
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => McpError::Closed { server, what },
         ServiceError::Timeout { timeout } => McpError::Timeout { server, what, limit: timeout },
         ServiceError::McpError(error) => McpError::Request { server, what, reason: error.message.to_string() },
-        other => McpError::Request { server, what, reason: other.to_string() },
+        other => McpError::Request { server, what, reason: crate::server::readable(&other.to_string()) },
     }
 }

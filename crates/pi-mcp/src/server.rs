@@ -1,7 +1,11 @@
 //! One server's connection: connect, list, follow `list_changed`, reconnect within limits.
 
-use std::sync::{Arc, Weak};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::ChildStderr;
 
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -36,11 +40,28 @@ async fn connect(config: &ServerConfig) -> Result<Service, McpError> {
             ServerTransport::Stdio { command, args, env } => {
                 let mut command = tokio::process::Command::new(command);
                 command.args(args).envs(env.iter().map(|(k, v)| (k, v))).kill_on_drop(true);
-                let (child, _stderr) = TokioChildProcess::builder(command)
-                    .stderr(std::process::Stdio::null())
+                let (child, stderr) = TokioChildProcess::builder(command)
+                    .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| failed(e.to_string()))?;
-                handler.serve(child).await.map_err(|e| failed(e.to_string()))
+                let tail = Arc::new(Mutex::new(VecDeque::new()));
+                let reader = stderr.map(|stderr| tokio::spawn(follow_stderr(name.clone(), stderr, Arc::clone(&tail))));
+                match handler.serve(child).await {
+                    Ok(service) => Ok(service),
+                    Err(error) => {
+                        // The child has exited or closed its stdout: let the reader reach the
+                        // end of what it wrote, briefly.
+                        if let Some(reader) = reader {
+                            let _ = tokio::time::timeout(STDERR_SETTLE, reader).await;
+                        }
+                        let lines: Vec<String> =
+                            tail.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect();
+                        match lines.is_empty() {
+                            true => Err(failed(readable(&error.to_string()))),
+                            false => Err(McpError::Start { server: name.clone(), reason: lines.join(" | ") }),
+                        }
+                    }
+                }
             }
             ServerTransport::Http { url, bearer_token } => {
                 let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -48,7 +69,7 @@ async fn connect(config: &ServerConfig) -> Result<Service, McpError> {
                     transport_config = transport_config.auth_header(token.clone());
                 }
                 let transport = StreamableHttpClientTransport::with_client(http_client()?, transport_config);
-                handler.serve(transport).await.map_err(|e| failed(e.to_string()))
+                handler.serve(transport).await.map_err(|e| failed(readable(&e.to_string())))
             }
             ServerTransport::Stream(connector) => {
                 let stream = connector().await.map_err(|e| failed(e.to_string()))?;
@@ -62,6 +83,55 @@ async fn connect(config: &ServerConfig) -> Result<Service, McpError> {
         what: "initialize".into(),
         limit,
     })?
+}
+
+/// How many of a child's last stderr lines a start-up failure quotes, and how long of each.
+const STDERR_LINES: usize = 3;
+const STDERR_LINE_CHARS: usize = 200;
+
+/// How long a failed start-up waits for the child's stderr to reach its end.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
+
+/// Read a child's stderr to its end: each line goes to the log (debug, `pi_mcp`), the last
+/// [`STDERR_LINES`] (cut to [`STDERR_LINE_CHARS`]) into `tail` for a start-up failure to quote.
+async fn follow_stderr(server: String, stderr: ChildStderr, tail: Arc<Mutex<VecDeque<String>>>) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        tracing::debug!(server = %server, line, "MCP server stderr");
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        if tail.len() == STDERR_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+    }
+}
+
+/// A transport's error text for people: one line, without rmcp's type names, an HTML page (a web server's error page
+/// where an MCP endpoint was expected) named rather than quoted, at most 300 characters.
+pub(crate) fn readable(text: &str) -> String {
+    // rmcp wraps transport failures as "Send message error Transport [rmcp::...<...>] error:
+    // CAUSE": the cause is what a person needs.
+    let text = match text.rfind("] error: ") {
+        Some(at) if text[..at].contains("::") => &text[at + "] error: ".len()..],
+        _ => text,
+    };
+    let lower = text.to_ascii_lowercase();
+    let (text, page) = match ["<!doctype", "<html"].iter().filter_map(|tag| lower.find(tag)).min() {
+        Some(start) => (text.get(..start).unwrap_or(text), true),
+        None => (text, false),
+    };
+    let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if page {
+        line = format!("{} (an HTML page, not MCP)", line.trim_end_matches([':', ' ']));
+    }
+    match line.char_indices().nth(300) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line,
+    }
 }
 
 /// rustls with the `ring` provider (as pi-providers), no redirects, a bounded connect; no total
@@ -117,9 +187,11 @@ pub(crate) async fn supervise(hub: Weak<dyn Publish>, index: usize, shared: Arc<
         failures = failures.saturating_add(1);
         let Some(hub) = hub.upgrade() else { return };
         if failures > limits.reconnect_attempts {
+            tracing::warn!(server = %shared.config.name, %error, "MCP server given up");
             hub.publish(index, Vec::new(), ServerStatus::Failed(error.to_string()));
             return;
         }
+        tracing::info!(server = %shared.config.name, attempt = failures, %error, "MCP server not connected; retrying");
         hub.publish(index, Vec::new(), ServerStatus::Reconnecting { attempt: failures, last_error: error.to_string() });
         drop(hub);
         tokio::time::sleep(delay).await;
@@ -148,6 +220,7 @@ async fn serve(
                 listed = true;
                 let Some(hub) = hub.upgrade() else { return (true, McpError::NotConnected { server: name.clone() }) };
                 let count = tools.len();
+                tracing::info!(server = %name, tools = count, "MCP server ready");
                 hub.publish(index, tools, ServerStatus::Ready { tools: count });
             }
             Err(error @ McpError::Closed { .. }) => return (listed, error),
@@ -159,5 +232,19 @@ async fn serve(
             _ = &mut closed => return (listed, McpError::Closed { server: name.clone(), what: "the session".into() }),
             () = handler.tools_changed.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable;
+
+    #[test]
+    fn transport_errors_lose_type_names_and_html_pages() {
+        let text = "Send message error Transport [rmcp::transport::worker::WorkerTransport<rmcp::X<reqwest::Client>>] \
+                    error: unexpected server response: HTTP 404 Not Found <!DOCTYPE html>\n<html><body>big</body></html>";
+        assert_eq!(readable(text), "unexpected server response: HTTP 404 Not Found (an HTML page, not MCP)");
+        assert_eq!(readable("No such file or directory (os error 2)"), "No such file or directory (os error 2)");
+        assert_eq!(readable(&"x".repeat(400)).chars().count(), 301);
     }
 }

@@ -359,8 +359,8 @@ mod tests {
 }
 
 /// The answer of `GET {proxy_url}/api/models` (this server's addition to the protocol): every
-/// model the server serves, as `Model` JSON without `headers` (the server's own, often
-/// carrying keys). A client sends one of them back as the request's `model`: its `baseUrl`
+/// model the server serves, as `Model` JSON without `headers`, `compat` and unknown fields,
+/// with credentials hidden from its `baseUrl` (`user:pass@`, the query) and redacted elsewhere. A client sends one of them back as the request's `model`: its `baseUrl`
 /// and `api` are the server's, so the request passes the server's check.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelList {

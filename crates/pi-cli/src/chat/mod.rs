@@ -26,7 +26,8 @@ commands:
   TEXT            prompt the agent (while it works: steer it; read after the current turn)
   /followup TEXT  queue TEXT for when the agent would stop
   /abort          abort the run (Ctrl-C too; a second Ctrl-C exits)
-  /reset          clear the conversation
+  /reset          clear the conversation (with --session: the file is kept as FILE.bak first)
+  /continue       answer the last prompt again (after a run that ended without an answer)
   /model [ID]     show the model, or switch (ID, provider/ID or provider)
   /tools          list the tools
   /help           this list
@@ -40,6 +41,8 @@ pub struct Session {
     run: Option<RunHandle>,
     interrupted: bool,
     mcp: crate::mcp::McpTools,
+    /// The `--session` file.
+    session: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Session {
@@ -71,7 +74,7 @@ impl Session {
         // The listener lives as long as the agent (see `Subscription`).
         let _listener = attach(&agent, &renderer);
         let mcp = crate::mcp::McpTools::start(&args.mcp, &agent)?;
-        Ok(Self { agent, backend, renderer, run: None, interrupted: false, mcp })
+        Ok(Self { agent, backend, renderer, run: None, interrupted: false, mcp, session: args.session.clone() })
     }
 
     fn say(&self, text: &str) {
@@ -133,10 +136,13 @@ impl Session {
                     self.start(rest.to_owned());
                 }
             }
-            "/reset" => match self.agent.reset() {
-                Ok(()) => self.say("(conversation cleared)"),
-                Err(_) => self.say("(busy: /abort first, then /reset)"),
-            },
+            "/reset" => self.reset(),
+            "/continue" if self.run.is_some() => self.say("(busy: the agent is answering)"),
+            "/continue" if crate::session::is_unanswered(self.agent.messages().last()) => {
+                self.sync_mcp_tools();
+                self.run = Some(self.agent.continue_run());
+            }
+            "/continue" => self.say("(nothing to continue: the last message is an answer)"),
             "/model" if rest.is_empty() => self.say(&format!("model: {}", self.model_name())),
             "/model" => match self.backend.switch(rest) {
                 Ok(model) => {
@@ -160,6 +166,28 @@ impl Session {
             }
         }
         Next::Continue
+    }
+
+    /// `/reset`: clear the conversation; a session file is copied first, so the old
+    /// conversation stays recoverable.
+    fn reset(&mut self) {
+        if self.run.is_some() {
+            return self.say("(busy: /abort first, then /reset)");
+        }
+        let kept = match self.session.as_deref().filter(|path| path.exists()) {
+            Some(path) => match crate::session::keep_copy(path) {
+                Ok(copy) => Some(copy),
+                Err(error) => {
+                    return self.say(&format!("error: {}; the conversation is not cleared", error.one_line()))
+                }
+            },
+            None => None,
+        };
+        match (self.agent.reset(), kept) {
+            (Ok(()), Some(copy)) => self.say(&format!("(conversation cleared; the old one is in {})", copy.display())),
+            (Ok(()), None) => self.say("(conversation cleared)"),
+            (Err(_), _) => self.say("(busy: /abort first, then /reset)"),
+        }
     }
 
     fn start(&mut self, prompt: String) {
@@ -218,7 +246,10 @@ impl Session {
     pub async fn run(mut self, mut inputs: mpsc::UnboundedReceiver<Input>) -> Result<(), CliError> {
         self.greet();
         // The first prompt gets the MCP servers' tools (bounded; late servers join later).
-        for line in self.mcp.wait_ready().await {
+        if let Some(line) = self.mcp.starting() {
+            self.say(&line);
+        }
+        for line in self.mcp.wait_ready().await? {
             self.say(&line);
         }
         self.sync_mcp_tools();

@@ -526,10 +526,14 @@ fn data_line(event: &impl serde::Serialize) -> Bytes {
     Bytes::from(line)
 }
 
-/// `GET /api/models`: 401 without a valid token, else the served models as JSON.
+/// `GET /api/models`: 401 without a valid token, else the served models as JSON, redacted as
+/// every response is.
 async fn list_models(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (status, body) = match authenticate(&state, &headers) {
-        Ok(_) => match serde_json::to_vec(&super::models::served_models(&state.config)) {
+        Ok(_) => match serde_json::to_value(super::models::served_models(&state.config)).and_then(|mut list| {
+            state.redactor.value(&mut list);
+            serde_json::to_vec(&list)
+        }) {
             Ok(body) => (StatusCode::OK, body),
             Err(error) => {
                 let message = format!("Cannot list the models: {error}");

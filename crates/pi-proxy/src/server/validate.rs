@@ -142,7 +142,8 @@ fn resolve_model(config: &ServerConfig, requested: &Model) -> Result<Model, Refu
     if requested.api != served.api {
         return Err(Refusal::bad(format!("Field `model.api` does not match the server's model: {}", requested.api)));
     }
-    if requested.base_url != served.base_url {
+    // The form `GET /api/models` lists (credentials hidden) stands for the served URL.
+    if requested.base_url != served.base_url && requested.base_url != super::models::public_base_url(&served.base_url) {
         return Err(Refusal::bad("Field `model.baseUrl` does not match the server's model"));
     }
     for (name, value) in requested.headers.iter().flatten() {

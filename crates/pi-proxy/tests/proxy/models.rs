@@ -99,3 +99,47 @@ async fn failures_read_like_the_stream_and_never_carry_the_token() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A served model carrying four planted credentials: a known key in its `baseUrl` query, a
+/// password in its `baseUrl`, an unknown field `apiKey` and a `compat` value.
+#[tokio::test]
+async fn the_listing_carries_no_credentials_and_its_models_still_stream() {
+    const KNOWN: &str = "sk-known-planted-0123456789";
+    const PASSWORD: &str = "hunter2-planted-password";
+    const FIELD: &str = "sk-field-planted-0123456789";
+    const COMPAT: &str = "sk-compat-planted-0123456789";
+    let faux = faux();
+    let models: Vec<Model> = faux
+        .models()
+        .into_iter()
+        .map(|model| {
+            let mut model = Model {
+                provider: "house".into(),
+                base_url: format!("http://bob:{PASSWORD}@10.0.0.5:8000/v1?key={KNOWN}"),
+                compat: Some([("token".to_owned(), serde_json::json!(COMPAT))].into_iter().collect()),
+                ..model
+            };
+            model.extra.insert("apiKey".into(), serde_json::json!(FIELD));
+            model
+        })
+        .collect();
+    let provider =
+        Provider::new("house").with_auth(Auth::None).with_models(models).with_api(faux.api(), Arc::new(faux.clone()));
+    let mut config = config_with(vec![provider]);
+    config.redaction.add(KNOWN);
+    let server = TestServer::start(config).await;
+    let (status, body) = get(&server.url, Some(TOKEN)).await;
+    assert_eq!(status, 200, "{body}");
+    for planted in [KNOWN, PASSWORD, FIELD, COMPAT, "apiKey", "compat"] {
+        assert!(!body.contains(planted), "{planted} in {body}");
+    }
+    // The listed model, sent back as it came, is still the server's model.
+    let proxy = ProxyStreamFn::new(&server.url, TOKEN);
+    let model = proxy.models().await.expect("models").into_iter().next().expect("one model");
+    assert_eq!(model.base_url, "http://<redacted>@10.0.0.5:8000/v1?<redacted>");
+    faux.set_responses([faux_assistant_message(vec![faux_text("Served.")], StopReason::Stop).into()]);
+    let context = TranscriptContext::from_messages(vec![Message::from(UserMessage::text("hi"))]);
+    let events: Vec<_> = proxy.stream(&model, context, StreamOptions::default()).collect().await;
+    let last = format!("{:?}", events.last());
+    assert!(last.contains("Served."), "{last}");
+}
