@@ -47,11 +47,15 @@ use pi_agent::{FileStore, SessionStore};
 mod common;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql::SqlStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
