@@ -683,7 +683,8 @@ impl Agent {
             }
         }
         let model = initial.model.unwrap_or_else(|| Arc::new(default_model()));
-        let state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
+        let mut state = AgentState::new(model, initial.thinking_level, initial.tools, messages);
+        state.usage.total = std::mem::take(&mut options.usage);
         let core = AgentShared {
             state: spin::mutex::SpinMutex::new(state),
             options: Mutex::new(Settings::new(options)),

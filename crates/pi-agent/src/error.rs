@@ -29,10 +29,10 @@ pub enum AgentError {
     /// Every handle of the agent was dropped while the run was active, which ended it.
     #[error("The agent was dropped before the run settled")]
     AgentDropped,
-    /// A session file could not be read or written.
+    /// A session could not be read or written.
     #[error("session {path}: {reason}")]
     SessionIo {
-        /// The file.
+        /// The file, or the store and session.
         path: String,
         /// What failed.
         reason: String,
@@ -46,6 +46,13 @@ pub enum AgentError {
         line: usize,
         /// Why it does not parse.
         reason: String,
+    },
+    /// Another writer changed the session since this one loaded it (optimistic concurrency:
+    /// the write was refused and changed nothing). Load the session again to go on.
+    #[error("session {session} was changed by another writer since it was loaded; load it again to continue")]
+    SessionConflict {
+        /// The session (its file, or its store and id).
+        session: String,
     },
     /// A saved session is resumed with options whose system prompt differs from the saved one.
     #[error("the session was saved with another system prompt; resume it without one, or start a new session")]

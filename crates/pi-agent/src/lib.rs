@@ -22,8 +22,9 @@
 //!   function; Rust has no such global, so [`AgentOptions::new`] takes one explicitly.
 //! * **Hooks** — set on [`AgentOptions`] with builder methods taking ordinary closures
 //!   (`.before_tool_call(|ctx, cancel| ...)`); they are the loop's [`pi_loop::Hooks`].
-//! * **Sessions** — a [`Session`] keeps the transcript in a file of one JSON message per line,
-//!   appended as messages end; [`SavedSession::resume`] continues it after a restart.
+//! * **Sessions** — a [`Session`] keeps the transcript in a [`SessionStore`] (by default a
+//!   [`FileStore`]: one JSON message per line), appended as messages end, with optimistic
+//!   concurrency between workers; [`SavedSession::resume`] continues it after a restart.
 //! * **Usage** — [`Agent::usage`]: tokens and cost of the current run and of every run.
 //! * **Retry** — [`AgentOptions::with_retry`]: runs that fail with a transient provider error
 //!   (rate limit, overload, 5xx, dropped connection) are retried with backoff ([`RetryPolicy`]).
@@ -216,21 +217,25 @@
 
 mod agent;
 mod error;
+mod file_store;
 mod options;
 mod pending;
 mod retry;
 mod session;
 mod settings;
 mod state;
+mod store;
 mod usage;
 
 pub use agent::{Agent, Listener, PromptInput, RunHandle, Subscription, WeakAgent};
 pub use error::AgentError;
+pub use file_store::FileStore;
 pub use options::{default_model, AgentInitialState, AgentOptions, QueueMode};
 pub use pending::PendingToolCalls;
 pub use retry::{RetryClassifier, RetryEvent, RetryObserver, RetryPolicy};
 pub use session::{SavedSession, Session};
 pub use state::{AgentState, StreamingMessage};
+pub use store::{SessionStore, SessionSummary, SessionWrite, StoredSession};
 pub use usage::{UsageTotal, UsageTotals};
 
 pub use pi_loop;

@@ -17,6 +17,7 @@ use pi_types::{
 use serde::{Deserialize, Serialize};
 
 use crate::retry::RetryPolicy;
+use crate::usage::UsageTotal;
 use serde_json::Value;
 
 /// How a steering or follow-up queue hands out its messages at each poll.
@@ -171,6 +172,9 @@ pub struct AgentOptions {
     pub retry: Option<RetryPolicy>,
     /// What the runs' `tracing` spans record (default: no message content; docs/tracing.md).
     pub trace: pi_loop::TraceOptions,
+    /// The lifetime usage totals the agent counts on from (a resumed session's; taken by
+    /// [`Agent::new`](crate::Agent::new)).
+    pub usage: UsageTotal,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -206,6 +210,7 @@ impl AgentOptions {
             tool_execution: ToolExecutionMode::Parallel,
             retry: None,
             trace: pi_loop::TraceOptions::default(),
+            usage: UsageTotal::default(),
         }
     }
 
@@ -359,6 +364,12 @@ impl AgentOptions {
     /// Set the initial transcript.
     pub fn with_messages(mut self, messages: impl IntoIterator<Item = AgentMessage>) -> Self {
         self.initial_state.messages = messages.into_iter().collect();
+        self
+    }
+
+    /// Count the agent's lifetime usage totals on from `usage` (a resumed session's).
+    pub fn with_usage(mut self, usage: UsageTotal) -> Self {
+        self.usage = usage;
         self
     }
 

@@ -13,6 +13,7 @@ use pi_types::{ToolExecutionMode, Transport};
 
 use crate::options::{AgentInitialState, AgentOptions, QueueMode};
 use crate::retry::RetryPolicy;
+use crate::usage::UsageTotal;
 
 /// [`AgentOptions`] without the initial state.
 #[derive(Clone)]
@@ -33,7 +34,8 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// The settings of `options`; their initial state is dropped (the agent was built from it).
+    /// The settings of `options`; their initial state and usage are dropped (the agent was
+    /// built from them).
     pub(crate) fn new(options: AgentOptions) -> Self {
         let AgentOptions {
             initial_state: _,
@@ -49,6 +51,7 @@ impl Settings {
             tool_execution,
             retry,
             trace,
+            usage: _,
         } = options;
         Self {
             stream_fn,
@@ -66,7 +69,7 @@ impl Settings {
         }
     }
 
-    /// The options these settings came from, with an empty initial state.
+    /// The options these settings came from, with an empty initial state and usage.
     pub(crate) fn to_options(&self) -> AgentOptions {
         AgentOptions {
             initial_state: AgentInitialState::default(),
@@ -82,6 +85,7 @@ impl Settings {
             tool_execution: self.tool_execution,
             retry: self.retry.as_deref().cloned(),
             trace: self.trace,
+            usage: UsageTotal::default(),
         }
     }
 }

@@ -16,8 +16,9 @@ pub struct UsageTotals {
     pub total: UsageTotal,
 }
 
-/// The sum of the usage of some responses.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// The sum of the usage of some responses (in JSON: `{"responses": N, "usage": {...}}`, the
+/// usage in the reference's wire shape; session stores keep it so).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UsageTotal {
     /// The assistant messages counted.
     pub responses: u64,

@@ -78,7 +78,7 @@ fn session_child() {
         let (session, saved) = Session::open(&path).unwrap();
         let stream = Arc::new(HangsOnSecondCall { calls: AtomicUsize::new(0) });
         let agent = saved.resume(AgentOptions::new(stream).with_system_prompt("Be brief.")).unwrap();
-        let _recording = session.attach(&agent);
+        let _recording = session.attach(&agent).await.unwrap();
         agent.prompt("First question").await.unwrap();
         agent.prompt("Second question").await.unwrap();
     });
@@ -115,7 +115,7 @@ fn a_session_survives_kill_9_mid_stream() {
     runtime.block_on(async {
         let (faux, model) = answering(&["Second answer."]);
         let agent = saved.resume(AgentOptions::new(Arc::new(faux)).with_model(model)).unwrap();
-        let _recording = session.attach(&agent);
+        let _recording = session.attach(&agent).await.unwrap();
         agent.continue_run().await.unwrap();
         assert_eq!(agent.messages().len(), 5);
     });
@@ -131,7 +131,7 @@ async fn a_torn_last_line_is_dropped_with_a_warning_and_the_file_repaired() {
     let options = || AgentOptions::new(Arc::new(faux.clone())).with_model(model.clone());
     let (session, saved) = Session::open(&path).unwrap();
     let agent = saved.resume(options()).unwrap();
-    let _recording = session.attach(&agent);
+    let _recording = session.attach(&agent).await.unwrap();
     agent.prompt("Hello").await.unwrap();
     let whole = std::fs::read(&path).unwrap();
     let mut torn = whole.clone();
@@ -144,7 +144,7 @@ async fn a_torn_last_line_is_dropped_with_a_warning_and_the_file_repaired() {
     assert!(saved.warnings[0].contains("dropped an unfinished last line (32 bytes)"), "{}", saved.warnings[0]);
     assert_eq!(std::fs::read(&path).unwrap(), whole, "cut back to the last whole line");
     let agent = saved.resume(options()).unwrap();
-    let _recording = session.attach(&agent);
+    let _recording = session.attach(&agent).await.unwrap();
     agent.prompt("More").await.unwrap();
     let (_, saved) = Session::open(&path).unwrap();
     assert_eq!(roles(&saved.messages), ["user", "assistant", "user", "assistant"]);
@@ -167,7 +167,7 @@ async fn the_file_is_rewritten_when_the_transcript_changes_otherwise() {
     let (faux, model) = answering(&["One.", "Two."]);
     let (session, saved) = Session::open(&path).unwrap();
     let agent = saved.resume(AgentOptions::new(Arc::new(faux)).with_model(model).with_system_prompt("Sys")).unwrap();
-    let _recording = session.attach(&agent);
+    let _recording = session.attach(&agent).await.unwrap();
     assert_eq!(lines(&path), 1, "the leading system message is written on attach");
     agent.prompt("First").await.unwrap();
     agent.reset().unwrap();
@@ -185,7 +185,7 @@ async fn resuming_with_another_system_prompt_is_refused() {
     let options = || AgentOptions::new(Arc::new(faux.clone())).with_model(model.clone());
     let (session, saved) = Session::open(&path).unwrap();
     let agent = saved.resume(options().with_system_prompt("Be brief.")).unwrap();
-    let _recording = session.attach(&agent);
+    let _recording = session.attach(&agent).await.unwrap();
     agent.prompt("Hello").await.unwrap();
 
     let (_, saved) = Session::open(&path).unwrap();

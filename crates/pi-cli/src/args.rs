@@ -70,6 +70,13 @@ pub enum Command {
         #[arg(value_name = "PROVIDER")]
         provider: String,
     },
+    /// List the sessions of STORE (a directory's *.jsonl files, sqlite:PATH or
+    /// postgres://...; default: the current directory): id, last update, messages, cost.
+    Sessions {
+        /// Where the sessions are.
+        #[arg(value_name = "STORE", default_value = ".")]
+        store: String,
+    },
     /// The pi proxy: a server that keeps the provider keys.
     Proxy {
         /// What to do.
@@ -154,9 +161,11 @@ pub struct ModelArgs {
     /// Bearer token for --proxy (default: $PI_PROXY_TOKEN).
     #[arg(long, global = true, value_name = "TOKEN")]
     pub token: Option<String>,
-    /// Keep the conversation in FILE (one JSON message per line) and resume it when FILE exists.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub session: Option<std::path::PathBuf>,
+    /// Keep the conversation in URL and resume it when it exists: a FILE (one JSON message
+    /// per line), sqlite:PATH#ID or postgres://USER@HOST:PORT/DB#ID (session ID, default
+    /// `default`).
+    #[arg(long, global = true, value_name = "URL")]
+    pub session: Option<String>,
     /// Retry a response that fails with a transient provider error (rate limit, overload, 5xx,
     /// dropped connection) up to N times, waiting 2 s, 4 s, 8 s, ...; 0 disables.
     #[arg(long, global = true, value_name = "N", default_value_t = 3)]

@@ -79,6 +79,14 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             }
             login::login(&provider, &mut std::io::stdout()).await
         }
+        Some(Command::Sessions { store }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi sessions` takes one STORE".into()));
+            }
+            let listing = session::list(&store).await?;
+            std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
+                .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+        }
         Some(Command::Proxy { command: ProxyCommand::Serve(serve) }) => {
             if !cli.prompt.is_empty() {
                 return Err(CliError::Usage("`pi proxy serve` takes no prompt".into()));

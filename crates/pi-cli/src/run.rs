@@ -45,7 +45,9 @@ pub fn build_agent(backend: &Backend, args: &ModelArgs) -> Result<Agent, CliErro
         options = options.with_system_prompt(system);
     }
     match saved {
-        Some((session, saved)) => crate::session::resume(&session, saved, options),
+        Some((session, saved)) => {
+            crate::session::resume(&session, args.session.as_deref().unwrap_or_default(), saved, options)
+        }
         None => Ok(Agent::new(options)),
     }
 }

@@ -41,8 +41,8 @@ pub struct Session {
     run: Option<RunHandle>,
     interrupted: bool,
     mcp: crate::mcp::McpTools,
-    /// The `--session` file.
-    session: Option<std::path::PathBuf>,
+    /// The `--session` location (a file path, `sqlite:...` or `postgres://...`).
+    session: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -174,7 +174,9 @@ impl Session {
         if self.run.is_some() {
             return self.say("(busy: /abort first, then /reset)");
         }
-        let kept = match self.session.as_deref().filter(|path| path.exists()) {
+        // A session file is copied before the reset; a database session's rows are rewritten.
+        let file = self.session.as_deref().filter(|url| !pi_store::Location::is_database(url)).map(std::path::Path::new);
+        let kept = match file.filter(|path| path.exists()) {
             Some(path) => match crate::session::keep_copy(path) {
                 Ok(copy) => Some(copy),
                 Err(error) => {
