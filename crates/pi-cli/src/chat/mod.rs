@@ -175,7 +175,8 @@ impl Session {
             return self.say("(busy: /abort first, then /reset)");
         }
         // A session file is copied before the reset; a database session's rows are rewritten.
-        let file = self.session.as_deref().filter(|url| !pi_store::Location::is_database(url)).map(std::path::Path::new);
+        let file =
+            self.session.as_deref().filter(|url| !pi_store::Location::is_database(url)).map(std::path::Path::new);
         let kept = match file.filter(|path| path.exists()) {
             Some(path) => match crate::session::keep_copy(path) {
                 Ok(copy) => Some(copy),

@@ -43,12 +43,12 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::support::{self as adapter_support, Stop};
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::js_json;
 use crate::api::request_options;
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::transform_messages;
+use crate::js_json;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "mistral-conversations";

@@ -43,10 +43,10 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
 use crate::api::support as adapter_support;
 use crate::js_json;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "pi-messages";

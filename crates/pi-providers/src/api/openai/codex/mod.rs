@@ -30,14 +30,14 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::support::{self as adapter_support, Stop};
-use crate::auth::codex as codex_auth;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::js_json;
 use crate::api::openai::responses::{
     convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
 };
 use crate::api::request_options;
+use crate::api::support::{self as adapter_support, Stop};
+use crate::auth::codex as codex_auth;
+use crate::js_json;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
