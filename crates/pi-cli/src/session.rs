@@ -52,7 +52,7 @@ pub fn is_unanswered(last: Option<&AgentMessage>) -> bool {
 
 /// Keep a copy of the session file before `/reset` rewrites it: `FILE.bak`, or the first free
 /// `FILE.bak.N`. Returns where it went.
-pub fn keep_copy(path: &Path) -> Result<std::path::PathBuf, CliError> {
+pub fn keep_copy(path: &std::path::Path) -> Result<std::path::PathBuf, CliError> {
     let name = |suffix: String| {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
