@@ -106,6 +106,8 @@ mod typed;
 #[cfg(feature = "http")]
 pub mod anthropic;
 #[cfg(feature = "http")]
+pub mod auth;
+#[cfg(feature = "http")]
 pub mod azure_openai_responses;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
