@@ -81,7 +81,6 @@ pub struct Authenticator {
     store: Arc<dyn CredentialStore>,
     flows: BTreeMap<String, Arc<dyn OAuthFlow>>,
     env: EnvLookup,
-    key_vars: Arc<dyn Fn(&str) -> Vec<String> + Send + Sync>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -97,9 +96,6 @@ impl Authenticator {
             store,
             flows: BTreeMap::new(),
             env: Arc::new(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty())),
-            key_vars: Arc::new(|provider| {
-                crate::registry::env_api_key_vars(provider).into_iter().map(str::to_owned).collect()
-            }),
         }
     }
 
@@ -135,7 +131,9 @@ impl Authenticator {
     }
 
     fn env_key(&self, provider_id: &str) -> Option<(String, String)> {
-        (self.key_vars)(provider_id).into_iter().find_map(|var| (self.env)(&var).map(|value| (var, value)))
+        crate::registry::env_api_key_vars(provider_id)
+            .into_iter()
+            .find_map(|var| (self.env)(var).map(|value| (var.to_owned(), value)))
     }
 
     /// Request auth for `provider_id`: the stored credential (refreshed when it expires within
@@ -196,7 +194,7 @@ impl Authenticator {
                         let fresh = tokio::time::timeout(REFRESH_TIMEOUT, flow.refresh(&current))
                             .await
                             .unwrap_or_else(|_| Err("The operation was aborted due to timeout".into()))
-                            .map_err(|reason| AuthError::Refresh { provider, reason })?;
+                            .map_err(|reason| AuthError::Refresh { provider, reason: scrub(reason, &current) })?;
                         Ok(Some(Credential::OAuth(fresh)))
                     })
                 }),
@@ -241,7 +239,7 @@ impl Authenticator {
         let credential = match self.flows.get(provider_id) {
             Some(flow) => Credential::OAuth(flow.login(interaction).await?),
             None => {
-                if (self.key_vars)(provider_id).is_empty() {
+                if crate::registry::env_api_key_vars(provider_id).is_empty() {
                     return Err(AuthError::Unsupported(format!(
                         "provider `{provider_id}` has no sign-in and no API key"
                     )));
@@ -260,6 +258,14 @@ impl Authenticator {
     pub async fn logout(&self, provider_id: &str) -> Result<(), AuthError> {
         self.store.delete(provider_id).await
     }
+}
+
+/// `reason` with the credential's tokens blanked out: an error answer may echo what it was sent.
+fn scrub(reason: String, credential: &OAuthCredential) -> String {
+    [&credential.access, &credential.refresh]
+        .into_iter()
+        .filter(|token| token.expose().len() >= 8)
+        .fold(reason, |text, token| text.replace(token.expose(), "<redacted>"))
 }
 
 fn now_ms() -> u64 {
