@@ -21,7 +21,8 @@ Examples:
   pi -- help me with the weather in Oslo                # a prompt that starts with a command word
   pi -- chat                                            # the prompt \"chat\"
 
-Commands and prompts: a first word naming a command (chat, models, login, proxy, help) is
+Commands and prompts: a first word naming a command (chat, models, sessions, login, logout, auth, proxy,
+help) is
 that command (`pi chat`, `pi help chat`, `pi login openai-codex`, `pi proxy serve`); when the
 words after it do not fit it (`pi models anthropic`), pi stops with a one-line error that
 suggests the right form, and sends nothing to a model. Words after `--` are always the prompt.
@@ -63,8 +64,9 @@ pub enum Command {
     /// context window, output limit, price per million input/output tokens, and whether the
     /// provider's credentials are set. With --json: the catalog as JSON.
     Models,
-    /// Sign in to a subscription provider and keep its tokens (openai-codex: a ChatGPT plan,
-    /// with a device code; tokens go to $PI_AUTH_FILE or ~/.pi/agent/auth.json).
+    /// Sign in to a provider and keep its credential in $PI_AUTH_FILE or ~/.pi/agent/auth.json
+    /// (owner-only): anthropic (Claude Pro/Max), openrouter and openai-codex (a ChatGPT plan)
+    /// sign in with a browser or a device code; other providers ask for their API key.
     Login {
         /// The provider to sign in to.
         #[arg(value_name = "PROVIDER")]
@@ -77,6 +79,15 @@ pub enum Command {
         #[arg(value_name = "STORE", default_value = ".")]
         store: String,
     },
+    /// Remove the stored credential of a provider.
+    Logout {
+        /// The provider to sign out of.
+        #[arg(value_name = "PROVIDER")]
+        provider: String,
+    },
+    /// Which providers are usable and from where: a stored sign-in or key, the environment,
+    /// or none.
+    Auth,
     /// The pi proxy: a server that keeps the provider keys.
     Proxy {
         /// What to do.
@@ -374,6 +385,8 @@ mod tests {
         assert!(matches!(run(&["chat"]).command, Some(Command::Chat)));
         assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models)));
         assert!(matches!(run(&["login", "openai-codex"]).command, Some(Command::Login { .. })));
+        assert!(matches!(run(&["logout", "anthropic"]).command, Some(Command::Logout { .. })));
+        assert!(matches!(run(&["auth"]).command, Some(Command::Auth)));
         assert!(matches!(run(&["proxy", "serve"]).command, Some(Command::Proxy { .. })));
         let parsed = parse(["pi", "proxy"]);
         assert!(matches!(parsed, Err(CliError::UsageHelp(ref help)) if help.contains("Usage: pi proxy")), "{parsed:?}");

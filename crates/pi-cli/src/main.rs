@@ -5,7 +5,8 @@
 //!   tool call with its arguments and result, and a summary line (stop reason, turns, token
 //!   usage). `--events` prints one line per agent event, `--json` every event as JSON.
 //! * `pi models [--provider ID]` lists the built-in catalog ([`models`]); `pi login
-//!   openai-codex` signs in to a ChatGPT plan ([`login`]).
+//!   PROVIDER` / `pi logout PROVIDER` keep or remove a provider's credential, `pi auth` says
+//!   which providers are usable and from where ([`login`]).
 //! * `pi chat` is an interactive session with steering, follow-ups and aborts ([`chat`]).
 //! * `pi proxy serve` runs the pi-proxy server ([`proxy`]); `--proxy URL --token T` makes
 //!   the other commands stream through one.
@@ -86,6 +87,18 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             let listing = session::list(&store).await?;
             std::io::Write::write_all(&mut std::io::stdout(), listing.as_bytes())
                 .map_err(|e| CliError::Io(format!("cannot write the listing: {e}")))
+        }
+        Some(Command::Logout { provider }) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi logout` takes one PROVIDER".into()));
+            }
+            login::logout(&provider, &mut std::io::stdout()).await
+        }
+        Some(Command::Auth) => {
+            if !cli.prompt.is_empty() {
+                return Err(CliError::Usage("`pi auth` takes no prompt".into()));
+            }
+            login::status(&mut std::io::stdout())
         }
         Some(Command::Proxy { command: ProxyCommand::Serve(serve) }) => {
             if !cli.prompt.is_empty() {
