@@ -242,12 +242,7 @@ fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
         1,
         "not signed in to provider `openai-codex`: run `pi login openai-codex`",
     );
-    fails_with(
-        pi().args(["login", "anthropic"]),
-        2,
-        "`pi login` signs in to openai-codex (a ChatGPT plan); `anthropic` takes its key from its environment \
-         variables (`pi models --provider anthropic` says whether one is set)",
-    );
+    fails_with(pi().args(["login", "nope"]), 2, "unknown provider `nope` (`pi models` lists them)");
     fails_with(
         pi().args(["--provider", "openai", "--model", "gpt-nope", "hi"]).env("OPENAI_API_KEY", "sk-test"),
         2,
