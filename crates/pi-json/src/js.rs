@@ -505,6 +505,65 @@ pub fn truthy(value: &serde_json::Value) -> bool {
     }
 }
 
+/// JavaScript's `Number.parseFloat`: the longest numeric prefix after leading whitespace, or
+/// `None` where JavaScript gives `NaN`.
+///
+/// ```
+/// use pi_json::js::parse_float;
+/// assert_eq!(parse_float(" 1.5s"), Some(1.5));
+/// assert_eq!(parse_float("1e3x"), Some(1000.0));
+/// assert_eq!(parse_float(".5"), Some(0.5));
+/// assert_eq!(parse_float("1e"), Some(1.0));
+/// assert_eq!(parse_float("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+/// ```
+pub fn parse_float(text: &str) -> Option<f64> {
+    let text = js_trim(text);
+    if text.starts_with("Infinity") || text.starts_with("+Infinity") {
+        return Some(f64::INFINITY);
+    }
+    if text.starts_with("-Infinity") {
+        return Some(f64::NEG_INFINITY);
+    }
+    let bytes = text.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let digits_start = end;
+    while bytes.get(end).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+    }
+    let mut had_digits = end > digits_start;
+    if bytes.get(end) == Some(&b'.') {
+        let frac_start = end + 1;
+        let mut frac_end = frac_start;
+        while bytes.get(frac_end).is_some_and(u8::is_ascii_digit) {
+            frac_end += 1;
+        }
+        if frac_end > frac_start || had_digits {
+            had_digits = had_digits || frac_end > frac_start;
+            end = frac_end;
+        }
+    }
+    if !had_digits {
+        return None;
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut exp_end = end + 1;
+        if matches!(bytes.get(exp_end), Some(b'+' | b'-')) {
+            exp_end += 1;
+        }
+        let exp_digits = exp_end;
+        while bytes.get(exp_end).is_some_and(u8::is_ascii_digit) {
+            exp_end += 1;
+        }
+        if exp_end > exp_digits {
+            end = exp_end;
+        }
+    }
+    text[..end].parse::<f64>().ok()
+}
+
 /// Trims JavaScript whitespace and line terminators from both ends, like `String.prototype.trim`.
 ///
 /// This differs from [`str::trim`]: `U+FEFF` is trimmed and `U+0085` is not.

@@ -54,6 +54,7 @@ pub use message::{
     ToolResultMessage, UserMessage, UserMessageContent,
 };
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
+pub use options::server_retry_delay_ms;
 pub use options::{
     CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent, OnResponse,
     ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,

@@ -167,6 +167,50 @@ pub struct ProviderResponse {
     pub headers: IndexMap<String, String>,
 }
 
+impl ProviderResponse {
+    /// The delay in ms this response asks for before a retry ([`server_retry_delay_ms`] of its
+    /// headers).
+    ///
+    /// ```
+    /// use pi_types::ProviderResponse;
+    /// let mut response = ProviderResponse { status: 503, ..Default::default() };
+    /// assert_eq!(response.retry_after_ms(), None);
+    /// response.headers.insert("retry-after".into(), "2".into());
+    /// assert_eq!(response.retry_after_ms(), Some(2000.0));
+    /// response.headers.insert("retry-after-ms".into(), "250".into());
+    /// assert_eq!(response.retry_after_ms(), Some(250.0));
+    /// ```
+    pub fn retry_after_ms(&self) -> Option<f64> {
+        server_retry_delay_ms(|name| self.headers.get(name).map(String::as_str))
+    }
+}
+
+/// The delay in ms a server asks for before a retry, read as pi-ai's provider retry reads it:
+/// `retry-after-ms` (milliseconds), else `retry-after` (seconds, or an HTTP date taken relative
+/// to now; negative when it is past). Numbers are read like JavaScript's `parseFloat`
+/// ([`pi_json::js::parse_float`]); `None` when neither header holds a finite value.
+///
+/// `header` looks a header up by its lower-case name. This one rule serves the providers'
+/// request-level retry and the agent's [retry policy](https://docs.rs/pi-rs-agent).
+pub fn server_retry_delay_ms<'a>(header: impl Fn(&str) -> Option<&'a str>) -> Option<f64> {
+    let get = |name: &str| header(name).filter(|value| !value.is_empty());
+    if let Some(delay) = get("retry-after-ms").and_then(pi_json::js::parse_float).filter(|d| d.is_finite()) {
+        return Some(delay);
+    }
+    let raw = get("retry-after")?;
+    let delay = match pi_json::js::parse_float(raw) {
+        Some(seconds) => seconds * 1000.0,
+        None => {
+            let when = httpdate::parse_http_date(raw).ok()?;
+            match when.duration_since(std::time::SystemTime::now()) {
+                Ok(ahead) => ahead.as_secs_f64() * 1000.0,
+                Err(behind) => -behind.duration().as_secs_f64() * 1000.0,
+            }
+        }
+    };
+    delay.is_finite().then_some(delay)
+}
+
 /// Inspect or replace the request payload before it is sent (`None` keeps it).
 pub type OnPayload = Arc<dyn Fn(&Value, &Model) -> BoxFuture<'static, Option<Value>> + Send + Sync>;
 /// Called with the HTTP status and headers before the body is read.

@@ -433,56 +433,6 @@ fn is_retryable(error: &ApiError, dialect: &dyn Dialect) -> bool {
     }
 }
 
-/// JavaScript's `Number.parseFloat`: the longest numeric prefix after leading whitespace.
-pub(crate) fn parse_float_prefix(text: &str) -> Option<f64> {
-    let text = crate::js_json::js_trim(text);
-    if let Some(rest) = text.strip_prefix("Infinity").or_else(|| text.strip_prefix("+Infinity")) {
-        let _ = rest;
-        return Some(f64::INFINITY);
-    }
-    if text.starts_with("-Infinity") {
-        return Some(f64::NEG_INFINITY);
-    }
-    let bytes = text.as_bytes();
-    let mut end = 0;
-    if matches!(bytes.first(), Some(b'+' | b'-')) {
-        end = 1;
-    }
-    let digits_start = end;
-    while bytes.get(end).is_some_and(u8::is_ascii_digit) {
-        end += 1;
-    }
-    let mut had_digits = end > digits_start;
-    if bytes.get(end) == Some(&b'.') {
-        let frac_start = end + 1;
-        let mut frac_end = frac_start;
-        while bytes.get(frac_end).is_some_and(u8::is_ascii_digit) {
-            frac_end += 1;
-        }
-        if frac_end > frac_start || had_digits {
-            had_digits = had_digits || frac_end > frac_start;
-            end = frac_end;
-        }
-    }
-    if !had_digits {
-        return None;
-    }
-    if matches!(bytes.get(end), Some(b'e' | b'E')) {
-        let mut exp_end = end + 1;
-        if matches!(bytes.get(exp_end), Some(b'+' | b'-')) {
-            exp_end += 1;
-        }
-        let exp_digits = exp_end;
-        while bytes.get(exp_end).is_some_and(u8::is_ascii_digit) {
-            exp_end += 1;
-        }
-        if exp_end > exp_digits {
-            end = exp_end;
-        }
-    }
-    text[..end].parse::<f64>().ok()
-}
-
 fn check_server_delay(delay_ms: f64, max_retry_delay_ms: Option<u64>, message: &str) -> Result<f64, String> {
     let max = max_retry_delay_ms.unwrap_or(DEFAULT_MAX_RETRY_DELAY_MS);
     if max > 0 && delay_ms > max as f64 {
@@ -498,26 +448,9 @@ fn check_server_delay(delay_ms: f64, max_retry_delay_ms: Option<u64>, message: &
 /// The delay before retry number `retry_index` (0-based), or the cap error.
 fn retry_delay_ms(error: &ApiError, retry_index: u32, max_retry_delay_ms: Option<u64>) -> Result<f64, String> {
     if let Some(headers) = &error.headers {
-        let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
-        if let Some(value) = get("retry-after-ms").and_then(parse_float_prefix) {
-            if value.is_finite() {
-                return check_server_delay(value, max_retry_delay_ms, &error.message);
-            }
-        }
-        if let Some(raw) = get("retry-after") {
-            let delay = match parse_float_prefix(raw) {
-                Some(seconds) => seconds * 1000.0,
-                None => match httpdate::parse_http_date(raw) {
-                    Ok(when) => match when.duration_since(std::time::SystemTime::now()) {
-                        Ok(ahead) => ahead.as_secs_f64() * 1000.0,
-                        Err(behind) => -behind.duration().as_secs_f64() * 1000.0,
-                    },
-                    Err(_) => f64::NAN,
-                },
-            };
-            if delay.is_finite() {
-                return check_server_delay(delay, max_retry_delay_ms, &error.message);
-            }
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        if let Some(delay) = pi_types::server_retry_delay_ms(header) {
+            return check_server_delay(delay, max_retry_delay_ms, &error.message);
         }
     }
     let exponential = (0.5 * 2f64.powi(retry_index.min(30) as i32)).min(8.0) * 1000.0;
@@ -709,16 +642,6 @@ pub(crate) fn plain_non_empty_object(value: Option<&serde_json::Value>) -> Optio
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_float_like_js() {
-        assert_eq!(parse_float_prefix("2"), Some(2.0));
-        assert_eq!(parse_float_prefix(" 1.5s"), Some(1.5));
-        assert_eq!(parse_float_prefix("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(parse_float_prefix(".5"), Some(0.5));
-        assert_eq!(parse_float_prefix("1e3x"), Some(1000.0));
-        assert_eq!(parse_float_prefix("1e"), Some(1.0));
-    }
 
     #[test]
     fn cap_error_text() {
