@@ -21,7 +21,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use crate::error::AgentError;
 use crate::options::{default_model, AgentOptions, QueueMode};
 use crate::pending::PendingToolCalls;
-use crate::retry::RetryEvent;
+use crate::retry::{RetryEvent, ServerDelay};
 use crate::settings::Settings;
 use crate::state::{AgentState, StreamingMessage};
 use crate::usage::{UsageTotal, UsageTotals};
@@ -185,6 +185,8 @@ pub(crate) struct AgentShared {
     /// The transcript's provider messages, carried from run to run: a prompt converts only
     /// its new messages. Replaced whenever the transcript is (its contract).
     transcript_cache: Mutex<pi_loop::TranscriptCache>,
+    /// The delay the last failed response asked for (noted while a retry policy is set).
+    server_delay: ServerDelay,
 }
 
 impl AgentShared {
@@ -340,7 +342,14 @@ impl AgentShared {
         config.trace = options.trace;
         config.transcript_cache = Some(transcript_cache);
         let prepares_turns = options.hooks.fns().prepare_next_turn.is_some();
-        let mut config = config.with_hooks(options.hooks);
+        let hooks = match options.retry {
+            Some(_) => {
+                self.server_delay.clear();
+                ServerDelay::observe(Arc::downgrade(self), |core: &Self| &core.server_delay, options.hooks)
+            }
+            None => options.hooks,
+        };
+        let mut config = config.with_hooks(hooks);
         if prepares_turns {
             // Like the reference, the hook itself is looked up when a turn is prepared.
             let core = Arc::downgrade(self);
@@ -395,7 +404,7 @@ impl AgentShared {
         let failed = Arc::clone(failed?);
         *retries += 1;
         let attempt = *retries;
-        let delay = policy.delay(attempt);
+        let delay = policy.delay_for(attempt, self.server_delay.take());
         policy.report(RetryEvent::Scheduled {
             attempt,
             max_attempts: policy.budget(),
@@ -695,6 +704,7 @@ impl Agent {
             next_id: AtomicU64::new(1),
             run: Mutex::new(None),
             transcript_cache: Mutex::default(),
+            server_delay: ServerDelay::default(),
         };
         Self { handle: Arc::new(AgentHandle { core: Arc::new(core) }) }
     }

@@ -27,7 +27,8 @@
 //!   concurrency between workers; [`SavedSession::resume`] continues it after a restart.
 //! * **Usage** — [`Agent::usage`]: tokens and cost of the current run and of every run.
 //! * **Retry** — [`AgentOptions::with_retry`]: runs that fail with a transient provider error
-//!   (rate limit, overload, 5xx, dropped connection) are retried with backoff ([`RetryPolicy`]).
+//!   (rate limit, overload, 5xx, dropped connection) are retried with backoff ([`RetryPolicy`]),
+//!   after the delay the server asked for (`retry-after`) when it asked for one.
 //! * **Re-exports** — [`pi_types`] (every type in the signatures), [`pi_loop`] (the hooks'
 //!   contexts and answers), [`CancellationToken`] and [`schemars`] with [`JsonSchema`], so an
 //!   application needs no other pi dependency for typed tools and hooks. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too

@@ -9,8 +9,10 @@
 //! retries remain:
 //!
 //! 1. [`RetryEvent::Scheduled`] is reported with the attempt (from 1), the budget, the delay and
-//!    the error text; the delay is `base_delay · 2^(attempt−1)`, capped at `max_delay` (the
-//!    reference's `retryDelayMs`);
+//!    the error text; the delay is the one the failed response asked for (`retry-after-ms`, or
+//!    `retry-after` in seconds or as an HTTP date) when it asked for one, else
+//!    `base_delay · 2^(attempt−1)` (the reference's `retryDelayMs`), capped at `max_delay`
+//!    either way (see [`RetryPolicy::delay_for`]);
 //! 2. the agent sleeps that long; an abort ([`Agent::abort`](crate::Agent::abort), dropping the
 //!    run's handle) during the sleep ends the run as it is, with the failed message in the
 //!    transcript, and reports [`RetryEvent::Finished`] unsuccessful;
@@ -19,14 +21,26 @@
 //!    all within the same [`RunHandle`](crate::RunHandle).
 //!
 //! Aborted responses and other errors end the run at once; after at least one retry,
-//! [`RetryEvent::Finished`] tells whether a later attempt succeeded. A server's own delay
-//! request (`retry-after`) is honoured by the adapters' request-level retry before a response
-//! fails (docs/providers.md); the agent's retry comes on top of it. The sleep uses the Tokio
+//! [`RetryEvent::Finished`] tells whether a later attempt succeeded. The adapters' own
+//! request-level retry honours a server's delay request before a response fails
+//! (docs/providers.md); the agent's retry comes on top of it.
+//!
+//! # The server's delay request
+//! The reference's `retryAssistantCall` ignores `retry-after`: a 500 asking for 10 s is retried
+//! after 2 s. The agent honours it (a deliberate difference, docs/reliability.md). It reads the
+//! request through the typed seam every HTTP provider already feeds, the `on_response` hook
+//! ([`pi_types::ProviderResponse`], called for each failed attempt with its status and
+//! headers): while a policy is set, the agent's hook notes the delay of the last non-2xx
+//! response ([`pi_types::server_retry_delay_ms`]), and a 2xx response or the start of an
+//! attempt clears it; a hook of the agent's options still runs, after. So neither the
+//! message nor the event changes shape, and a stream function that reports no responses (the
+//! faux provider, a remote one) keeps the exponential delays. The sleep uses the Tokio
 //! runtime's timer: on a runtime built without it, no retry is made.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use pi_loop::Hooks;
 use pi_types::AssistantMessage;
 
 /// Decides whether a failed response is worth retrying.
@@ -139,6 +153,25 @@ impl RetryPolicy {
         self.base_delay.checked_mul(factor).unwrap_or(Duration::MAX).min(self.max_delay)
     }
 
+    /// The delay before retry `attempt` (from 1) of a response that asked for `requested`
+    /// (its `retry-after`): the request, at most `max_delay`; without one, [`delay`](Self::delay).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use pi_agent::RetryPolicy;
+    ///
+    /// let policy = RetryPolicy::new(pi_providers::is_retryable_error).max_delay(Duration::from_secs(30));
+    /// assert_eq!(policy.delay_for(1, Some(Duration::from_secs(10))), Duration::from_secs(10));
+    /// assert_eq!(policy.delay_for(1, Some(Duration::from_secs(120))), Duration::from_secs(30));
+    /// assert_eq!(policy.delay_for(2, None), Duration::from_secs(4));
+    /// ```
+    pub fn delay_for(&self, attempt: u32, requested: Option<Duration>) -> Duration {
+        match requested {
+            Some(requested) => requested.min(self.max_delay),
+            None => self.delay(attempt),
+        }
+    }
+
     pub(crate) fn budget(&self) -> u32 {
         self.max_retries
     }
@@ -151,5 +184,56 @@ impl RetryPolicy {
         if let Some(observer) = &self.observer {
             observer(&event);
         }
+    }
+}
+
+/// The delay the last failed response of a run's requests asked for (see "The server's delay
+/// request" above).
+#[derive(Debug, Default)]
+pub(crate) struct ServerDelay(Mutex<Option<Duration>>);
+
+impl ServerDelay {
+    /// Forget the last response's request: a new attempt starts.
+    pub(crate) fn clear(&self) {
+        *self.slot() = None;
+    }
+
+    /// The request of the last response, if it failed and asked for a delay.
+    pub(crate) fn take(&self) -> Option<Duration> {
+        self.slot().take()
+    }
+
+    fn note(&self, response: &pi_types::ProviderResponse) {
+        let requested = match response.status {
+            200..=299 => None,
+            // A date in the past asks for no wait; `as` saturates an absurd one.
+            _ => response.retry_after_ms().map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
+        };
+        *self.slot() = requested;
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Duration>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `hooks` with an `on_response` hook noting each response's request in `owner`'s
+    /// `delay`, then calling the hook `hooks` had, if any.
+    pub(crate) fn observe<T: Send + Sync + 'static>(
+        owner: std::sync::Weak<T>,
+        delay: fn(&T) -> &Self,
+        hooks: Hooks,
+    ) -> Hooks {
+        let inner = hooks.fns().on_response.clone();
+        hooks.on_response(move |response, model| {
+            if let Some(owner) = owner.upgrade() {
+                delay(&owner).note(response);
+            }
+            let inner = inner.as_ref().map(|hook| hook(response, model));
+            async move {
+                if let Some(inner) = inner {
+                    inner.await;
+                }
+            }
+        })
     }
 }
