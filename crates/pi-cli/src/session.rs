@@ -138,12 +138,11 @@ pub fn resume(session: &Session, url: &str, saved: SavedSession, options: AgentO
 
 /// Up to `retries` retries of transient provider errors (rate limits, overload, 5xx, dropped
 /// connections), each announced on stderr in the words of the final error. A refused
-/// connection is not retried: nothing listens at the URL (a wrong URL or a server that is
-/// down), so waiting 2 + 4 + 8 s would only delay the same answer.
+/// connection is not retried (`pi_providers::is_retryable_error`): it fails at once.
 pub fn retry_policy(retries: u32, backend: &Backend) -> RetryPolicy {
     let backend = backend.clone();
     RetryPolicy::new(|message| {
-        let retryable = pi_providers::is_retryable_error(message) && !is_refused(message);
+        let retryable = pi_providers::is_retryable_error(message);
         tracing::debug!(target: "pi_cli::retry", retryable, error = message.error_message.as_deref(), "retry decision");
         retryable
     })
@@ -155,12 +154,6 @@ pub fn retry_policy(retries: u32, backend: &Backend) -> RetryPolicy {
             eprintln!("pi: {error}; retrying in {} (attempt {attempt} of {max_attempts})", seconds(*delay));
         }
     })
-}
-
-/// Whether a response failed because the server refused the connection (the OS's words, as
-/// reqwest and the proxy client pass them on).
-fn is_refused(message: &pi_types::AssistantMessage) -> bool {
-    message.error_message.as_deref().is_some_and(|text| text.contains("Connection refused"))
 }
 
 fn seconds(delay: Duration) -> String {

@@ -185,13 +185,32 @@ fn retryable_patterns() -> &'static RegexSet {
     })
 }
 
+fn refused_patterns() -> &'static RegexSet {
+    static SET: OnceLock<RegexSet> = OnceLock::new();
+    SET.get_or_init(|| set(&["connection.?refused", r"(?:^|[^a-z0-9_])ECONNREFUSED(?:$|[^a-z0-9_])"]))
+}
+
 /// Whether a failed message looks like a transient provider or transport error.
+///
+/// The reference's `isRetryableAssistantError`, but for a refused connection: nothing listens
+/// at the URL (a wrong URL, a server that is down), so retrying would only delay the same
+/// answer (2 + 4 + 8 s with the default policy). pi-ai retries it; not retrying it is a
+/// deliberate difference (docs/reliability.md). See [`is_refused_connection`].
 pub fn is_retryable_error(message: &AssistantMessage) -> bool {
     if message.stop_reason != StopReason::Error {
         return false;
     }
     let Some(error) = message.error_message.as_deref().filter(|e| !e.is_empty()) else { return false };
-    !non_retryable_patterns().is_match(error) && retryable_patterns().is_match(error)
+    !non_retryable_patterns().is_match(error)
+        && retryable_patterns().is_match(error)
+        && !refused_patterns().is_match(error)
+}
+
+/// Whether a failed message says the server refused the connection (the OS's words as the
+/// HTTP client and the proxy pass them on, or Node's `ECONNREFUSED`).
+pub fn is_refused_connection(message: &AssistantMessage) -> bool {
+    message.stop_reason == StopReason::Error
+        && message.error_message.as_deref().is_some_and(|error| refused_patterns().is_match(error))
 }
 
 #[cfg(test)]
@@ -210,6 +229,20 @@ mod tests {
         assert!(!is_retryable_error(&failed("request id 15003")));
         assert!(!is_retryable_error(&failed("429 insufficient_quota")));
         assert!(is_retryable_error(&failed("read ECONNRESET")));
+    }
+
+    /// A refused connection fails at once, as the reference's classifier would not have it.
+    #[test]
+    fn a_refused_connection_is_not_retried() {
+        for text in [
+            "Connection error.: Connection refused (os error 111)",
+            "request to http://127.0.0.1:9/v1 failed, reason: connect ECONNREFUSED 127.0.0.1:9",
+        ] {
+            assert!(is_refused_connection(&failed(text)), "{text}");
+            assert!(!is_retryable_error(&failed(text)), "{text}");
+        }
+        assert!(!is_refused_connection(&failed("read ECONNRESET")));
+        assert!(is_retryable_error(&failed("Connection error.: connection closed before message completed")));
     }
 
     /// The patterns pi-ai 1.6.1 added, each on the wording it was added for.

@@ -137,7 +137,7 @@ pub use transport::client;
 #[doc(hidden)]
 pub use transport::{identity, sse};
 
-pub use classify::{is_context_overflow, is_recoverable_length, is_retryable_error};
+pub use classify::{is_context_overflow, is_recoverable_length, is_refused_connection, is_retryable_error};
 pub use cost::calculate_cost;
 pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};
