@@ -338,6 +338,9 @@ impl AgentShared {
         request.thinking_budgets = options.thinking_budgets;
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
+        if let Some(settings) = &options.request {
+            settings.apply(request);
+        }
         config.tool_execution = options.tool_execution;
         config.trace = options.trace;
         config.transcript_cache = Some(transcript_cache);

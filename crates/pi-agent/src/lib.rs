@@ -29,6 +29,9 @@
 //! * **Retry** — [`AgentOptions::with_retry`]: runs that fail with a transient provider error
 //!   (rate limit, overload, 5xx, dropped connection) are retried with backoff ([`RetryPolicy`]),
 //!   after the delay the server asked for (`retry-after`) when it asked for one.
+//! * **HTTP** — an agent's own client, headers, time limits and key ([`RequestSettings`]:
+//!   [`AgentOptions::with_http_client`], `with_request_header`, `with_timeouts`,
+//!   `with_key_source`), over the provider's defaults.
 //! * **Re-exports** — [`pi_types`] (every type in the signatures), [`pi_loop`] (the hooks'
 //!   contexts and answers), [`CancellationToken`] and [`schemars`] with [`JsonSchema`], so an
 //!   application needs no other pi dependency for typed tools and hooks. With the `derive` feature, `#[derive(pi_agent::JsonSchema)]` works too
@@ -221,6 +224,7 @@ mod error;
 mod file_store;
 mod options;
 mod pending;
+mod request;
 mod retry;
 mod session;
 mod settings;
@@ -233,6 +237,7 @@ pub use error::AgentError;
 pub use file_store::FileStore;
 pub use options::{default_model, AgentInitialState, AgentOptions, QueueMode};
 pub use pending::PendingToolCalls;
+pub use request::{KeySource, RequestSettings};
 pub use retry::{RetryClassifier, RetryEvent, RetryObserver, RetryPolicy};
 pub use session::{SavedSession, Session};
 pub use state::{AgentState, StreamingMessage};

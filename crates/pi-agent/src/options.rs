@@ -175,6 +175,9 @@ pub struct AgentOptions {
     /// The lifetime usage totals the agent counts on from (a resumed session's; taken by
     /// [`Agent::new`](crate::Agent::new)).
     pub usage: UsageTotal,
+    /// The agent's own HTTP client, headers, time limits and key (default: the provider's;
+    /// see [`RequestSettings`](crate::RequestSettings)).
+    pub request: crate::request::RequestSettings,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -189,6 +192,7 @@ impl std::fmt::Debug for AgentOptions {
             .field("tool_execution", &self.tool_execution)
             .field("retry", &self.retry)
             .field("trace", &self.trace)
+            .field("request", &self.request)
             .finish_non_exhaustive()
     }
 }
@@ -211,6 +215,7 @@ impl AgentOptions {
             retry: None,
             trace: pi_loop::TraceOptions::default(),
             usage: UsageTotal::default(),
+            request: crate::request::RequestSettings::default(),
         }
     }
 

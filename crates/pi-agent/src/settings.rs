@@ -12,6 +12,7 @@ use pi_types::{ClientIdentity, StreamFn, ThinkingBudgets};
 use pi_types::{ToolExecutionMode, Transport};
 
 use crate::options::{AgentInitialState, AgentOptions, QueueMode};
+use crate::request::RequestSettings;
 use crate::retry::RetryPolicy;
 use crate::usage::UsageTotal;
 
@@ -31,6 +32,8 @@ pub(crate) struct Settings {
     /// Boxed: most agents have none, and every agent keeps its settings.
     pub(crate) retry: Option<Arc<RetryPolicy>>,
     pub(crate) trace: pi_loop::TraceOptions,
+    /// Boxed: most agents have none.
+    pub(crate) request: Option<Arc<RequestSettings>>,
 }
 
 impl Settings {
@@ -52,6 +55,7 @@ impl Settings {
             retry,
             trace,
             usage: _,
+            request,
         } = options;
         Self {
             stream_fn,
@@ -66,6 +70,7 @@ impl Settings {
             tool_execution,
             retry: retry.map(Arc::new),
             trace,
+            request: (!request.is_empty()).then(|| Arc::new(request)),
         }
     }
 
@@ -86,6 +91,7 @@ impl Settings {
             retry: self.retry.as_deref().cloned(),
             trace: self.trace,
             usage: UsageTotal::default(),
+            request: self.request.as_deref().cloned().unwrap_or_default(),
         }
     }
 }
@@ -107,8 +113,8 @@ mod tests {
         let settings = Settings::new(AgentOptions::new(Arc::new(never)));
         assert!(settings.hooks.is_empty());
         // The options as given, for comparison: 360 bytes when this was written, with each
-        // hook a field of its own.
-        assert!(std::mem::size_of::<Settings>() <= 96, "Settings is {} bytes", std::mem::size_of::<Settings>());
+        // hook a field of its own. (96 before the request settings' pointer.)
+        assert!(std::mem::size_of::<Settings>() <= 104, "Settings is {} bytes", std::mem::size_of::<Settings>());
     }
 
     #[test]
