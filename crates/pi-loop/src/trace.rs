@@ -105,6 +105,13 @@ impl<F: Future> Future for InSpan<'_, F> {
     }
 }
 
+/// A count as a span attribute: an `i64`. `tracing-opentelemetry` exports `i64` fields as
+/// OTLP integers but `u64` ones as their text (its visitor has no `record_u64`), and the
+/// conventions' counts are integers.
+pub(crate) fn int(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 /// A run's span and the usage of its responses so far, when a subscriber records the span.
 pub(crate) struct RunTrace(Option<Box<RunSpan>>);
 
@@ -154,7 +161,7 @@ impl RunTrace {
             gen_ai.operation.name = "chat",
             gen_ai.provider.name = provider_name(&model.provider),
             gen_ai.request.model = %model.id,
-            gen_ai.request.max_tokens = config.options.max_tokens,
+            gen_ai.request.max_tokens = config.options.max_tokens.map(int),
             gen_ai.request.temperature = config.options.temperature,
             gen_ai.conversation.id = config.options.session_id.as_deref(),
             gen_ai.response.id = Empty,
@@ -189,10 +196,10 @@ impl RunTrace {
         span.record("gen_ai.response.id", message.response_id.as_deref());
         span.record("gen_ai.response.model", message.response_model.as_deref().unwrap_or(message.model.as_str()));
         span.record("gen_ai.response.finish_reasons", format!("[\"{}\"]", finish_reason(message.stop_reason)));
-        span.record("gen_ai.usage.input_tokens", input);
-        span.record("gen_ai.usage.output_tokens", usage.output);
-        span.record("gen_ai.usage.cache_read.input_tokens", usage.cache_read);
-        span.record("gen_ai.usage.cache_creation.input_tokens", usage.cache_write);
+        span.record("gen_ai.usage.input_tokens", int(input));
+        span.record("gen_ai.usage.output_tokens", int(usage.output));
+        span.record("gen_ai.usage.cache_read.input_tokens", int(usage.cache_read));
+        span.record("gen_ai.usage.cache_creation.input_tokens", int(usage.cache_write));
         if let Some(kind) = error_type(message.stop_reason) {
             span.record("error.type", kind);
             span.record("otel.status_code", "ERROR");
@@ -217,8 +224,8 @@ impl RunTrace {
     /// that ended in an error or was aborted), its `error.type`.
     pub(crate) fn end(&self, error: Option<&LoopError>) {
         let Some(run) = &self.0 else { return };
-        run.span.record("gen_ai.usage.input_tokens", run.input_tokens);
-        run.span.record("gen_ai.usage.output_tokens", run.output_tokens);
+        run.span.record("gen_ai.usage.input_tokens", int(run.input_tokens));
+        run.span.record("gen_ai.usage.output_tokens", int(run.output_tokens));
         let loop_error = error.map(|e| match e {
             LoopError::NoMessages | LoopError::ContinueFromAssistant => "invalid_context",
             LoopError::Hook(_) => "hook_error",

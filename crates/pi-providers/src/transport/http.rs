@@ -15,6 +15,8 @@
 //! server address and port, resend count, status, `error.type`) under the span current when
 //! the request is sent (an agent loop's `chat` span), and each retry an event with its delay.
 //! Neither records the URL's path or query, headers or bodies: they can hold keys and content.
+//! Numbers are recorded as `i64`, which OpenTelemetry exporters send as integers (`u64`
+//! fields reach them as text).
 
 use std::time::Duration;
 
@@ -197,7 +199,12 @@ pub(crate) async fn send(
             Err(message) => return Err(Failure { message: dialect.format(&ApiError::other(message)), aborted: false }),
         };
         remaining -= 1;
-        tracing::info!(retry = retry_index + 1, delay_ms = delay, status = error.status, "retrying provider request");
+        tracing::info!(
+            retry = i64::from(retry_index) + 1,
+            delay_ms = delay,
+            status = error.status.map(i64::from),
+            "retrying provider request"
+        );
         tokio::select! {
             biased;
             () = cancelled(cancel) => {
@@ -215,7 +222,7 @@ fn attempt_span(url: &str, resend_count: u32) -> Span {
         otel.kind = "client",
         otel.status_code = Empty,
         http.request.method = "POST",
-        http.request.resend_count = (resend_count > 0).then_some(resend_count),
+        http.request.resend_count = (resend_count > 0).then_some(i64::from(resend_count)),
         server.address = Empty,
         server.port = Empty,
         http.response.status_code = Empty,
@@ -224,7 +231,7 @@ fn attempt_span(url: &str, resend_count: u32) -> Span {
     if !span.is_disabled() {
         if let Ok(url) = reqwest::Url::parse(url) {
             span.record("server.address", url.host_str());
-            span.record("server.port", url.port_or_known_default());
+            span.record("server.port", url.port_or_known_default().map(i64::from));
         }
     }
     span
@@ -247,7 +254,7 @@ fn record_attempt(span: &Span, outcome: &Result<Option<reqwest::Response>, ApiEr
             }),
         ),
     };
-    span.record("http.response.status_code", status);
+    span.record("http.response.status_code", status.map(i64::from));
     if let Some(kind) = error_type {
         // The conventions' error type of an HTTP error answer is its status code.
         match status {

@@ -228,7 +228,8 @@ impl RequestLog {
 
 impl Drop for RequestLog {
     fn drop(&mut self) {
-        let duration = self.started.elapsed().as_millis() as u64;
+        // `i64`: OpenTelemetry exporters send it as an integer (a `u64` as text).
+        let duration = i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX);
         self.span.record("outcome", self.outcome);
         self.span.record("duration_ms", duration);
         tracing::info!(parent: &self.span, outcome = self.outcome, duration_ms = duration, "proxy request finished");
@@ -257,7 +258,7 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
     let log = RequestLog::new();
     match accept(Arc::clone(state), request, &log, wire).await {
         Ok(accepted) => {
-            log.span.record("status", 200u16);
+            log.span.record("status", 200i64);
             let body = EventBody::new(state, accepted, log, wire);
             let mut response = Response::new(Body::from_stream(body.into_stream()));
             let headers = response.headers_mut();
@@ -267,7 +268,7 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
             response
         }
         Err(mut refusal) => {
-            log.span.record("status", refusal.status.as_u16());
+            log.span.record("status", i64::from(refusal.status.as_u16()));
             if let Cow::Owned(clean) = state.redactor.text(&refusal.message) {
                 refusal.message = clean;
             }
