@@ -5,6 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod docs;
+
 use serde_json::Value;
 
 /// Numbers compare by value (`1 == 1.0`), as compare.py does.
