@@ -92,3 +92,63 @@ pub(crate) fn choice_mode(value: &Value) -> Option<&str> {
         _ => value.get("type").and_then(Value::as_str),
     }
 }
+
+/// A function forced by name in the Chat Completions shape (Completions, Mistral, pi-messages):
+/// `{"type": "function", "function": {"name"}}`.
+pub(crate) fn function_choice(name: &str) -> Value {
+    serde_json::json!({"type": "function", "function": {"name": name}})
+}
+
+/// The function name of a [`function_choice`].
+pub(crate) fn function_choice_name(value: &Value) -> Option<&str> {
+    value.get("function").and_then(|f| f.get("name")).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use crate::api::anthropic::{AnthropicOptions, AnthropicToolChoice};
+    use crate::api::openai::responses::{OpenAIResponsesOptions, ResponsesToolChoice, ServiceTier};
+
+    use super::*;
+
+    #[test]
+    fn options_read_and_print_the_references_json() {
+        let options: AnthropicOptions =
+            serde_json::from_value(json!({"toolChoice": {"type": "tool", "name": "x"}, "effort": "xhigh"})).unwrap();
+        assert_eq!(options.tool_choice, Some(AnthropicToolChoice::Tool("x".into())));
+        assert_eq!(
+            serde_json::to_value(&options).unwrap(),
+            json!({"effort": "xhigh", "toolChoice": {"type": "tool", "name": "x"}})
+        );
+        let any: AnthropicToolChoice = serde_json::from_value(json!("any")).unwrap();
+        assert_eq!((any.to_wire(), serde_json::to_value(&any).unwrap()), (json!({"type": "any"}), json!("any")));
+        assert!(serde_json::from_value::<AnthropicToolChoice>(json!("required")).is_err());
+        assert!(serde_json::from_value::<AnthropicToolChoice>(json!({"type": "tool"})).is_err());
+
+        let hosted = json!({"type": "file_search"});
+        let options: OpenAIResponsesOptions =
+            serde_json::from_value(json!({"toolChoice": hosted, "serviceTier": "flex"})).unwrap();
+        assert_eq!(options.tool_choice, Some(ResponsesToolChoice::Other(hosted.clone())));
+        assert_eq!(options.service_tier, Some(ServiceTier::Flex));
+        let function: ResponsesToolChoice = serde_json::from_value(json!({"type": "function", "name": "f"})).unwrap();
+        assert_eq!(function, ResponsesToolChoice::Function("f".into()));
+    }
+
+    #[test]
+    fn own_options_win_over_options_applied_over_the_mapping() {
+        let model = Model { provider: "anthropic".into(), id: "m".into(), ..Default::default() };
+        let mut options = StreamOptions::default();
+        assert!(matches!(lookup::<AnthropicOptions>(&model, &options), ApiOptionsOf::Simple));
+        options.api_options.insert(AnthropicOptions { thinking_enabled: Some(true), ..Default::default() });
+        assert!(
+            matches!(lookup::<AnthropicOptions>(&model, &options), ApiOptionsOf::Over(o) if o.thinking_enabled == Some(true))
+        );
+        let options = with_own_options(options, AnthropicOptions::default());
+        let api = lookup::<AnthropicOptions>(&model, &options);
+        assert!(api.is_own() && api.field(|o| &o.thinking_enabled).is_none());
+        assert!(matches!(lookup::<OpenAIResponsesOptions>(&model, &options), ApiOptionsOf::Simple));
+    }
+}

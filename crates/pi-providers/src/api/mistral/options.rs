@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::api::own_options;
+
 /// Mistral's `tool_choice`: `"auto" | "none" | "any" | "required"` or a function by name
 /// (`{"type": "function", "function": {"name"}}`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +34,7 @@ impl MistralToolChoice {
             Self::None => json!("none"),
             Self::Any => json!("any"),
             Self::Required => json!("required"),
-            Self::Function(name) => json!({"type": "function", "function": {"name": name}}),
+            Self::Function(name) => own_options::function_choice(name),
         }
     }
 }
@@ -53,10 +55,7 @@ impl TryFrom<Value> for MistralToolChoice {
             Some("required") => return Ok(Self::Required),
             _ => {}
         }
-        value
-            .get("function")
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
+        own_options::function_choice_name(&value)
             .map(|name| Self::Function(name.to_owned()))
             .ok_or_else(|| format!("not a Mistral tool choice: {value}"))
     }

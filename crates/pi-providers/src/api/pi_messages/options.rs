@@ -10,6 +10,8 @@ use pi_types::ThinkingLevel;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::api::own_options;
+
 /// pi-messages' `toolChoice`: `"auto" | "none" | "required"` or a function by name
 /// (`{"type": "function", "function": {"name"}}`), passed to the backend as is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +34,7 @@ impl PiMessagesToolChoice {
             Self::Auto => json!("auto"),
             Self::None => json!("none"),
             Self::Required => json!("required"),
-            Self::Function(name) => json!({"type": "function", "function": {"name": name}}),
+            Self::Function(name) => own_options::function_choice(name),
         }
     }
 }
@@ -52,10 +54,7 @@ impl TryFrom<Value> for PiMessagesToolChoice {
             Some("required") => return Ok(Self::Required),
             _ => {}
         }
-        value
-            .get("function")
-            .and_then(|f| f.get("name"))
-            .and_then(Value::as_str)
+        own_options::function_choice_name(&value)
             .map(|name| Self::Function(name.to_owned()))
             .ok_or_else(|| format!("not a pi-messages tool choice: {value}"))
     }

@@ -10,6 +10,8 @@ use pi_types::{ThinkingBudgets, ThinkingLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::api::own_options;
+
 /// A Chat Completions reasoning effort (mapped through the model's `thinkingLevelMap` and sent
 /// in the model's thinking format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +70,7 @@ impl CompletionsToolChoice {
             Self::Auto => json!("auto"),
             Self::None => json!("none"),
             Self::Required => json!("required"),
-            Self::Function(name) => json!({"type": "function", "function": {"name": name}}),
+            Self::Function(name) => own_options::function_choice(name),
             Self::Other(value) => value.clone(),
         }
     }
@@ -88,7 +90,7 @@ impl From<Value> for CompletionsToolChoice {
             Some("required") => return Self::Required,
             _ => {}
         }
-        let name = value.get("function").and_then(|f| f.get("name")).and_then(Value::as_str);
+        let name = own_options::function_choice_name(&value);
         match (value.get("type").and_then(Value::as_str), name) {
             (Some("function"), Some(name))
                 if value.as_object().is_some_and(|o| o.len() == 2)
