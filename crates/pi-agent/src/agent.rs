@@ -341,6 +341,7 @@ impl AgentShared {
         if let Some(settings) = &options.request {
             settings.apply(request);
         }
+        request.api_options = options.api_options;
         config.tool_execution = options.tool_execution;
         config.trace = options.trace;
         config.transcript_cache = Some(transcript_cache);

@@ -11,7 +11,7 @@ use pi_loop::{
 };
 use pi_types::CancellationToken;
 use pi_types::{
-    AgentMessage, AgentTool, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
+    AgentMessage, AgentTool, ApiOptions, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
     ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
@@ -178,6 +178,10 @@ pub struct AgentOptions {
     /// The agent's own HTTP client, headers, time limits and key (default: the provider's;
     /// see [`RequestSettings`](crate::RequestSettings)).
     pub request: crate::request::RequestSettings,
+    /// Options of particular APIs (pi-providers' `AnthropicOptions`, ...), per API or per
+    /// model: every request carries them, and its adapter applies the entry of its own type for
+    /// the agent's current model ([`ApiOptions`]).
+    pub api_options: ApiOptions,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -216,6 +220,7 @@ impl AgentOptions {
             trace: pi_loop::TraceOptions::default(),
             usage: UsageTotal::default(),
             request: crate::request::RequestSettings::default(),
+            api_options: ApiOptions::new(),
         }
     }
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use pi_loop::Hooks;
-use pi_types::{ClientIdentity, StreamFn, ThinkingBudgets};
+use pi_types::{ApiOptions, ClientIdentity, StreamFn, ThinkingBudgets};
 use pi_types::{ToolExecutionMode, Transport};
 
 use crate::options::{AgentInitialState, AgentOptions, QueueMode};
@@ -34,6 +34,7 @@ pub(crate) struct Settings {
     pub(crate) trace: pi_loop::TraceOptions,
     /// Boxed: most agents have none.
     pub(crate) request: Option<Arc<RequestSettings>>,
+    pub(crate) api_options: ApiOptions,
 }
 
 impl Settings {
@@ -56,6 +57,7 @@ impl Settings {
             trace,
             usage: _,
             request,
+            api_options,
         } = options;
         Self {
             stream_fn,
@@ -71,6 +73,7 @@ impl Settings {
             retry: retry.map(Arc::new),
             trace,
             request: (!request.is_empty()).then(|| Arc::new(request)),
+            api_options,
         }
     }
 
@@ -92,6 +95,7 @@ impl Settings {
             trace: self.trace,
             usage: UsageTotal::default(),
             request: self.request.as_deref().cloned().unwrap_or_default(),
+            api_options: self.api_options.clone(),
         }
     }
 }
