@@ -39,16 +39,16 @@ pub const DEFAULT_MODELS: [(&str, &str); 6] = [
 
 /// The adapters `--api` accepts.
 pub const APIS: [&str; 10] = [
-    pi_providers::openai_completions::API,
-    pi_providers::openai_responses::API,
-    pi_providers::anthropic::API,
-    pi_providers::google::API,
-    pi_providers::google_vertex::API,
-    pi_providers::bedrock::API,
-    pi_providers::azure_openai_responses::API,
-    pi_providers::mistral::API,
-    pi_providers::openai_codex_responses::API,
-    pi_providers::pi_messages::API,
+    pi_providers::api::openai::completions::API,
+    pi_providers::api::openai::responses::API,
+    pi_providers::api::anthropic::API,
+    pi_providers::api::google::gemini::API,
+    pi_providers::api::google::vertex::API,
+    pi_providers::api::bedrock::API,
+    pi_providers::api::openai::azure::API,
+    pi_providers::api::mistral::API,
+    pi_providers::api::openai::codex::API,
+    pi_providers::api::pi_messages::API,
 ];
 
 /// Provider id of the offline demo.
@@ -194,7 +194,7 @@ fn registry_with(http: Option<&HttpClient>) -> Models {
 /// The client of `--env-proxy` (HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read now), if asked for.
 fn env_proxy_client(args: &ModelArgs) -> Result<Option<HttpClient>, CliError> {
     match args.env_proxy {
-        true => pi_providers::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
+        true => pi_providers::transport::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
         false => Ok(None),
     }
 }
@@ -318,7 +318,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
     let Some(id) = args.model.clone() else {
         return Err(CliError::Usage("--base-url needs --model (the model id the server serves)".into()));
     };
-    let api = args.api.clone().unwrap_or_else(|| pi_providers::openai_completions::API.to_owned());
+    let api = args.api.clone().unwrap_or_else(|| pi_providers::api::openai::completions::API.to_owned());
     check_api(&api)?;
     let model = Model {
         base_url: base_url.to_owned(),
@@ -333,7 +333,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
     let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty());
     let auth = match key {
         Some(key) => Auth::ApiKey(key),
-        None if model.api == pi_providers::bedrock::API || !check_keys => Auth::None,
+        None if model.api == pi_providers::api::bedrock::API || !check_keys => Auth::None,
         None => {
             return Err(CliError::Setup(format!(
                 "missing API key for the server at {base_url}: set PI_API_KEY (a server that checks no key \

@@ -20,7 +20,7 @@
 //!             .with_base_url("http://localhost:8000/v1")
 //!             .with_limits(32_768, 8_192),
 //!     )
-//!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
+//!     .with_api("openai-completions", Arc::new(pi_providers::api::openai::completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());
 //! # }
