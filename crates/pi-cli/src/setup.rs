@@ -21,7 +21,7 @@ use pi_providers::registry::{env_api_key_vars, has_env_credentials, Auth};
 use pi_providers::reqwest::Client as HttpClient;
 use pi_providers::{catalog, env_api_key, Models, Provider};
 use pi_proxy::ProxyStreamFn;
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
+use pi_types::{AssistantMessageEventStream, Layered, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
 
 use crate::args::ModelArgs;
 use crate::demo::DemoProvider;
@@ -89,7 +89,7 @@ impl Backend {
     pub fn stream_fn(&self) -> Arc<dyn StreamFn> {
         match &self.proxy {
             Some((_, proxy)) => Arc::new(proxy.clone()),
-            None => Arc::new(WithDefaults { models: Arc::clone(&self.models) }),
+            None => Arc::new(Layered::new(DefaultTimeout, Arc::clone(&self.models) as Arc<dyn StreamFn>)),
         }
     }
 
@@ -149,20 +149,19 @@ impl Backend {
     }
 }
 
-/// The registry with a default time-to-headers limit on every request.
-struct WithDefaults {
-    models: Arc<Models>,
-}
+/// The CLI's time-to-headers limit on every request that sets none.
+struct DefaultTimeout;
 
-impl StreamFn for WithDefaults {
+impl StreamLayer for DefaultTimeout {
     fn stream(
         &self,
+        inner: &dyn StreamFn,
         model: &Model,
         context: TranscriptContext,
         mut options: StreamOptions,
     ) -> AssistantMessageEventStream {
         options.timeout_ms.get_or_insert(REQUEST_TIMEOUT_MS);
-        self.models.stream_transcript(model, context, options)
+        inner.stream(model, context, options)
     }
 }
 

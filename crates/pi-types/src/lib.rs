@@ -61,7 +61,7 @@ pub use options::{
 pub use pi_schema::schema_for;
 pub use push::{Consumed, EventConsumer, Flow};
 pub use reduce::StreamFollower;
-pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
+pub use stream::{AssistantMessageEventStream, EventSender, Layered, SendEvent, SendOwned, StreamFn, StreamLayer};
 pub use tool::{
     AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool, ToolCallContext,
     ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,
