@@ -204,7 +204,7 @@ impl AssistantMessageEventStream {
     }
 
     /// Give this stream's block events to `consumer` from now on, instead of yielding each
-    /// (see [`crate::push`]). Returns `false`, and changes nothing, when the stream ended or a
+    /// (see [`EventConsumer`] for the protocol). Returns `false`, and changes nothing, when the stream ended or a
     /// consumer is registered already.
     pub fn push_to(&mut self, consumer: Arc<dyn EventConsumer>) -> bool {
         if self.ended {
