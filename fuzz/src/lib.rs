@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_providers::sse::{FrameGuard, GeminiFramer, GeminiItem, LineMode, SseDecoder, SseEvent};
+use pi_providers::transport::sse::{FrameGuard, GeminiFramer, GeminiItem, LineMode, SseDecoder, SseEvent};
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use serde_json::Value;
@@ -85,16 +85,16 @@ fn loopback() -> &'static Loopback {
 fn adapter_for(api: &str, base_url: &str) -> Box<dyn StreamFn> {
     match api {
         "proxy" => Box::new(pi_proxy::ProxyStreamFn::new(base_url, "fuzz-token")),
-        "openai-completions" => Box::new(pi_providers::openai_completions::OpenAICompletions),
-        "anthropic-messages" => Box::new(pi_providers::anthropic::AnthropicMessages),
-        "openai-responses" => Box::new(pi_providers::openai_responses::OpenAIResponses),
-        "mistral-conversations" => Box::new(pi_providers::mistral::MistralConversations),
-        "azure-openai-responses" => Box::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
-        "openai-codex-responses" => Box::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
-        "google-vertex" => Box::new(pi_providers::google_vertex::GoogleVertex::default()),
-        "pi-messages" => Box::new(pi_providers::pi_messages::PiMessages),
-        "bedrock-converse-stream" => Box::new(pi_providers::bedrock::BedrockConverseStream),
-        _ => Box::new(pi_providers::google::GoogleGenerativeAi::default()),
+        "openai-completions" => Box::new(pi_providers::api::openai::completions::OpenAICompletions),
+        "anthropic-messages" => Box::new(pi_providers::api::anthropic::AnthropicMessages),
+        "openai-responses" => Box::new(pi_providers::api::openai::responses::OpenAIResponses),
+        "mistral-conversations" => Box::new(pi_providers::api::mistral::MistralConversations),
+        "azure-openai-responses" => Box::new(pi_providers::api::openai::azure::AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Box::new(pi_providers::api::openai::codex::OpenAICodexResponses::default()),
+        "google-vertex" => Box::new(pi_providers::api::google::vertex::GoogleVertex::default()),
+        "pi-messages" => Box::new(pi_providers::api::pi_messages::PiMessages),
+        "bedrock-converse-stream" => Box::new(pi_providers::api::bedrock::BedrockConverseStream),
+        _ => Box::new(pi_providers::api::google::gemini::GoogleGenerativeAi::default()),
     }
 }
 

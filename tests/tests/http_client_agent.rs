@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use loopback::{sse_head, ForwardProxy, Server, Step};
 use pi_agent::{Agent, AgentOptions};
-use pi_providers::client::{self, EnvProxy};
-use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::api::openai::completions::OpenAICompletions;
+use pi_providers::transport::client::{self, EnvProxy};
 use pi_providers::{reqwest, Auth, Models, Provider};
 use pi_types::{Model, StopReason};
 use serde_json::Value;

@@ -11,7 +11,7 @@
 //!
 //! The same server also answers pi-ai's `pi-messages` API (`POST /v1/messages`): the cases run
 //! a second time through pi-ai's own `pi-messages` client under Node and through our
-//! `pi_providers::pi_messages::PiMessages`, compared the same way (a JavaScript stack trace and
+//! `pi_providers::api::pi_messages::PiMessages`, compared the same way (a JavaScript stack trace and
 //! clock in an error diagnostic aside; after a client-side abort the reference drops the
 //! content streamed so far and pi-rs keeps it, so there only the ending is compared).
 //! Prints one line ending in `ok`, or the first difference.
@@ -22,11 +22,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use futures::StreamExt;
+use pi_providers::api::pi_messages::PiMessages;
 use pi_providers::faux::{
     faux_assistant_message, faux_text, faux_thinking, faux_tool_call, FauxProvider, FauxRequest, FauxResponse,
     FauxResponseFn,
 };
-use pi_providers::pi_messages::PiMessages;
 use pi_proxy::server::Limits;
 use pi_proxy::ProxyStreamFn;
 use pi_types::CancellationToken;
@@ -217,7 +217,7 @@ fn run_reference(dir: &Path, input: &Value) -> Result<Value, String> {
 fn pi_messages_model(model: &Model, url: &str) -> Model {
     Model {
         id: format!("{}/{}", model.provider, model.id).into(),
-        api: pi_providers::pi_messages::API.into(),
+        api: pi_providers::api::pi_messages::API.into(),
         base_url: format!("{url}/v1"),
         ..model.clone()
     }

@@ -169,7 +169,7 @@ pub(crate) struct AgentShared {
     /// A spin lock: taken for every event a run delivers, and held only for short, non-blocking
     /// work (a reducer step, a snapshot's pointer copies; no listener and no await runs under
     /// it), so it is released with a plain store where a mutex needs a second atomic
-    /// read-modify-write (`stream`: about 1.06-1.09x the events/s). A panic while it is held
+    /// read-modify-write per event (docs/performance.md). A panic while it is held
     /// leaves the state as it was, as with the other locks here.
     state: spin::mutex::SpinMutex<AgentState>,
     /// The options, compactly (see [`crate::settings`]).
@@ -229,8 +229,7 @@ impl AgentShared {
 
     /// What [`process`](Self::process) does at once: the reducer and the synchronous listeners
     /// up to the first asynchronous one, whose part is returned.
-    // Always inlined: it runs per event, and as a call (it has two callers) it cost about 35
-    // instructions per delta more.
+    // Always inlined: it runs per event, and a call (it has two callers) costs per delta.
     #[inline(always)]
     fn process_now(
         &self,

@@ -71,7 +71,8 @@
 //! use std::io::{Read, Write};
 //! use std::sync::Arc;
 //! use pi_agent::{Agent, AgentOptions};
-//! use pi_providers::{openai_completions, Auth, Models, Provider};
+//! use pi_providers::api::openai::completions;
+//! use pi_providers::{Auth, Models, Provider};
 //! use pi_types::{AgentMessage, Model};
 //!
 //! // A stand-in for your server: one chat-completions stream saying "Hi there."
@@ -89,7 +90,7 @@
 //! });
 //!
 //! // Your server: its URL, the adapter, the model id it serves, and its key.
-//! let model = Model::new("qwen3").with_provider("my-server").with_api(openai_completions::API).with_base_url(base_url);
+//! let model = Model::new("qwen3").with_provider("my-server").with_api(completions::API).with_base_url(base_url);
 //! let models = Models::new();
 //! models.set_provider(
 //!     Provider::new("my-server").with_auth(Auth::ApiKey("none".into())).with_model(model.clone()).with_http_apis(),

@@ -21,7 +21,7 @@ use pi_providers::registry::{env_api_key_vars, has_env_credentials, Auth};
 use pi_providers::reqwest::Client as HttpClient;
 use pi_providers::{catalog, env_api_key, Models, Provider};
 use pi_proxy::ProxyStreamFn;
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
+use pi_types::{AssistantMessageEventStream, Layered, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
 
 use crate::args::ModelArgs;
 use crate::demo::DemoProvider;
@@ -39,16 +39,16 @@ pub const DEFAULT_MODELS: [(&str, &str); 6] = [
 
 /// The adapters `--api` accepts.
 pub const APIS: [&str; 10] = [
-    pi_providers::openai_completions::API,
-    pi_providers::openai_responses::API,
-    pi_providers::anthropic::API,
-    pi_providers::google::API,
-    pi_providers::google_vertex::API,
-    pi_providers::bedrock::API,
-    pi_providers::azure_openai_responses::API,
-    pi_providers::mistral::API,
-    pi_providers::openai_codex_responses::API,
-    pi_providers::pi_messages::API,
+    pi_providers::api::openai::completions::API,
+    pi_providers::api::openai::responses::API,
+    pi_providers::api::anthropic::API,
+    pi_providers::api::google::gemini::API,
+    pi_providers::api::google::vertex::API,
+    pi_providers::api::bedrock::API,
+    pi_providers::api::openai::azure::API,
+    pi_providers::api::mistral::API,
+    pi_providers::api::openai::codex::API,
+    pi_providers::api::pi_messages::API,
 ];
 
 /// Provider id of the offline demo.
@@ -89,7 +89,7 @@ impl Backend {
     pub fn stream_fn(&self) -> Arc<dyn StreamFn> {
         match &self.proxy {
             Some((_, proxy)) => Arc::new(proxy.clone()),
-            None => Arc::new(WithDefaults { models: Arc::clone(&self.models) }),
+            None => Arc::new(Layered::new(DefaultTimeout, Arc::clone(&self.models) as Arc<dyn StreamFn>)),
         }
     }
 
@@ -149,20 +149,19 @@ impl Backend {
     }
 }
 
-/// The registry with a default time-to-headers limit on every request.
-struct WithDefaults {
-    models: Arc<Models>,
-}
+/// The CLI's time-to-headers limit on every request that sets none.
+struct DefaultTimeout;
 
-impl StreamFn for WithDefaults {
+impl StreamLayer for DefaultTimeout {
     fn stream(
         &self,
+        inner: &dyn StreamFn,
         model: &Model,
         context: TranscriptContext,
         mut options: StreamOptions,
     ) -> AssistantMessageEventStream {
         options.timeout_ms.get_or_insert(REQUEST_TIMEOUT_MS);
-        self.models.stream_transcript(model, context, options)
+        inner.stream(model, context, options)
     }
 }
 
@@ -194,7 +193,7 @@ fn registry_with(http: Option<&HttpClient>) -> Models {
 /// The client of `--env-proxy` (HTTP(S)_PROXY, ALL_PROXY and NO_PROXY read now), if asked for.
 fn env_proxy_client(args: &ModelArgs) -> Result<Option<HttpClient>, CliError> {
     match args.env_proxy {
-        true => pi_providers::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
+        true => pi_providers::transport::client::with_env_proxy().map(Some).map_err(|e| CliError::Setup(e.to_string())),
         false => Ok(None),
     }
 }
@@ -318,7 +317,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
     let Some(id) = args.model.clone() else {
         return Err(CliError::Usage("--base-url needs --model (the model id the server serves)".into()));
     };
-    let api = args.api.clone().unwrap_or_else(|| pi_providers::openai_completions::API.to_owned());
+    let api = args.api.clone().unwrap_or_else(|| pi_providers::api::openai::completions::API.to_owned());
     check_api(&api)?;
     let model = Model {
         base_url: base_url.to_owned(),
@@ -333,7 +332,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
     let key = std::env::var("PI_API_KEY").ok().filter(|k| !k.is_empty());
     let auth = match key {
         Some(key) => Auth::ApiKey(key),
-        None if model.api == pi_providers::bedrock::API || !check_keys => Auth::None,
+        None if model.api == pi_providers::api::bedrock::API || !check_keys => Auth::None,
         None => {
             return Err(CliError::Setup(format!(
                 "missing API key for the server at {base_url}: set PI_API_KEY (a server that checks no key \

@@ -2,7 +2,7 @@
 //!
 //! # Protocol
 //! Once a response's `start` was delivered, the loop registers a [`PushDelivery`] on the
-//! response's stream ([`pi_types::push`]). Each block event then becomes its `message_update`
+//! response's stream ([`pi_types::EventConsumer`]). Each block event then becomes its `message_update`
 //! and goes through the run's one delivery path ([`Emitter::deliver`]) as the provider makes it,
 //! in order:
 //!

@@ -657,7 +657,7 @@ impl Run {
         // one while it streams does (see `AssistantMessageEventStream::panic_message`).
         let start = std::panic::AssertUnwindSafe(|| self.config.stream_fn.stream(model, transcript, options));
         std::panic::catch_unwind(start).unwrap_or_else(|payload| {
-            AssistantMessageEventStream::from_panic(pi_types::error::panic_message(payload.as_ref()))
+            AssistantMessageEventStream::from_panic(pi_types::panic_message(payload.as_ref()))
         })
     }
 

@@ -9,7 +9,7 @@
 //!
 //! The loop's own events are delivered by the loop ([`Emitter`]); a streamed response's
 //! `message_update`s are delivered from inside the provider's send, as the provider makes them
-//! (see [`crate::push`]). Both go through the same [`Emitter::deliver`]. The `Stream` form is
+//! (see `crate::push`). Both go through the same [`Emitter::deliver`]. The `Stream` form is
 //! one more sink: its handoff slot ([`crate::stream`]).
 
 use std::future::Future;
@@ -146,7 +146,7 @@ impl Future for Unfinished {
         match polled {
             Ok(Poll::Pending) => Poll::Pending,
             Ok(Poll::Ready(outcome)) => Poll::Ready(sink_outcome(outcome)),
-            Err(payload) => Poll::Ready(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref())))),
+            Err(payload) => Poll::Ready(Err(LoopError::Sink(pi_types::panic_message(payload.as_ref())))),
         }
     }
 }
@@ -248,9 +248,7 @@ impl Emitter {
             EventTarget::Handoff(handoff) => handoff.deliver(event, info).0,
             EventTarget::Sink(sink) => match std::panic::catch_unwind(AssertUnwindSafe(|| sink.deliver(event, info))) {
                 Ok(Delivery(state)) => state,
-                Err(payload) => {
-                    return Delivered::Now(Err(LoopError::Sink(pi_types::error::panic_message(payload.as_ref()))))
-                }
+                Err(payload) => return Delivered::Now(Err(LoopError::Sink(pi_types::panic_message(payload.as_ref())))),
             },
         };
         match state {

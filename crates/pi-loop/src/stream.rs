@@ -11,7 +11,7 @@
 //!
 //! An emit inside a tool batch waits with a waker, which taking its event wakes: the batch
 //! polls only the calls that were woken. A streamed update needs none: its delivery asks the
-//! response's stream to yield once (`Consumed::Yield`, see [`crate::push`]), and the consumer's
+//! response's stream to yield once (`Consumed::Yield`, see `crate::push`), and the consumer's
 //! next `poll_next`, after it took the update, lets the provider go on; skipping the waker
 //! saves a clone and a wake of the consumer's task per delta.
 //!

@@ -112,12 +112,11 @@ async fn prepare(
     let Some(tool) = tools.iter().find(|t| t.spec().name() == call.name) else {
         return Preparation::Immediate(boxed_error(format!("Tool {} not found", call.name)));
     };
-    let prepared = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        tool.prepare_arguments(&call.arguments)
-    })) {
-        Ok(prepared) => prepared,
-        Err(payload) => return Preparation::Immediate(boxed_error(pi_types::error::panic_message(payload.as_ref()))),
-    };
+    let prepared =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tool.prepare_arguments(&call.arguments))) {
+            Ok(prepared) => prepared,
+            Err(payload) => return Preparation::Immediate(boxed_error(pi_types::panic_message(payload.as_ref()))),
+        };
     let arguments: &Map<String, Value> = prepared.as_ref().unwrap_or(&call.arguments);
     let args = match validate_tool_arguments(
         &call.name,
@@ -306,7 +305,7 @@ where
             Ok(Err(error)) => Err(error.to_string()),
             Err(message) => Err(panicked(message)),
         },
-        Err(payload) => Err(panicked(pi_types::error::panic_message(payload.as_ref()))),
+        Err(payload) => Err(panicked(pi_types::panic_message(payload.as_ref()))),
     }
 }
 

@@ -10,8 +10,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures::StreamExt;
-use pi_providers::openai_completions::OpenAICompletions;
-use pi_providers::sse::{LineMode, SseDecoder};
+use pi_providers::api::openai::completions::OpenAICompletions;
+use pi_providers::transport::sse::{LineMode, SseDecoder};
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -4,6 +4,10 @@
 
 use serde_json::Value;
 
+/// JavaScript truthiness of a JSON value (`if (value)`): the reference's tests of optional
+/// fields.
+pub(crate) use pi_types::json::js::truthy;
+
 /// `JSON.stringify` of a value, JavaScript-exact.
 pub(crate) fn stringify(value: &Value) -> String {
     pi_types::json::stringify(value)

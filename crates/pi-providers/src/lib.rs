@@ -103,46 +103,12 @@ mod classify;
 mod cost;
 mod failure;
 
-// The paths of the flat layout, kept for the crates that still name them; the documented paths
-// are the folders' above.
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use api::anthropic;
-#[cfg(feature = "bedrock")]
-#[doc(hidden)]
-pub use api::bedrock;
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use api::google::{gemini as google, vertex as google_vertex};
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use api::mistral;
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use api::openai::{
-    azure as azure_openai_responses, codex as openai_codex_responses, completions as openai_completions,
-    responses as openai_responses,
-};
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use api::pi_messages;
-#[doc(hidden)]
-pub use api::request_options;
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use auth::{codex as codex_auth, codex_login};
-#[cfg(feature = "http")]
-#[doc(hidden)]
-pub use transport::client;
-#[doc(hidden)]
-pub use transport::{identity, sse};
-
 pub use classify::{is_context_overflow, is_recoverable_length, is_refused_connection, is_retryable_error};
 pub use cost::calculate_cost;
 pub use pi_types::StreamFn;
 pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};
 /// The HTTP client crate the adapters send with, at the version this crate links: build
-/// clients for [`client`] with it.
+/// clients for [`transport::client`] with it.
 #[cfg(feature = "http")]
 pub use reqwest;
 /// The shared HTTP client, the default idle limit and the `errorMessage` bound, for crates

@@ -20,7 +20,7 @@
 //!             .with_base_url("http://localhost:8000/v1")
 //!             .with_limits(32_768, 8_192),
 //!     )
-//!     .with_api("openai-completions", Arc::new(pi_providers::openai_completions::OpenAICompletions));
+//!     .with_api("openai-completions", Arc::new(pi_providers::api::openai::completions::OpenAICompletions));
 //! models.set_provider(mine);
 //! assert!(models.get_model("local", "qwen3").is_some());
 //! # }
@@ -33,7 +33,7 @@ use std::sync::{Arc, RwLock};
 use indexmap::IndexMap;
 use pi_types::transcript::normalize_context;
 use pi_types::{
-    AssistantMessage, AssistantMessageEventStream, Context, HttpClientHandle, Model, StreamFn, StreamOptions,
+    AssistantMessage, AssistantMessageEventStream, Context, HttpClientHandle, Layered, Model, StreamFn, StreamOptions,
     TranscriptContext,
 };
 
@@ -185,13 +185,13 @@ impl Provider {
         Some(match id {
             // Their catalog URLs name the account (and gateway): filled per request.
             "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider.map_apis(|adapter| {
-                Arc::new(crate::layer::cloudflare::CloudflareEndpoint::new(adapter)) as Arc<dyn StreamFn>
+                Arc::new(Layered::new(crate::layer::cloudflare::CloudflareEndpoint, adapter)) as Arc<dyn StreamFn>
             }),
             // Its chat-completions models stream to the configured Azure endpoint and deployment.
             "azure" => provider.with_api(
                 crate::api::openai::completions::API,
-                Arc::new(crate::layer::azure_completions::AzureCompletions::new(
-                    crate::api::openai::azure::AzureOpenAIResponses::default(),
+                Arc::new(Layered::new(
+                    crate::layer::azure_completions::AzureCompletions::default(),
                     Arc::new(crate::api::openai::completions::OpenAICompletions),
                 )),
             ),
@@ -200,7 +200,7 @@ impl Provider {
                 Arc::new(crate::auth::codex::CodexTokenStore::new(crate::auth::codex::default_auth_path())).resolver(),
             )),
             "opencode" | "opencode-go" => provider.map_apis(|adapter| {
-                Arc::new(crate::layer::opencode::OpenCodeSession::new(adapter)) as Arc<dyn StreamFn>
+                Arc::new(Layered::new(crate::layer::opencode::OpenCodeSession, adapter)) as Arc<dyn StreamFn>
             }),
             _ => provider,
         })

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopback::{sse_head, with_length, Server, Step};
-use pi_providers::azure_openai_responses::AzureOpenAIResponses;
-use pi_providers::codex_auth::{self, CodexCredential, CodexTokenStore};
-use pi_providers::openai_codex_responses::OpenAICodexResponses;
+use pi_providers::api::openai::azure::AzureOpenAIResponses;
+use pi_providers::api::openai::codex::OpenAICodexResponses;
+use pi_providers::auth::codex::{self as codex_auth, CodexCredential, CodexTokenStore};
 use pi_providers::{Auth, Models, Provider};
 use pi_types::transcript::normalize_context;
 use pi_types::{
@@ -376,8 +376,10 @@ async fn the_registry_resolver_refreshes_and_the_adapter_sends_the_new_token() {
     let codex = model("openai-codex-responses", "openai-codex", format!("{}/backend-api", server.url));
     // The registry's client (through a counting proxy) carries the refresh and the stream.
     let proxy = loopback::ForwardProxy::start().await;
-    let client =
-        pi_providers::client::builder().proxy(pi_providers::reqwest::Proxy::http(&proxy.url).unwrap()).build().unwrap();
+    let client = pi_providers::transport::client::builder()
+        .proxy(pi_providers::reqwest::Proxy::http(&proxy.url).unwrap())
+        .build()
+        .unwrap();
     let models = Models::new().with_http_client(client);
     models.set_provider(
         Provider::new("openai-codex")
@@ -504,7 +506,7 @@ async fn codex_retries_as_its_reference_loop_does() {
 /// carried.
 #[tokio::test]
 async fn device_login_polls_until_granted_then_exchanges_the_code() {
-    use pi_providers::codex_login::DeviceLogin;
+    use pi_providers::auth::codex_login::DeviceLogin;
     let token = jwt("acct-login", "login");
     let server = sequence_server(vec![
         (
@@ -560,7 +562,7 @@ async fn device_login_polls_until_granted_then_exchanges_the_code() {
 
 #[tokio::test]
 async fn device_login_failures_are_errors_without_secrets() {
-    use pi_providers::codex_login::DeviceLogin;
+    use pi_providers::auth::codex_login::DeviceLogin;
     // A host without device login.
     let server = sequence_server(vec![(404, "", String::new())]).await;
     let login = DeviceLogin::default().with_base_url(server.url.trim_end_matches("/oauth/token"));
@@ -597,7 +599,7 @@ async fn device_login_failures_are_errors_without_secrets() {
 
 #[tokio::test]
 async fn device_login_times_out_with_the_slow_down_hint() {
-    use pi_providers::codex_login::DeviceLogin;
+    use pi_providers::auth::codex_login::DeviceLogin;
     let json = "content-type: application/json\r\n";
     let server = sequence_server(vec![
         (200, json, r#"{"device_auth_id":"dev-4","user_code":"SLOW","interval":1}"#.into()),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_smithy_types::event_stream::HeaderValue;
 use futures::StreamExt;
 use loopback::{head, with_length, Server, Step};
-use pi_providers::bedrock::BedrockConverseStream;
+use pi_providers::api::bedrock::BedrockConverseStream;
 use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, CancellationToken, Context, Message, Model, StopReason, StreamFn,

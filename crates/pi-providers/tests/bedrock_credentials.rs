@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopback::{with_length, Server, Step};
-use pi_providers::bedrock::BedrockConverseStream;
+use pi_providers::api::bedrock::BedrockConverseStream;
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use serde_json::json;

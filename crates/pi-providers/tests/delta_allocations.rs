@@ -181,7 +181,8 @@ fn whole_call_bytes(chars: usize) -> usize {
         let context = pi_types::TranscriptContext::from_messages(vec![pi_types::UserMessage::text("go").into()]);
         let options = pi_types::StreamOptions { api_key: Some("key".into()), ..Default::default() };
         let region = Region::new(GLOBAL);
-        let mut stream = pi_providers::google::GoogleGenerativeAi::default().stream(&model, context, options);
+        let mut stream =
+            pi_providers::api::google::gemini::GoogleGenerativeAi::default().stream(&model, context, options);
         while let Some(event) = futures::StreamExt::next(&mut stream).await {
             std::hint::black_box(&event);
         }
@@ -204,9 +205,9 @@ fn check_whole_call() {
 /// One test for the four adapters: the counting allocator is process-wide, so they run in turn.
 #[test]
 fn a_delta_costs_at_most_one_allocation() {
-    check("anthropic-messages", || Arc::new(pi_providers::anthropic::AnthropicMessages));
-    check("openai-completions", || Arc::new(pi_providers::openai_completions::OpenAICompletions));
-    check("openai-responses", || Arc::new(pi_providers::openai_responses::OpenAIResponses));
-    check("google-generative-ai", || Arc::new(pi_providers::google::GoogleGenerativeAi::default()));
+    check("anthropic-messages", || Arc::new(pi_providers::api::anthropic::AnthropicMessages));
+    check("openai-completions", || Arc::new(pi_providers::api::openai::completions::OpenAICompletions));
+    check("openai-responses", || Arc::new(pi_providers::api::openai::responses::OpenAIResponses));
+    check("google-generative-ai", || Arc::new(pi_providers::api::google::gemini::GoogleGenerativeAi::default()));
     check_whole_call();
 }

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loopback::{sse_head, ForwardProxy, Server, Step};
-use pi_providers::client;
-use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::api::openai::completions::OpenAICompletions;
+use pi_providers::transport::client;
 use pi_providers::{Auth, Models, Provider};
 use pi_types::{Context, Message, Model, StreamOptions, UserMessage};
 use serde_json::Value;

@@ -21,16 +21,16 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopback::{head, sse_head, with_length, Server, Step};
-use pi_providers::anthropic::AnthropicMessages;
-use pi_providers::azure_openai_responses::AzureOpenAIResponses;
-use pi_providers::bedrock::BedrockConverseStream;
-use pi_providers::google::GoogleGenerativeAi;
-use pi_providers::google_vertex::GoogleVertex;
-use pi_providers::mistral::MistralConversations;
-use pi_providers::openai_codex_responses::OpenAICodexResponses;
-use pi_providers::openai_completions::OpenAICompletions;
-use pi_providers::openai_responses::OpenAIResponses;
-use pi_providers::pi_messages::PiMessages;
+use pi_providers::api::anthropic::AnthropicMessages;
+use pi_providers::api::bedrock::BedrockConverseStream;
+use pi_providers::api::google::gemini::GoogleGenerativeAi;
+use pi_providers::api::google::vertex::GoogleVertex;
+use pi_providers::api::mistral::MistralConversations;
+use pi_providers::api::openai::azure::AzureOpenAIResponses;
+use pi_providers::api::openai::codex::OpenAICodexResponses;
+use pi_providers::api::openai::completions::OpenAICompletions;
+use pi_providers::api::openai::responses::OpenAIResponses;
+use pi_providers::api::pi_messages::PiMessages;
 use pi_types::transcript::normalize_context;
 use pi_types::CancellationToken;
 use pi_types::{
@@ -221,7 +221,7 @@ enum Via {
     /// The adapters' default (`StreamOptions::http_client` unset).
     Default,
     /// A client of the user's, built from `reqwest::Client::builder()` with reqwest's defaults
-    /// but for redirects (which the client decides; see `pi_providers::client`) and proxies
+    /// but for redirects (which the client decides; see `pi_providers::transport::client`) and proxies
     /// (a test must not depend on the machine's), marked by a default header.
     User,
 }
@@ -246,7 +246,7 @@ impl Via {
         }
         match self {
             Self::Default => None,
-            Self::User => Some(USER.with(|client| pi_providers::client::handle(client.clone()))),
+            Self::User => Some(USER.with(|client| pi_providers::transport::client::handle(client.clone()))),
         }
     }
 

@@ -14,7 +14,7 @@
 
 use std::alloc::System;
 
-use pi_providers::sse::{GeminiFramer, GeminiItem};
+use pi_providers::transport::sse::{GeminiFramer, GeminiItem};
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
 #[global_allocator]

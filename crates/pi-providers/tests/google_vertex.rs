@@ -15,7 +15,7 @@ mod loopback;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use pi_providers::google_vertex::GoogleVertex;
+use pi_providers::api::google::vertex::GoogleVertex;
 use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantMessageEvent, CancellationToken, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,
@@ -328,11 +328,12 @@ mod adc {
         let (url, seen) = serve((200, token_json()), sse_answer()).await;
         let proxy = loopback::ForwardProxy::start().await;
         let path = service_account(&url, "sa-proxied.json");
-        let client = pi_providers::client::builder()
+        let client = pi_providers::transport::client::builder()
             .proxy(pi_providers::reqwest::Proxy::http(&proxy.url).unwrap())
             .build()
             .unwrap();
-        let options = StreamOptions { http_client: Some(pi_providers::client::handle(client)), ..adc_options(&path) };
+        let options =
+            StreamOptions { http_client: Some(pi_providers::transport::client::handle(client)), ..adc_options(&path) };
         let events = collect(GoogleVertex::default().stream(&model(&url), context(), options)).await;
         assert_eq!(events.last().unwrap().type_name(), "done");
         assert_eq!(

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pi_providers::anthropic::AnthropicMessages;
-use pi_providers::google::GoogleGenerativeAi;
-use pi_providers::openai_completions::OpenAICompletions;
-use pi_providers::openai_responses::OpenAIResponses;
+use pi_providers::api::anthropic::AnthropicMessages;
+use pi_providers::api::google::gemini::GoogleGenerativeAi;
+use pi_providers::api::openai::completions::OpenAICompletions;
+use pi_providers::api::openai::responses::OpenAIResponses;
 use pi_types::transcript::normalize_context;
 use pi_types::CancellationToken;
 use pi_types::{

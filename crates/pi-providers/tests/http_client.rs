@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopback::{sse_head, with_length, ForwardProxy, Server, Step};
-use pi_providers::client::{self, EnvProxy};
-use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::api::openai::completions::OpenAICompletions;
 use pi_providers::reqwest;
+use pi_providers::transport::client::{self, EnvProxy};
 use pi_providers::{Auth, Models, Provider};
 use pi_types::{
     AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamOptions, UserMessage,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use loopback::{with_length, Server, Step};
-use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::api::openai::completions::OpenAICompletions;
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage};
 use tracing::field::{Field, Visit};

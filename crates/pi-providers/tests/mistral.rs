@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use indexmap::IndexMap;
 use loopback::{sse_head, with_length, Server, Step};
-use pi_providers::mistral::{build_request_body, MistralConversations};
+use pi_providers::api::mistral::{build_request_body, MistralConversations};
 use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantContent, AssistantMessage, AssistantMessageEvent, CancellationToken, Context, Message, Model, StopReason,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use loopback::{sse_head, with_length, Server, Step};
-use pi_providers::pi_messages::PiMessages;
+use pi_providers::api::pi_messages::PiMessages;
 use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantMessageEvent, CancellationToken, Context, Message, Model, StopReason, StreamFn, StreamOptions, UserMessage,

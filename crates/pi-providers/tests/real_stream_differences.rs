@@ -8,8 +8,8 @@
 mod loopback;
 
 use futures::StreamExt;
-use pi_providers::google::GoogleGenerativeAi;
-use pi_providers::openai_completions::OpenAICompletions;
+use pi_providers::api::google::gemini::GoogleGenerativeAi;
+use pi_providers::api::openai::completions::OpenAICompletions;
 use pi_types::transcript::normalize_context;
 use pi_types::{
     AssistantContent, AssistantMessage, AssistantMessageEvent, Context, Message, Model, StopReason, StreamFn,

@@ -12,7 +12,7 @@ use std::alloc::System;
 
 use futures::StreamExt;
 use loopback::{with_length, Server, Step};
-use pi_providers::google::GoogleGenerativeAi;
+use pi_providers::api::google::gemini::GoogleGenerativeAi;
 use pi_types::transcript::normalize_context;
 use pi_types::{AssistantContent, Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use serde_json::json;

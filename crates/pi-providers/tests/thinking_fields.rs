@@ -42,7 +42,7 @@ fn pick(body: &Value, keys: &[&str]) -> Value {
 
 #[test]
 fn openai_completions_reasoning_fields() {
-    use pi_providers::openai_completions::build_request_body;
+    use pi_providers::api::openai::completions::build_request_body;
     let keys = ["reasoning_effort", "reasoning", "thinking", "max_tokens", "max_completion_tokens"];
     let m = model("gpt-5.2", "openai-completions", "openai", &[(ThinkingLevel::Xhigh, Some("xhigh"))]);
     let body = build_request_body(&m, &context(), &options(1000, Some(ThinkingLevel::Xhigh)));
@@ -66,7 +66,7 @@ fn openai_completions_reasoning_fields() {
 
 #[test]
 fn anthropic_thinking_fields() {
-    use pi_providers::anthropic::build_request_body;
+    use pi_providers::api::anthropic::build_request_body;
     let keys = ["thinking", "output_config", "max_tokens"];
     let mut m = model("claude-x", "anthropic-messages", "anthropic", &[]);
     m.max_tokens = 8000;
@@ -98,7 +98,7 @@ fn anthropic_thinking_fields() {
 
 #[test]
 fn openai_responses_reasoning_fields() {
-    use pi_providers::openai_responses::build_request_body;
+    use pi_providers::api::openai::responses::build_request_body;
     let keys = ["reasoning", "include", "max_output_tokens"];
     let m = model(
         "gpt-5.2",
@@ -120,7 +120,7 @@ fn openai_responses_reasoning_fields() {
 
 #[test]
 fn google_thinking_config() {
-    use pi_providers::google::build_request_body;
+    use pi_providers::api::google::gemini::build_request_body;
     let config =
         |m: &Model, o: StreamOptions| build_request_body(m, &context(), &o).unwrap()["generationConfig"].clone();
     let m = model("gemini-3-pro-preview", "google-generative-ai", "google", &[]);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_providers::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
+use pi_providers::transport::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
 use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
@@ -85,10 +85,10 @@ impl ProxyStreamFn {
 
     /// Send requests (streams and [`ProxyStreamFn::models`]) with `client` unless a request's
     /// [`StreamOptions::http_client`] names another, as a registry's client is used (see
-    /// [`pi_providers::client`]); otherwise pi-providers' shared client. Every time limit of
+    /// [`pi_providers::transport::client`]); otherwise pi-providers' shared client. Every time limit of
     /// the stream holds with any client.
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
-        self.http_client = Some(pi_providers::client::handle(client));
+        self.http_client = Some(pi_providers::transport::client::handle(client));
         self
     }
 
@@ -142,7 +142,7 @@ impl StreamFn for ProxyStreamFn {
             cancel: options.cancel.clone(),
             timeout: limit(options.timeout_ms, DEFAULT_TIMEOUT_MS),
             idle: limit(options.idle_timeout_ms, pi_providers::DEFAULT_IDLE_TIMEOUT_MS),
-            client: pi_providers::client::of_options(&options),
+            client: pi_providers::transport::client::of_options(&options),
         };
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = AssistantMessageBuilder::for_model(tx, &model);

@@ -70,7 +70,7 @@ struct ApiModel {
 fn api_model(short: &str) -> Option<ApiModel> {
     Some(match short {
         "anthropic" => ApiModel {
-            api: pi_providers::anthropic::API,
+            api: pi_providers::api::anthropic::API,
             id: "claude-sonnet-4-5",
             name: "Claude Sonnet 4.5",
             provider: "anthropic",
@@ -81,7 +81,7 @@ fn api_model(short: &str) -> Option<ApiModel> {
             max_tokens: 64_000,
         },
         "completions" => ApiModel {
-            api: pi_providers::openai_completions::API,
+            api: pi_providers::api::openai::completions::API,
             id: "gpt-4o-mini",
             name: "GPT-4o mini",
             provider: "openai",
@@ -92,7 +92,7 @@ fn api_model(short: &str) -> Option<ApiModel> {
             max_tokens: 16_384,
         },
         "responses" => ApiModel {
-            api: pi_providers::openai_responses::API,
+            api: pi_providers::api::openai::responses::API,
             id: "gpt-4.1",
             name: "GPT-4.1",
             provider: "openai",
@@ -103,7 +103,7 @@ fn api_model(short: &str) -> Option<ApiModel> {
             max_tokens: 32_768,
         },
         "google" => ApiModel {
-            api: pi_providers::google::API,
+            api: pi_providers::api::google::gemini::API,
             id: "gemini-2.5-flash",
             name: "Gemini 2.5 Flash",
             provider: "google",
@@ -120,10 +120,14 @@ fn api_model(short: &str) -> Option<ApiModel> {
 /// The adapter pi-providers registers for an API id.
 fn adapter(api: &str) -> Option<Arc<dyn StreamFn>> {
     Some(match api {
-        pi_providers::anthropic::API => Arc::new(pi_providers::anthropic::AnthropicMessages),
-        pi_providers::openai_completions::API => Arc::new(pi_providers::openai_completions::OpenAICompletions),
-        pi_providers::openai_responses::API => Arc::new(pi_providers::openai_responses::OpenAIResponses),
-        pi_providers::google::API => Arc::new(pi_providers::google::GoogleGenerativeAi::default()),
+        pi_providers::api::anthropic::API => Arc::new(pi_providers::api::anthropic::AnthropicMessages),
+        pi_providers::api::openai::completions::API => {
+            Arc::new(pi_providers::api::openai::completions::OpenAICompletions)
+        }
+        pi_providers::api::openai::responses::API => Arc::new(pi_providers::api::openai::responses::OpenAIResponses),
+        pi_providers::api::google::gemini::API => {
+            Arc::new(pi_providers::api::google::gemini::GoogleGenerativeAi::default())
+        }
         _ => return None,
     })
 }

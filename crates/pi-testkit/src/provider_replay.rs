@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_providers::google::{GoogleGenerativeAi, ToolCallIds};
+use pi_providers::api::google::gemini::{GoogleGenerativeAi, ToolCallIds};
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Model, StreamFn, StreamOptions, ThinkingLevel};
 use serde_json::{json, Map, Value};
@@ -131,18 +131,18 @@ impl ToolCallIds for CaseIds {
 
 fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
     Ok(match api {
-        "openai-completions" => Arc::new(pi_providers::openai_completions::OpenAICompletions),
-        "anthropic-messages" => Arc::new(pi_providers::anthropic::AnthropicMessages),
-        "openai-responses" => Arc::new(pi_providers::openai_responses::OpenAIResponses),
-        "azure-openai-responses" => Arc::new(pi_providers::azure_openai_responses::AzureOpenAIResponses::default()),
-        "openai-codex-responses" => Arc::new(pi_providers::openai_codex_responses::OpenAICodexResponses::default()),
+        "openai-completions" => Arc::new(pi_providers::api::openai::completions::OpenAICompletions),
+        "anthropic-messages" => Arc::new(pi_providers::api::anthropic::AnthropicMessages),
+        "openai-responses" => Arc::new(pi_providers::api::openai::responses::OpenAIResponses),
+        "azure-openai-responses" => Arc::new(pi_providers::api::openai::azure::AzureOpenAIResponses::default()),
+        "openai-codex-responses" => Arc::new(pi_providers::api::openai::codex::OpenAICodexResponses::default()),
         "google-generative-ai" => Arc::new(GoogleGenerativeAi::with_ids(Arc::new(CaseIds(AtomicU64::new(0))))),
-        "mistral-conversations" => Arc::new(pi_providers::mistral::MistralConversations),
+        "mistral-conversations" => Arc::new(pi_providers::api::mistral::MistralConversations),
         "google-vertex" => {
-            Arc::new(pi_providers::google_vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
+            Arc::new(pi_providers::api::google::vertex::GoogleVertex::with_ids(Arc::new(CaseIds(AtomicU64::new(0)))))
         }
-        "pi-messages" => Arc::new(pi_providers::pi_messages::PiMessages),
-        "bedrock-converse-stream" => Arc::new(pi_providers::bedrock::BedrockConverseStream),
+        "pi-messages" => Arc::new(pi_providers::api::pi_messages::PiMessages),
+        "bedrock-converse-stream" => Arc::new(pi_providers::api::bedrock::BedrockConverseStream),
         other => return Err(ReplayError::UnknownApi(other.to_owned())),
     })
 }

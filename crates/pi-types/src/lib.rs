@@ -18,15 +18,15 @@
 //! ```
 
 mod agent_message;
-pub mod builder;
+mod builder;
 mod cancel;
 mod content;
-pub mod error;
+mod error;
 mod event;
 mod message;
 mod model;
 mod options;
-pub mod push;
+mod push;
 mod reduce;
 mod serde_util;
 mod stream;
@@ -46,7 +46,7 @@ pub use compact_str::CompactString;
 pub use content::{
     content_text, AssistantContent, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserContent,
 };
-pub use error::{catch_call, catch_failure, catch_panic, BoxError, TypesError};
+pub use error::{catch_call, catch_failure, catch_panic, panic_message, BoxError, TypesError};
 pub use event::{AgentEvent, AssistantMessageEvent, ToolCallAnnouncement};
 pub use message::{
     AssistantMessage, AssistantMessageDiagnostic, DeferredHandle, DiagnosticCode, DiagnosticErrorInfo, Message,
@@ -60,9 +60,11 @@ pub use options::{
     OnResponse, ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use pi_schema::schema_for;
+// The push protocol between a response's stream and the agent loop: public because pi-loop,
+// another crate, registers its consumer with it (see `EventConsumer`).
 pub use push::{Consumed, EventConsumer, Flow};
 pub use reduce::StreamFollower;
-pub use stream::{AssistantMessageEventStream, EventSender, SendEvent, SendOwned, StreamFn};
+pub use stream::{AssistantMessageEventStream, EventSender, Layered, SendEvent, SendOwned, StreamFn, StreamLayer};
 pub use tool::{
     AgentTool, AgentToolResult, ConstrainedSampling, FnTool, ReplayPolicy, Strictness, Tool, ToolCallContext,
     ToolExecutionMode, ToolReference, ToolSpec, ToolUpdateFn,

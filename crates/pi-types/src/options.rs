@@ -221,7 +221,7 @@ pub type OnProviderStreamEvent = Arc<dyn Fn(&Value, &Model) -> BoxFuture<'static
 /// The HTTP client of a request ([`StreamOptions::http_client`]): a shared handle to a client
 /// of the crate that sends the request, opaque here so that `pi-types` needs no HTTP stack.
 ///
-/// pi-providers' adapters take a `reqwest::Client` in it (`pi_providers::client::handle`);
+/// pi-providers' adapters take a `reqwest::Client` in it (`pi_providers::transport::client::handle`);
 /// a handle holding anything else makes their request fail with an error naming the type.
 /// Cloning shares the client (a reference count), as an agent loop copies its options into
 /// every request.

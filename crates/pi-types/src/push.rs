@@ -1,37 +1,39 @@
-//! Handing a response's block events to their consumer as they are made.
-//!
-//! # Protocol
-//! A consumer that handles block events itself (the agent loop turns each into a
-//! `message_update`) registers an [`EventConsumer`] with
-//! [`AssistantMessageEventStream::push_to`]. From then on:
-//!
-//! * each block event (`*_start`, `*_delta`, `*_end`) is given to [`EventConsumer::consume`]
-//!   instead of being yielded by the stream. For a producer's stream
-//!   ([`from_producer`](crate::AssistantMessageEventStream::from_producer)) that happens inside
-//!   the producer's send, so a handled event costs the producer no yield; for any other stream,
-//!   inside the stream's `poll_next`;
-//! * [`Consumed::Handled`] lets the producer go on at once; [`Consumed::Waiting`] makes it wait
-//!   until [`EventConsumer::poll_ready`] is ready (the stream polls that, and nothing else, until
-//!   it is); [`Consumed::Yield`] makes the stream's `poll_next` return `Pending` once, waking
-//!   nobody, and the producer goes on when the stream is polled next; [`Consumed::Stop`] (or
-//!   [`Flow::Stop`] from `poll_ready`) ends the stream at once, without a terminal event: the
-//!   consumer wants no more (its sink failed, say) and should not wait for the provider's next
-//!   event to say so;
-//! * `start`, `done` and `error` are still yielded, so the stream's owner sees the response
-//!   begin and end (its timing and final message are unchanged).
-//!
-//! Events reach the consumer in the order they are made, and the producer never runs ahead of
-//! one that is waiting. A cancellation raised while an event is consumed is seen by the producer
-//! before it makes the next one, as with yielded events.
-//!
-//! [`AssistantMessageEventStream::push_to`]: crate::AssistantMessageEventStream::push_to
+//! Handing a response's block events to their consumer as they are made (the protocol is
+//! [`EventConsumer`]'s).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::event::AssistantMessageEvent;
 
-/// Takes a stream's block events as they are made; see the [module docs](self).
+/// Takes a stream's block events as they are made. Public because the agent loop (pi-loop) is
+/// one; applications read a stream as a `Stream` or through pi-loop.
+///
+/// # Protocol
+/// A consumer that handles block events itself (the agent loop turns each into a
+/// `message_update`) registers an [`EventConsumer`] with
+/// [`AssistantMessageEventStream::push_to`]. From then on:
+///
+/// * each block event (`*_start`, `*_delta`, `*_end`) is given to [`EventConsumer::consume`]
+///   instead of being yielded by the stream. For a producer's stream
+///   ([`from_producer`](crate::AssistantMessageEventStream::from_producer)) that happens inside
+///   the producer's send, so a handled event costs the producer no yield; for any other stream,
+///   inside the stream's `poll_next`;
+/// * [`Consumed::Handled`] lets the producer go on at once; [`Consumed::Waiting`] makes it wait
+///   until [`EventConsumer::poll_ready`] is ready (the stream polls that, and nothing else, until
+///   it is); [`Consumed::Yield`] makes the stream's `poll_next` return `Pending` once, waking
+///   nobody, and the producer goes on when the stream is polled next; [`Consumed::Stop`] (or
+///   [`Flow::Stop`] from `poll_ready`) ends the stream at once, without a terminal event: the
+///   consumer wants no more (its sink failed, say) and should not wait for the provider's next
+///   event to say so;
+/// * `start`, `done` and `error` are still yielded, so the stream's owner sees the response
+///   begin and end (its timing and final message are unchanged).
+///
+/// Events reach the consumer in the order they are made, and the producer never runs ahead of
+/// one that is waiting. A cancellation raised while an event is consumed is seen by the producer
+/// before it makes the next one, as with yielded events.
+///
+/// [`AssistantMessageEventStream::push_to`]: crate::AssistantMessageEventStream::push_to
 pub trait EventConsumer: Send + Sync {
     /// Handle one block event. `metadata_changed` tells, as
     /// [`AssistantMessageEventStream::metadata_changed`](crate::AssistantMessageEventStream::metadata_changed)

@@ -54,8 +54,8 @@ impl StreamFollower {
     /// pass `true` when unsure. Returns whether the copy now equals the event's partial; `false`
     /// only after a `toolcall_delta` whose arguments the copy has not caught up with yet.
     // Inlined into its callers (in other crates too): the common delta is a few instructions
-    // there, the rest is `apply_slow`. `inline(always)`: with a plain hint the agent's reducer
-    // called it, about 20 instructions per delta more.
+    // there, the rest is `apply_slow`. `inline(always)`: a plain hint left it a call in the
+    // agent's reducer, which costs per delta (docs/performance.md, "Why the code is shaped so").
     #[inline(always)]
     pub fn apply(
         &mut self,
@@ -170,8 +170,7 @@ fn apply_update(
 /// Appends a text or thinking delta to the copy's block `mine`, then makes it equal to the
 /// partial's block `theirs` if anything else differs. `false`, changing nothing, for other
 /// events or blocks of another kind.
-// Always inlined: it runs per delta, and as a call (it has two callers) it cost about 36
-// instructions per delta more.
+// Always inlined: it runs per delta, and a call (it has two callers) costs per delta.
 #[inline(always)]
 fn append_block_delta(mine: &mut AssistantContent, theirs: &AssistantContent, event: &AssistantMessageEvent) -> bool {
     match (mine, theirs, event) {

@@ -204,7 +204,7 @@ impl AssistantMessageEventStream {
     }
 
     /// Give this stream's block events to `consumer` from now on, instead of yielding each
-    /// (see [`crate::push`]). Returns `false`, and changes nothing, when the stream ended or a
+    /// (see [`EventConsumer`] for the protocol). Returns `false`, and changes nothing, when the stream ended or a
     /// consumer is registered already.
     pub fn push_to(&mut self, consumer: Arc<dyn EventConsumer>) -> bool {
         if self.ended {
@@ -686,5 +686,66 @@ where
 {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
         self(model, context, options)
+    }
+}
+
+/// Middleware around a [`StreamFn`]: sees each request before the stream function it wraps,
+/// may change the model, context or options it hands on, or answer the request itself (a
+/// failed stream for a request it cannot send). [`Layered`] puts a layer around a stream
+/// function and is itself one, so layers stack.
+pub trait StreamLayer: Send + Sync {
+    /// Start one request through `inner`.
+    fn stream(
+        &self,
+        inner: &dyn StreamFn,
+        model: &Model,
+        context: TranscriptContext,
+        options: StreamOptions,
+    ) -> AssistantMessageEventStream;
+}
+
+/// A [`StreamLayer`] around the stream function it wraps: every request goes through the
+/// layer, which hands it on to the inner function.
+///
+/// ```
+/// use std::sync::Arc;
+/// use pi_types::{AssistantMessageEventStream, Layered, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
+///
+/// /// A ten-second limit on the response's first byte unless the caller set one.
+/// struct DefaultTimeout;
+///
+/// impl StreamLayer for DefaultTimeout {
+///     fn stream(&self, inner: &dyn StreamFn, model: &Model, context: TranscriptContext, mut options: StreamOptions)
+///         -> AssistantMessageEventStream {
+///         options.timeout_ms.get_or_insert(10_000);
+///         inner.stream(model, context, options)
+///     }
+/// }
+///
+/// # fn provider() -> Arc<dyn StreamFn> { Arc::new(|_: &Model, _: TranscriptContext, _: StreamOptions| AssistantMessageEventStream::from_events(Vec::new())) }
+/// let stream_fn: Arc<dyn StreamFn> = Arc::new(Layered::new(DefaultTimeout, provider()));
+/// ```
+#[derive(Clone)]
+pub struct Layered<L> {
+    layer: L,
+    inner: Arc<dyn StreamFn>,
+}
+
+impl<L> Layered<L> {
+    /// `layer` around `inner`.
+    pub fn new(layer: L, inner: Arc<dyn StreamFn>) -> Self {
+        Self { layer, inner }
+    }
+}
+
+impl<L: std::fmt::Debug> std::fmt::Debug for Layered<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Layered").field("layer", &self.layer).finish_non_exhaustive()
+    }
+}
+
+impl<L: StreamLayer> StreamFn for Layered<L> {
+    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+        self.layer.stream(&*self.inner, model, context, options)
     }
 }

@@ -5,6 +5,9 @@
 //! Every function takes any message list whose items expose a role and, for system
 //! messages, the message itself ([`TranscriptEntry`]), so agent transcripts with custom
 //! messages can be passed unfiltered.
+//!
+//! The functions are public because every adapter builds its request with them: the
+//! adapters of `pi-providers` and a provider crate of your own alike.
 
 use std::borrow::Borrow;
 use std::sync::Arc;

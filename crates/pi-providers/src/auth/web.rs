@@ -32,7 +32,7 @@ impl Answer {
 pub(crate) fn client(configured: Option<&reqwest::Client>) -> Result<reqwest::Client, String> {
     match configured {
         Some(client) => Ok(client.clone()),
-        None => crate::client::for_token_request(),
+        None => crate::transport::client::for_token_request(),
     }
 }
 

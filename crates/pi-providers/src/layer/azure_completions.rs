@@ -8,30 +8,18 @@
 
 use std::sync::Arc;
 
-use pi_types::{AssistantMessageEventStream, Model, OnPayload, StreamFn, StreamOptions, TranscriptContext};
+use pi_types::{
+    AssistantMessageEventStream, Model, OnPayload, StreamFn, StreamLayer, StreamOptions, TranscriptContext,
+};
 use serde_json::Value;
 
 use crate::api::openai::azure::AzureOpenAIResponses;
 
-/// Wraps the completions adapter for the Azure provider's models.
-#[derive(Clone)]
+/// The layer around the completions adapter for the Azure provider's models: it resolves
+/// the endpoint and deployment with the Responses adapter's settings.
+#[derive(Clone, Debug, Default)]
 pub struct AzureCompletions {
     settings: AzureOpenAIResponses,
-    inner: Arc<dyn StreamFn>,
-}
-
-impl std::fmt::Debug for AzureCompletions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AzureCompletions").field("settings", &self.settings).finish_non_exhaustive()
-    }
-}
-
-impl AzureCompletions {
-    /// Wrap `inner` (the `openai-completions` adapter), resolving Azure endpoints with
-    /// `settings`.
-    pub fn new(settings: AzureOpenAIResponses, inner: Arc<dyn StreamFn>) -> Self {
-        Self { settings, inner }
-    }
 }
 
 /// `options` with a payload hook that sends `deployment` as the model, before any hook the
@@ -55,8 +43,14 @@ fn with_deployment(mut options: StreamOptions, deployment: String) -> StreamOpti
     options
 }
 
-impl StreamFn for AzureCompletions {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+impl StreamLayer for AzureCompletions {
+    fn stream(
+        &self,
+        inner: &dyn StreamFn,
+        model: &Model,
+        context: TranscriptContext,
+        options: StreamOptions,
+    ) -> AssistantMessageEventStream {
         let base_url = match self.settings.resolve_base_url(model, &options) {
             Ok(base_url) => base_url,
             Err(message) => return crate::failure::failed_stream(model, message),
@@ -64,7 +58,7 @@ impl StreamFn for AzureCompletions {
         let deployment = self.settings.resolve_deployment_name(model, &options);
         let options = if deployment == model.id.as_str() { options } else { with_deployment(options, deployment) };
         let resolved = Model { base_url, ..model.clone() };
-        self.inner.stream(&resolved, context, options)
+        inner.stream(&resolved, context, options)
     }
 }
 
@@ -98,7 +92,7 @@ mod tests {
             return;
         }
         let adapter =
-            AzureCompletions::new(AzureOpenAIResponses::default(), Arc::new(crate::faux::FauxProvider::default()));
+            pi_types::Layered::new(AzureCompletions::default(), Arc::new(crate::faux::FauxProvider::default()));
         let model = Model::new("gpt-4.1").with_api("openai-completions").with_provider("azure");
         let message = futures::executor::block_on(
             adapter.stream(&model, TranscriptContext::default(), StreamOptions::default()).result(),

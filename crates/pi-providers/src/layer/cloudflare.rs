@@ -7,31 +7,15 @@
 //! (the reference reports the provider as not configured); nothing is sent.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
 
 /// The variables a Cloudflare base URL may name, in the order they are filled.
 pub const PLACEHOLDERS: [&str; 2] = ["CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_GATEWAY_ID"];
 
-/// Wraps an adapter so a model's Cloudflare placeholders are filled before it streams.
-#[derive(Clone)]
-pub struct CloudflareEndpoint {
-    inner: Arc<dyn StreamFn>,
-}
-
-impl CloudflareEndpoint {
-    /// Wrap `inner`.
-    pub fn new(inner: Arc<dyn StreamFn>) -> Self {
-        Self { inner }
-    }
-}
-
-impl std::fmt::Debug for CloudflareEndpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CloudflareEndpoint(..)")
-    }
-}
+/// The layer that fills a model's Cloudflare placeholders before the adapter streams.
+#[derive(Clone, Copy, Debug)]
+pub struct CloudflareEndpoint;
 
 /// `model` with its placeholders filled from `options`, or the name of the first variable that
 /// has no value.
@@ -50,10 +34,16 @@ pub fn resolve_model<'a>(model: &'a Model, options: &StreamOptions) -> Result<Co
     })
 }
 
-impl StreamFn for CloudflareEndpoint {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
+impl StreamLayer for CloudflareEndpoint {
+    fn stream(
+        &self,
+        inner: &dyn StreamFn,
+        model: &Model,
+        context: TranscriptContext,
+        options: StreamOptions,
+    ) -> AssistantMessageEventStream {
         match resolve_model(model, &options) {
-            Ok(resolved) => self.inner.stream(&resolved, context, options),
+            Ok(resolved) => inner.stream(&resolved, context, options),
             Err(name) => crate::failure::failed_stream(
                 model,
                 format!("Provider {} is not configured: set {name}", model.provider),
@@ -65,6 +55,7 @@ impl StreamFn for CloudflareEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn options(pairs: &[(&str, &str)]) -> StreamOptions {
         StreamOptions {
@@ -91,7 +82,7 @@ mod tests {
         if std::env::var_os("CLOUDFLARE_ACCOUNT_ID").is_none() {
             assert_eq!(resolve_model(&model, &options).err(), Some("CLOUDFLARE_ACCOUNT_ID"));
             let message = futures::executor::block_on(
-                CloudflareEndpoint::new(Arc::new(crate::faux::FauxProvider::default()))
+                pi_types::Layered::new(CloudflareEndpoint, Arc::new(crate::faux::FauxProvider::default()))
                     .stream(&model, TranscriptContext::default(), options)
                     .result(),
             );

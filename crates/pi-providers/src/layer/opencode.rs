@@ -2,31 +2,14 @@
 //! in `x-opencode-session`, which OpenCode routes by; a header of that name set by the caller
 //! wins. The reference's `withOpenCodeSessionHeader`, around each of the provider's adapters.
 
-use std::sync::Arc;
-
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
 
 /// The routing header.
 pub const SESSION_HEADER: &str = "x-opencode-session";
 
-/// Wraps an adapter so `StreamOptions::session_id` travels as [`SESSION_HEADER`].
-#[derive(Clone)]
-pub struct OpenCodeSession {
-    inner: Arc<dyn StreamFn>,
-}
-
-impl OpenCodeSession {
-    /// Wrap `inner`.
-    pub fn new(inner: Arc<dyn StreamFn>) -> Self {
-        Self { inner }
-    }
-}
-
-impl std::fmt::Debug for OpenCodeSession {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OpenCodeSession(..)")
-    }
-}
+/// The layer that sends `StreamOptions::session_id` as [`SESSION_HEADER`].
+#[derive(Clone, Copy, Debug)]
+pub struct OpenCodeSession;
 
 /// `options` with the session header added, unless there is no session or the caller set one.
 pub fn with_session_header(mut options: StreamOptions) -> StreamOptions {
@@ -37,9 +20,15 @@ pub fn with_session_header(mut options: StreamOptions) -> StreamOptions {
     options
 }
 
-impl StreamFn for OpenCodeSession {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        self.inner.stream(model, context, with_session_header(options))
+impl StreamLayer for OpenCodeSession {
+    fn stream(
+        &self,
+        inner: &dyn StreamFn,
+        model: &Model,
+        context: TranscriptContext,
+        options: StreamOptions,
+    ) -> AssistantMessageEventStream {
+        inner.stream(model, context, with_session_header(options))
     }
 }
 

@@ -14,7 +14,8 @@
 //! are `reqwest`'s own (re-exported as [`crate::reqwest`], the version this crate links).
 //!
 //! ```no_run
-//! use pi_providers::{client, reqwest, Models};
+//! use pi_providers::transport::client;
+//! use pi_providers::{reqwest, Models};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let ca = reqwest::Certificate::from_pem(&std::fs::read("corp-ca.pem")?)?;
 //! let http = client::builder()
@@ -133,7 +134,7 @@ pub(crate) fn shared_ref() -> Result<&'static reqwest::Client, ClientError> {
 /// for one request or one agent's requests.
 ///
 /// ```
-/// use pi_providers::client;
+/// use pi_providers::transport::client;
 /// use pi_types::StreamOptions;
 /// let http = client::builder().build().expect("client");
 /// let options = StreamOptions { http_client: Some(client::handle(http)), ..Default::default() };
@@ -197,7 +198,7 @@ pub(crate) fn for_token_request() -> Result<reqwest::Client, String> {
 /// header) no variable is used.
 ///
 /// ```
-/// use pi_providers::client::{self, EnvProxy};
+/// use pi_providers::transport::client::{self, EnvProxy};
 /// let vars = [("HTTPS_PROXY", "http://proxy.corp.example:3128"), ("NO_PROXY", "localhost,.internal")];
 /// let proxy = EnvProxy::from_vars(|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string()));
 /// assert!(!proxy.is_empty());

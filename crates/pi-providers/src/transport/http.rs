@@ -615,8 +615,6 @@ pub(crate) fn format_provider_error(error: &ApiError, prefix: Option<&str>) -> S
     }
 }
 
-pub(crate) use pi_types::json::js::truthy;
-
 /// The OpenAI / Anthropic SDKs' `APIError.makeMessage`.
 pub(crate) fn sdk_make_message(
     status: Option<u16>,
@@ -624,12 +622,12 @@ pub(crate) fn sdk_make_message(
     message: Option<&str>,
 ) -> String {
     let msg: Option<String> = match error {
-        Some(error) if error.get("message").is_some_and(truthy) => match error.get("message") {
+        Some(error) if error.get("message").is_some_and(crate::js_json::truthy) => match error.get("message") {
             Some(serde_json::Value::String(text)) => Some(text.clone()),
             Some(other) => Some(crate::js_json::stringify(other)),
             None => None,
         },
-        Some(error) if truthy(error) => Some(crate::js_json::stringify(error)),
+        Some(error) if crate::js_json::truthy(error) => Some(crate::js_json::stringify(error)),
         _ => message.map(str::to_owned).filter(|m| !m.is_empty()),
     };
     match (status, msg) {

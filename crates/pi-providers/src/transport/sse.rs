@@ -80,7 +80,7 @@ impl FrameGuard {
         // at any byte (the counts only grow by its bytes, or restart), so only the state at its
         // end is needed, and that depends on its last line break and last event end alone:
         // found from the end, they are a few bytes away in an event stream, where the walk
-        // through every line break costs about a hundred instructions per line.
+        // through every line break would cost work per line.
         let fits = |count: usize, cap: usize| count.checked_add(chunk.len()).is_some_and(|end| end <= cap);
         if chunk.is_empty() {
             return Ok(());

@@ -165,7 +165,7 @@ impl AuthInteraction for User {
                 }
                 tokio::spawn(async move {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    let client = pi_providers::client::shared().unwrap();
+                    let client = pi_providers::transport::client::shared().unwrap();
                     let _ = client.get(back).send().await;
                 });
             }

@@ -38,7 +38,7 @@ impl ProxyStreamFn {
     async fn fetch_models(&self, url: &str) -> Result<ModelList, String> {
         let mut options = pi_types::StreamOptions::default();
         self.fill_client(&mut options);
-        let client = pi_providers::client::of_options(&options)?;
+        let client = pi_providers::transport::client::of_options(&options)?;
         let response = client
             .get(url)
             .header(reqwest::header::AUTHORIZATION, format!("Bearer {}", self.token))

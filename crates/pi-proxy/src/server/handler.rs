@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
-use pi_providers::pi_messages::PiMessagesEvent;
+use pi_providers::api::pi_messages::PiMessagesEvent;
 use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};

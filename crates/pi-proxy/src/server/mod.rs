@@ -1,5 +1,5 @@
 //! The proxy server (feature `server`): `POST /api/stream`, `POST /messages` (also
-//! `/v1/messages`: pi-ai's `pi-messages` API, see [`pi_providers::pi_messages`]), `GET
+//! `/v1/messages`: pi-ai's `pi-messages` API, see [`pi_providers::api::pi_messages`]), `GET
 //! /api/models` (the served models, [`crate::wire::ModelList`]) and `GET /healthz`.
 //!
 //! Protocol: see [`crate::wire`]; the pi-messages routes take the model by id (`provider/id`

@@ -7,7 +7,7 @@ use subtle::ConstantTimeEq;
 
 use super::{ServerConfig, FORBIDDEN_HEADERS};
 use crate::wire::{ProxyContext, ProxyRequest};
-use pi_providers::pi_messages::PiMessagesOptions;
+use pi_providers::api::pi_messages::PiMessagesOptions;
 
 /// Why a request is refused: the status and the `error` text.
 #[derive(Debug, PartialEq, Eq)]

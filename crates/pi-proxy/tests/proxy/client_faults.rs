@@ -123,7 +123,7 @@ async fn the_request_goes_through_the_users_client() {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert("x-users-client", reqwest::header::HeaderValue::from_static("yes"));
     let users = reqwest::Client::builder().default_headers(headers).build().expect("client");
-    let with_client = StreamOptions { http_client: Some(pi_providers::client::handle(users)), ..options() };
+    let with_client = StreamOptions { http_client: Some(pi_providers::transport::client::handle(users)), ..options() };
     assert_complete(&run(&server.url, with_client).await);
     assert!(server.heads.lock().expect("heads").iter().any(|h| h.contains("x-users-client: yes")));
 
@@ -146,7 +146,7 @@ async fn the_proxy_clients_own_client_carries_requests_unless_the_request_names_
     let message = proxy.stream(&model(), context(), options()).result().await;
     assert_complete(&message.expect("a message"));
     let per_request =
-        StreamOptions { http_client: Some(pi_providers::client::handle(tagged("requests"))), ..options() };
+        StreamOptions { http_client: Some(pi_providers::transport::client::handle(tagged("requests"))), ..options() };
     assert_complete(&proxy.stream(&model(), context(), per_request).result().await.expect("a message"));
     let heads = server.heads.lock().expect("heads").clone();
     let tags: Vec<&str> = heads

@@ -2,7 +2,7 @@
 //! `pi-messages` adapter: the same upstream streams the same events through either protocol.
 
 use futures::StreamExt;
-use pi_providers::pi_messages::PiMessages;
+use pi_providers::api::pi_messages::PiMessages;
 use pi_proxy::ProxyStreamFn;
 use pi_types::{CancellationToken, Model, StopReason, StreamFn, StreamOptions};
 use serde_json::Value;
@@ -12,7 +12,7 @@ use crate::support::{collect, config_with, faux, faux_provider, Stall, TestServe
 
 /// The client's view of a served model: pi-messages at the server, the model by id.
 fn client_model(served: &Model, base_url: &str) -> Model {
-    Model { api: pi_providers::pi_messages::API.into(), base_url: base_url.into(), ..served.clone() }
+    Model { api: pi_providers::api::pi_messages::API.into(), base_url: base_url.into(), ..served.clone() }
 }
 
 fn options(token: &str) -> StreamOptions {

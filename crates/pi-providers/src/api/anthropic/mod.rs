@@ -700,7 +700,7 @@ impl BlockState {
             }
             Some("message_delta") => {
                 let delta = event.get("delta");
-                if let Some(reason) = delta.and_then(|d| d.get("stop_reason")).filter(|r| http::truthy(r)) {
+                if let Some(reason) = delta.and_then(|d| d.get("stop_reason")).filter(|r| js_json::truthy(r)) {
                     let reason = reason.as_str().map_or_else(|| js_json::stringify(reason), str::to_owned);
                     let (stop, error) = map_stop_reason(&reason, delta.and_then(|d| d.get("stop_details")))?;
                     let mut m = out.metadata_mut();
@@ -711,7 +711,7 @@ impl BlockState {
                     }
                 }
                 let mut m = out.metadata_mut();
-                if let Some(usage) = event.get("usage").filter(|u| http::truthy(u)) {
+                if let Some(usage) = event.get("usage").filter(|u| js_json::truthy(u)) {
                     if let Some(v) = present_count(usage.get("input_tokens")) {
                         m.usage.input = v;
                     }

@@ -110,7 +110,7 @@ fn supports_mid_convo_system_messages(model: &Model) -> bool {
 }
 
 fn compat_flag(model: &Model, key: &str) -> bool {
-    model.compat.as_ref().and_then(|c| c.get(key)).is_some_and(http::truthy)
+    model.compat.as_ref().and_then(|c| c.get(key)).is_some_and(js_json::truthy)
 }
 
 /// The request's output limit, reasoning fields and tool choice: what `streamSimple` derives
@@ -474,13 +474,13 @@ impl Chunks {
                 }
             }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| http::truthy(u)) {
+        if let Some(usage) = chunk.get("usage").filter(|u| js_json::truthy(u)) {
             out.metadata_mut().usage = parse_usage(usage, model);
         }
-        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)).filter(|c| http::truthy(c)) else {
+        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)).filter(|c| js_json::truthy(c)) else {
             return Ok(());
         };
-        if let Some(reason) = choice.get("finish_reason").filter(|r| http::truthy(r)) {
+        if let Some(reason) = choice.get("finish_reason").filter(|r| js_json::truthy(r)) {
             let reason = js_string(reason);
             let (stop, error) = map_stop_reason(&reason);
             let mut m = out.metadata_mut();
@@ -514,7 +514,7 @@ impl Chunks {
                     self.tool_call(out, &Value::Bool(true)).await?;
                 }
             }
-            Some(value) if http::truthy(value) => return Err(Stop::error("toolCalls is not iterable")),
+            Some(value) if js_json::truthy(value) => return Err(Stop::error("toolCalls is not iterable")),
             _ => {}
         }
         Ok(())
@@ -632,7 +632,7 @@ impl Chunks {
         let Some(function) = function else { return Err(missing(call.get("function"), "arguments")) };
         let arguments = match function.get("arguments") {
             Some(Value::String(text)) => text.clone(),
-            Some(value) if http::truthy(value) => js_json::stringify(value),
+            Some(value) if js_json::truthy(value) => js_json::stringify(value),
             _ => "{}".to_owned(),
         };
         out.tool_call_delta(index, arguments).await.map_err(Stop::from)

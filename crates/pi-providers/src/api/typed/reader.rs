@@ -10,8 +10,8 @@
 //! [`MAX_DEPTH`].
 //!
 //! Why not serde_json: for the events of a stream (objects of 60–300 bytes) its typed decode
-//! cost about 2,600 instructions per event, 45% of an Anthropic delta's whole way from socket to
-//! listener; this reader takes a fraction of that (docs/performance.md, "Decoding an event").
+//! was the largest part of a delta's whole way from socket to listener; this reader takes a
+//! fraction of that (docs/performance.md, "Decoding an event").
 //! sonic-rs and jiter were no faster on objects of this size.
 
 use std::borrow::Cow;

@@ -952,7 +952,7 @@ async fn handle_chunk(
             let thinking = part.get("thought") == Some(&Value::Bool(true));
             text_part(out, current, merged, &text, thinking, signature).await?;
         }
-        if let Some(call) = part.get("functionCall").filter(|c| http::truthy(c)) {
+        if let Some(call) = part.get("functionCall").filter(|c| js_json::truthy(c)) {
             if let Some(index) = streamed_call(out, *current) {
                 if continues_call(call) {
                     // A piece of the open streamed call: merge its arguments; the call ends
@@ -1023,7 +1023,7 @@ async fn handle_chunk(
             m.stop_reason = StopReason::ToolUse;
         }
     }
-    if let Some(usage) = chunk.get("usageMetadata").filter(|u| http::truthy(u)) {
+    if let Some(usage) = chunk.get("usageMetadata").filter(|u| js_json::truthy(u)) {
         let prompt = count(usage.get("promptTokenCount"));
         let cached = count(usage.get("cachedContentTokenCount"));
         let thoughts = count(usage.get("thoughtsTokenCount"));

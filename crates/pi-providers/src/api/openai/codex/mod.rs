@@ -276,9 +276,9 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
         "Request failed".to_owned()
     };
     let Ok(parsed) = js_json::parse(&raw) else { return fallback };
-    let Some(error) = parsed.get("error").filter(|e| http::truthy(e)) else { return fallback };
+    let Some(error) = parsed.get("error").filter(|e| js_json::truthy(e)) else { return fallback };
     let text = |v: Option<&Value>| -> Option<String> {
-        v.filter(|v| http::truthy(v)).map(|v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned))
+        v.filter(|v| js_json::truthy(v)).map(|v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned))
     };
     let code = text(error.get("code")).or_else(|| text(error.get("type"))).unwrap_or_default();
     let lower = code.to_lowercase();
@@ -286,13 +286,13 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
     if ["usage_limit_reached", "usage_not_included", "rate_limit_exceeded"].iter().any(|c| lower.contains(c))
         || status == 429
     {
-        let plan = match error.get("plan_type").filter(|p| http::truthy(p)) {
+        let plan = match error.get("plan_type").filter(|p| js_json::truthy(p)) {
             None => String::new(),
             Some(Value::String(plan)) => format!(" ({} plan)", plan.to_lowercase()),
             // The reference's `toLowerCase` throws on anything else: the raw body stays.
             Some(_) => return fallback,
         };
-        let when = match error.get("resets_at").filter(|r| http::truthy(r)) {
+        let when = match error.get("resets_at").filter(|r| js_json::truthy(r)) {
             None => String::new(),
             Some(at) => {
                 let at = match at {
@@ -603,7 +603,7 @@ async fn read_stream(
                     let error = event.get("response").and_then(|r| r.get("error"));
                     let message = error
                         .and_then(|e| e.get("message"))
-                        .filter(|m| http::truthy(m))
+                        .filter(|m| js_json::truthy(m))
                         .map(|m| m.as_str().map_or_else(|| js_json::stringify(m), str::to_owned))
                         .unwrap_or_else(|| "Codex response failed".to_owned());
                     return Err(Stop::error(message));

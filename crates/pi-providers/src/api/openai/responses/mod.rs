@@ -853,7 +853,7 @@ pub(crate) async fn send_and_stream(
                     let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
                     return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
                 }
-                if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
                     return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
                 }
                 adapter_support::on_event(options, model, &data).await;
@@ -909,8 +909,8 @@ struct Slot {
 }
 
 /// The open output items by the text of their `output_index`, with the one looked up last
-/// remembered: deltas come item by item, and a SipHash lookup per delta cost about 90
-/// instructions.
+/// remembered: deltas come item by item, so one comparison replaces a SipHash lookup per
+/// delta.
 #[derive(Default)]
 struct Slots {
     by_key: HashMap<String, Slot>,
@@ -1341,10 +1341,10 @@ impl ResponsesState {
                 let response = event.get("response");
                 out.metadata_mut().raw_stop_reason =
                     (response.and_then(|r| r.get("status")).and_then(Value::as_str).map(str::to_owned)).map(Into::into);
-                let error = response.and_then(|r| r.get("error")).filter(|e| http::truthy(e));
+                let error = response.and_then(|r| r.get("error")).filter(|e| js_json::truthy(e));
                 let details = response.and_then(|r| r.get("incomplete_details"));
                 let text_of = |v: Option<&Value>, default: &str| {
-                    v.filter(|v| http::truthy(v)).map_or_else(
+                    v.filter(|v| js_json::truthy(v)).map_or_else(
                         || default.to_owned(),
                         |v| v.as_str().map_or_else(|| js_json::stringify(v), str::to_owned),
                     )
@@ -1355,7 +1355,7 @@ impl ResponsesState {
                         text_of(error.get("code"), "unknown"),
                         text_of(error.get("message"), "no message")
                     )
-                } else if let Some(reason) = details.and_then(|d| d.get("reason")).filter(|r| http::truthy(r)) {
+                } else if let Some(reason) = details.and_then(|d| d.get("reason")).filter(|r| js_json::truthy(r)) {
                     format!("incomplete: {}", text_of(Some(reason), ""))
                 } else {
                     "Unknown error (no error details in response)".to_owned()
@@ -1379,7 +1379,7 @@ impl ResponsesState {
             if item.get("type").and_then(Value::as_str) != Some("reasoning") {
                 continue;
             }
-            let Some(encrypted) = item.get("encrypted_content").filter(|e| http::truthy(e)) else { continue };
+            let Some(encrypted) = item.get("encrypted_content").filter(|e| js_json::truthy(e)) else { continue };
             let Some(index) = item.get("id").and_then(Value::as_str).and_then(|id| self.reasoning_by_id.get(id)) else {
                 continue;
             };
@@ -1387,7 +1387,7 @@ impl ResponsesState {
                 let Some(stored) = block.thinking_signature.as_deref().and_then(|s| js_json::parse(s).ok()) else {
                     continue;
                 };
-                if stored.get("encrypted_content").is_some_and(http::truthy) {
+                if stored.get("encrypted_content").is_some_and(js_json::truthy) {
                     continue;
                 }
                 let mut stored = stored.as_object().cloned().unwrap_or_default();
@@ -1400,7 +1400,7 @@ impl ResponsesState {
         if let Some(id) = response.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             m.response_id = Some(id.to_owned().into());
         }
-        if let Some(usage) = response.get("usage").filter(|u| http::truthy(u)) {
+        if let Some(usage) = response.get("usage").filter(|u| js_json::truthy(u)) {
             let details = usage.get("input_tokens_details");
             let cached = n(details.and_then(|d| d.get("cached_tokens")));
             let written = n(details.and_then(|d| d.get("cache_write_tokens")));
