@@ -324,6 +324,8 @@ impl Provider {
 pub struct Models {
     providers: RwLock<IndexMap<String, Arc<Provider>>>,
     http_client: RwLock<Option<HttpClientHandle>>,
+    #[cfg(feature = "http")]
+    authenticator: RwLock<Option<Arc<crate::auth::Authenticator>>>,
 }
 
 impl Models {
@@ -358,6 +360,41 @@ impl Models {
         if let Ok(mut slot) = self.http_client.write() {
             *slot = client.map(crate::transport::client::handle);
         }
+    }
+
+    /// Take credentials from `store` first, with every sign-in of this crate
+    /// ([`Authenticator::with_builtin_flows`](crate::auth::Authenticator::with_builtin_flows)):
+    /// see [`Models::set_authenticator`].
+    #[cfg(feature = "http")]
+    pub fn with_credentials(self, store: Arc<dyn crate::auth::CredentialStore>) -> Self {
+        self.set_authenticator(Some(Arc::new(crate::auth::Authenticator::with_builtin_flows(store))));
+        self
+    }
+
+    /// Take credentials from `authenticator` first: see [`Models::set_authenticator`].
+    #[cfg(feature = "http")]
+    pub fn with_authenticator(self, authenticator: Arc<crate::auth::Authenticator>) -> Self {
+        self.set_authenticator(Some(authenticator));
+        self
+    }
+
+    /// Set or (`None`) clear where stored credentials come from. With one, a request to a
+    /// provider whose key is found at request time ([`Auth::Env`], [`Auth::Resolver`]) and not
+    /// given in the options uses the provider's stored credential when there is one (refreshing
+    /// an OAuth token that expires within five minutes, and once more after a 401), and the
+    /// provider's own source only when nothing is stored: the reference's `getAuth` precedence,
+    /// detailed in `docs/auth.md`.
+    #[cfg(feature = "http")]
+    pub fn set_authenticator(&self, authenticator: Option<Arc<crate::auth::Authenticator>>) {
+        if let Ok(mut slot) = self.authenticator.write() {
+            *slot = authenticator;
+        }
+    }
+
+    /// Where stored credentials come from, if set.
+    #[cfg(feature = "http")]
+    pub fn authenticator(&self) -> Option<Arc<crate::auth::Authenticator>> {
+        self.authenticator.read().ok()?.clone()
     }
 
     /// Add or replace a provider.
@@ -437,6 +474,18 @@ impl Models {
             options.api_key = Some(key.clone());
             return adapter.stream(model, context, options);
         }
+        #[cfg(feature = "http")]
+        if let Some(authenticator) = self.authenticator() {
+            let model = model.clone();
+            return AssistantMessageEventStream::deferred(stream_authorized(
+                authenticator,
+                provider,
+                adapter,
+                model,
+                context,
+                options,
+            ));
+        }
         // The key is resolved before the request goes; the adapter's stream is then this
         // stream, so its events are handed over as directly as with a key given up front.
         let model = model.clone();
@@ -451,9 +500,10 @@ impl Models {
         })
     }
 
-    /// The options of a one-shot request (classify, generate images) for `model`: the
-    /// provider's key and client filled in as for a stream. `Err` when the provider is unknown
-    /// or has no key where it reads one from the environment.
+    /// The options of a one-shot request (classify, generate images): the
+    /// provider's key (stored credential first, as for a stream, without the retry after a 401)
+    /// and client filled in; a credential's own base URL is not used here (no classifier or
+    /// image provider has one). `Err` when the provider is unknown or not configured.
     #[cfg(feature = "http")]
     pub(crate) async fn one_shot_options(
         &self,
@@ -466,8 +516,18 @@ impl Models {
         if options.http_client.is_none() {
             options.http_client = provider.http_client.clone().or_else(|| self.http_client.read().ok()?.clone());
         }
+        let mut model = model.clone();
+        if options.api_key.is_none() && !matches!(provider.auth, Auth::None | Auth::ApiKey(_)) {
+            if let Some(authenticator) = self.authenticator() {
+                let stored =
+                    crate::auth::request::apply_stored(&authenticator, &provider.id, &mut model, &mut options).await?;
+                if matches!(stored, crate::auth::request::Stored::Applied(_)) {
+                    return Ok(options);
+                }
+            }
+        }
         if options.api_key.is_none() {
-            options.api_key = provider.resolve_key(model, &options).await.map_err(|e| e.to_string())?;
+            options.api_key = provider.resolve_key(&model, &options).await.map_err(|e| e.to_string())?;
             if options.api_key.is_none() && matches!(provider.auth, Auth::Env(_)) {
                 return Err(format!("Provider is not configured: {}", model.provider));
             }
@@ -488,6 +548,36 @@ impl Models {
         options: StreamOptions,
     ) -> Option<AssistantMessage> {
         self.complete(model, context, options).await
+    }
+}
+
+/// A request to `provider` with its stored credential (see [`crate::auth::request`]), else its
+/// own key source.
+#[cfg(feature = "http")]
+async fn stream_authorized(
+    authenticator: Arc<crate::auth::Authenticator>,
+    provider: Arc<Provider>,
+    adapter: Arc<dyn StreamFn>,
+    mut model: Model,
+    context: TranscriptContext,
+    mut options: StreamOptions,
+) -> AssistantMessageEventStream {
+    use crate::auth::request::{apply_stored, stream_retrying, Retry, Stored};
+    let unauthorized = (model.clone(), options.clone());
+    match apply_stored(&authenticator, &provider.id, &mut model, &mut options).await {
+        Ok(Stored::Applied(Some(rejected))) => {
+            let retry = Retry { authenticator, provider_id: provider.id.clone(), rejected, unauthorized };
+            stream_retrying(adapter, model, context, options, retry)
+        }
+        Ok(Stored::Applied(None)) => adapter.stream(&model, context, options),
+        Ok(Stored::Absent | Stored::EnvOnly) => match provider.resolve_key(&model, &options).await {
+            Ok(key) => {
+                options.api_key = key;
+                adapter.stream(&model, context, options)
+            }
+            Err(error) => failed_stream(&model, error.to_string()),
+        },
+        Err(error) => failed_stream(&model, error),
     }
 }
 

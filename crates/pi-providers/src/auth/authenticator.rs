@@ -206,6 +206,49 @@ impl Authenticator {
         })
     }
 
+    /// Refresh the stored OAuth credential because the provider rejected `rejected` (an answer
+    /// 401 to a request sent with it), whatever its expiry says. Under the store's lock: when
+    /// the stored token is no longer `rejected` (another request refreshed it meanwhile) that
+    /// one is used as it is. The credential stored afterwards; `None` when logged out meanwhile
+    /// or the provider has no flow.
+    pub async fn refresh_rejected(
+        &self,
+        provider_id: &str,
+        rejected: &Secret,
+    ) -> Result<Option<OAuthCredential>, AuthError> {
+        let Some(flow) = self.flows.get(provider_id).cloned() else { return Ok(None) };
+        let provider = provider_id.to_owned();
+        let rejected = rejected.clone();
+        let post = self
+            .store
+            .modify(
+                provider_id,
+                Box::new(move |current| {
+                    Box::pin(async move {
+                        let Some(Credential::OAuth(current)) = current else { return Ok(None) };
+                        if current.access != rejected {
+                            return Ok(None);
+                        }
+                        let fresh = tokio::time::timeout(REFRESH_TIMEOUT, flow.refresh(&current))
+                            .await
+                            .unwrap_or_else(|_| Err("The operation was aborted due to timeout".into()))
+                            .map_err(|reason| AuthError::Refresh { provider, reason: scrub(reason, &current) })?;
+                        Ok(Some(Credential::OAuth(fresh)))
+                    })
+                }),
+            )
+            .await?;
+        Ok(match post {
+            Some(Credential::OAuth(credential)) => Some(credential),
+            _ => None,
+        })
+    }
+
+    /// The flow of `provider_id`, if it signs in with OAuth.
+    pub fn flow(&self, provider_id: &str) -> Option<&Arc<dyn OAuthFlow>> {
+        self.flows.get(provider_id)
+    }
+
     /// Whether `provider_id` is usable and from where, without refreshing or resolving.
     pub fn check_auth(&self, provider_id: &str) -> Result<Option<AuthCheck>, AuthError> {
         Ok(match self.store.read(provider_id)? {

@@ -22,6 +22,7 @@ mod callback;
 mod credential;
 mod interaction;
 mod pkce;
+pub(crate) mod request;
 mod store;
 mod web;
 
