@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig, MessageList};
+use pi_loop::{AgentContext, AgentEventSink, Delivery, EventInfo, LoopConfig, MessageList, SetHooks};
 use pi_types::transcript::{current_system_message, initial_system_message_of, to_tool_declaration};
 use pi_types::CancellationToken;
 use pi_types::{

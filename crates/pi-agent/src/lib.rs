@@ -20,8 +20,8 @@
 //! * **Queues** — [`Agent::steer`] and [`Agent::follow_up`], drained per [`QueueMode`].
 //! * **Stream function** — the reference falls back to a process-wide default stream
 //!   function; Rust has no such global, so [`AgentOptions::new`] takes one explicitly.
-//! * **Hooks** — set on [`AgentOptions`] with builder methods taking ordinary closures
-//!   (`.before_tool_call(|ctx, cancel| ...)`); they are the loop's [`pi_loop::Hooks`].
+//! * **Hooks** — set on [`AgentOptions`] with the setters of [`SetHooks`], taking ordinary
+//!   closures (`.before_tool_call(|ctx, cancel| ...)`); they are the loop's [`pi_loop::Hooks`].
 //! * **Sessions** — a [`Session`] keeps the transcript in a [`SessionStore`] (by default a
 //!   [`FileStore`]: one JSON message per line), appended as messages end, with optimistic
 //!   concurrency between workers; [`SavedSession::resume`] continues it after a restart.
@@ -246,6 +246,8 @@ pub use store::{SessionStore, SessionSummary, SessionWrite, StoredSession};
 pub use usage::{UsageTotal, UsageTotals};
 
 pub use pi_loop;
+/// The hook setters of [`AgentOptions`] (`before_tool_call`, `finish_turn`, ...), from pi-loop.
+pub use pi_loop::SetHooks;
 pub use pi_types;
 pub use pi_types::CancellationToken;
 pub use schemars;

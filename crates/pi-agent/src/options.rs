@@ -1,24 +1,18 @@
 //! Construction options of an [`crate::Agent`]: initial state, stream function, hooks and
 //! request settings.
 
-use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use pi_loop::{
-    AfterToolCallContext, AfterToolCallResult, BeforeToolCallContext, BeforeToolCallResult, HookResult, Hooks,
-    RequestContext, RequestUpdate, TurnContext, TurnDecision, TurnUpdate,
-};
-use pi_types::CancellationToken;
+use pi_loop::{HookFns, Hooks, SetHooks};
 use pi_types::{
-    AgentMessage, AgentTool, ApiOptions, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
-    ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
+    AgentMessage, AgentTool, ApiOptions, ClientIdentity, InputModality, Model, StreamFn, ThinkingBudgets,
+    ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::retry::RetryPolicy;
 use crate::usage::UsageTotal;
-use serde_json::Value;
 
 /// How a steering or follow-up queue hands out its messages at each poll.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,13 +96,13 @@ pub fn default_model() -> Model {
 ///
 /// Rust has no process-wide default stream function: [`AgentOptions::new`] takes one
 /// explicitly (a provider registry, a single provider, or a scripted provider in tests).
-/// The hooks are set with the builder methods, which take ordinary closures (see
-/// [`pi_loop::Hooks`] for how hooks see the run), or all at once with
+/// The hooks are set with the setters of [`SetHooks`](pi_loop::SetHooks), which take ordinary
+/// closures (see [`pi_loop::Hooks`] for how hooks see the run), or all at once with
 /// [`AgentOptions::with_hooks`].
 ///
 /// ```
 /// use std::sync::Arc;
-/// use pi_agent::{Agent, AgentOptions};
+/// use pi_agent::{Agent, AgentOptions, SetHooks};
 /// use pi_agent::pi_types::StopReason;
 /// use pi_agent::pi_loop::BeforeToolCallResult;
 /// use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
@@ -235,112 +229,6 @@ impl AgentOptions {
         self
     }
 
-    fn map_hooks(mut self, set: impl FnOnce(Hooks) -> Hooks) -> Self {
-        self.hooks = set(std::mem::take(&mut self.hooks));
-        self
-    }
-
-    /// Set `convert_to_llm` ([`Hooks::convert_to_llm`]).
-    pub fn convert_to_llm<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&[AgentMessage]) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Vec<Message>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.convert_to_llm(hook))
-    }
-
-    /// Set `transform_context` ([`Hooks::transform_context`]).
-    pub fn transform_context<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&[AgentMessage], CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Vec<AgentMessage>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.transform_context(hook))
-    }
-
-    /// Set `get_api_key` ([`Hooks::get_api_key`]).
-    pub fn get_api_key<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(String) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<String>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.get_api_key(hook))
-    }
-
-    /// Set `finish_turn` ([`Hooks::finish_turn`]).
-    pub fn finish_turn<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<TurnDecision>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.finish_turn(hook))
-    }
-
-    /// Set `prepare_request` ([`Hooks::prepare_request`]).
-    pub fn prepare_request<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&RequestContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<RequestUpdate>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.prepare_request(hook))
-    }
-
-    /// Set `prepare_next_turn` ([`Hooks::prepare_next_turn`]; the reference's
-    /// `prepareNextTurnWithContext`, and its `prepareNextTurn` when the turn is not read). A
-    /// run looks the hook up in the agent's options each time it prepares a turn.
-    pub fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<TurnUpdate>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.prepare_next_turn(hook))
-    }
-
-    /// Set `before_tool_call` ([`Hooks::before_tool_call`]).
-    pub fn before_tool_call<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&BeforeToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<BeforeToolCallResult>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.before_tool_call(hook))
-    }
-
-    /// Set `after_tool_call` ([`Hooks::after_tool_call`]).
-    pub fn after_tool_call<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&AfterToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<AfterToolCallResult>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.after_tool_call(hook))
-    }
-
-    /// Set `on_payload` ([`Hooks::on_payload`]).
-    pub fn on_payload<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Option<Value>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_payload(hook))
-    }
-
-    /// Set `on_response` ([`Hooks::on_response`]).
-    pub fn on_response<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&ProviderResponse, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_response(hook))
-    }
-
-    /// Set `on_provider_stream_event` ([`Hooks::on_provider_stream_event`]).
-    pub fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_provider_stream_event(hook))
-    }
-
     /// Set the system prompt.
     pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.initial_state.system_prompt = Some(prompt.into());
@@ -410,6 +298,13 @@ impl AgentOptions {
     /// Set the session id.
     pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = Some(session_id.into());
+        self
+    }
+}
+
+impl SetHooks for AgentOptions {
+    fn set_hook(mut self, set: impl FnOnce(&mut HookFns)) -> Self {
+        self.hooks = std::mem::take(&mut self.hooks).set_hook(set);
         self
     }
 }

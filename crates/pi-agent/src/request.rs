@@ -3,7 +3,7 @@
 //!
 //! Every request of the agent's runs gets them in its [`StreamOptions`]; the built-in
 //! providers honour each one (the client through [`StreamOptions::http_client`], a
-//! `pi_providers::client::handle` of a `reqwest::Client`). Unset, a request has the
+//! `pi_providers::transport::client::handle` of a `reqwest::Client`). Unset, a request has the
 //! provider's defaults: the process-wide client, the 300 s limits, the provider's key.
 //!
 //! The key: a [`KeySource`] sets [`StreamOptions::api_key`] when a run starts (an environment
@@ -90,8 +90,8 @@ impl RequestSettings {
 }
 
 impl AgentOptions {
-    /// Send every request through `client`, e.g. `pi_providers::client::handle(reqwest_client)`
-    /// (a client of `pi_providers::client::builder()` keeps its safe defaults: no redirects, no
+    /// Send every request through `client`, e.g. `pi_providers::transport::client::handle(reqwest_client)`
+    /// (a client of `pi_providers::transport::client::builder()` keeps its safe defaults: no redirects, no
     /// environment proxy).
     pub fn with_http_client(mut self, client: HttpClientHandle) -> Self {
         self.request.http_client = Some(client);
@@ -122,7 +122,7 @@ impl AgentOptions {
     ///     .with_key_source(KeySource::Env("MY_SERVER_KEY".into()))
     ///     .with_request_header("x-team", Some("search".into()))
     ///     .with_timeouts(Some(30_000), Some(60_000))
-    ///     .with_http_client(pi_providers::client::handle(pi_providers::client::builder().build().unwrap()));
+    ///     .with_http_client(pi_providers::transport::client::handle(pi_providers::transport::client::builder().build().unwrap()));
     /// assert_eq!(options.request.timeout_ms, Some(30_000));
     /// assert!(!format!("{:?}", KeySource::Key("sk-secret".into())).contains("sk-secret"));
     /// ```

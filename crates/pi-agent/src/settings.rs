@@ -103,6 +103,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pi_loop::SetHooks;
 
     fn never(
         _model: &pi_types::Model,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pi_agent::{Agent, AgentError, AgentOptions, QueueMode};
+use pi_agent::{Agent, AgentError, AgentOptions, QueueMode, SetHooks};
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxProvider, FauxResponse};
 use pi_types::{AgentEvent, AgentMessage, AgentTool, AgentToolResult, FnTool, StopReason, Tool, ToolSpec, UserMessage};
 use serde_json::{json, Map, Value};

@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use pi_agent::{Agent, AgentOptions, StreamingMessage};
+use pi_agent::{Agent, AgentOptions, SetHooks, StreamingMessage};
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
 use pi_types::{AgentEvent, AgentToolResult, AssistantContent, FnTool, StopReason, Tool, ToolSpec};
 use serde_json::{json, Map, Value};

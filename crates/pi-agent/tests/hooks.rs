@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use pi_agent::{Agent, AgentOptions};
+use pi_agent::{Agent, AgentOptions, SetHooks};
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxProvider, FauxResponse};
 use pi_types::{
     AgentEvent, AgentToolResult, AssistantMessageEventStream, FnTool, Model, StopReason, StreamFn, StreamOptions, Tool,

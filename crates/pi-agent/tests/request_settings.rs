@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pi_agent::{Agent, AgentOptions, KeySource};
+use pi_providers::api::openai::completions as openai_completions;
 use pi_providers::reqwest::header::{HeaderMap, HeaderValue};
-use pi_providers::{client, openai_completions, Auth, Models, Provider};
+use pi_providers::transport::client;
+use pi_providers::{Auth, Models, Provider};
 use pi_types::{AgentMessage, Model};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use pi_agent::{Agent, AgentOptions, RetryEvent, RetryPolicy};
-use pi_providers::{openai_completions, Auth, Models, Provider};
+use pi_providers::api::openai::completions as openai_completions;
+use pi_providers::{Auth, Models, Provider};
 use pi_types::{AgentMessage, Model};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;

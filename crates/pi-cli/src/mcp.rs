@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::Args;
 use pi_agent::pi_loop::{AgentContext, HookResult, TurnContext, TurnUpdate};
-use pi_agent::{Agent, CancellationToken};
+use pi_agent::{Agent, CancellationToken, SetHooks};
 use pi_mcp::{McpHub, ServerConfig, ServerStatus};
 use pi_types::AgentTool;
 

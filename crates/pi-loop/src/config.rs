@@ -4,21 +4,17 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use pi_types::CancellationToken;
 use pi_types::{AgentMessage, Model, StreamFn, StreamOptions, ToolExecutionMode};
-use pi_types::{Message, ProviderResponse};
-use serde_json::Value;
 
-use crate::context::*;
-use crate::hooks::{message_source, HookFns, HookResult, Hooks, MessageSourceFn};
+use crate::hooks::{message_source, HookFns, Hooks, MessageSourceFn, SetHooks};
 
 /// Configuration of one run (the reference's `AgentLoopConfig`): built with [`LoopConfig::new`]
-/// and the builder methods, which take ordinary closures (see [`Hooks`] for how hooks see the
-/// run).
+/// and the builder methods; its hooks with the setters of [`SetHooks`], which take ordinary
+/// closures (see [`Hooks`] for how hooks see the run).
 ///
 /// ```
 /// use std::sync::Arc;
-/// use pi_loop::{run_agent_loop, AgentContext, LoopConfig, NullSink, TurnUpdate};
+/// use pi_loop::{run_agent_loop, AgentContext, LoopConfig, NullSink, SetHooks, TurnUpdate};
 /// use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
 /// use pi_types::{AgentMessage, StopReason, UserMessage};
 ///
@@ -116,11 +112,6 @@ impl LoopConfig {
         self
     }
 
-    fn map_hooks(mut self, set: impl FnOnce(Hooks) -> Hooks) -> Self {
-        self.hooks = set(std::mem::take(&mut self.hooks));
-        self
-    }
-
     /// `getSteeringMessages`: messages typed while the agent works, polled at each turn
     /// boundary (must not fail).
     pub fn get_steering_messages<F, Fut>(mut self, source: F) -> Self
@@ -141,112 +132,12 @@ impl LoopConfig {
         self.get_follow_up_messages = Some(message_source(source));
         self
     }
+}
 
-    /// Set `convert_to_llm` ([`Hooks::convert_to_llm`]).
-    pub fn convert_to_llm<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&[AgentMessage]) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Vec<Message>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.convert_to_llm(hook))
-    }
-
-    /// Set `transform_context` ([`Hooks::transform_context`]).
-    pub fn transform_context<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&[AgentMessage], CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Vec<AgentMessage>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.transform_context(hook))
-    }
-
-    /// Set `get_api_key` ([`Hooks::get_api_key`]).
-    pub fn get_api_key<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(String) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<String>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.get_api_key(hook))
-    }
-
-    /// Set `finish_turn` ([`Hooks::finish_turn`]).
-    pub fn finish_turn<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<TurnDecision>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.finish_turn(hook))
-    }
-
-    /// Set the older `shouldStopAfterTurn` ([`Hooks::should_stop_after_turn`]).
-    pub fn should_stop_after_turn<F>(self, should_stop: F) -> Self
-    where
-        F: Fn(&TurnContext<'_>) -> bool + Send + Sync + 'static,
-    {
-        self.map_hooks(|hooks| hooks.should_stop_after_turn(should_stop))
-    }
-
-    /// Set `prepare_request` ([`Hooks::prepare_request`]).
-    pub fn prepare_request<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&RequestContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<RequestUpdate>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.prepare_request(hook))
-    }
-
-    /// Set `prepare_next_turn` ([`Hooks::prepare_next_turn`]).
-    pub fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<TurnUpdate>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.prepare_next_turn(hook))
-    }
-
-    /// Set `before_tool_call` ([`Hooks::before_tool_call`]).
-    pub fn before_tool_call<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&BeforeToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<BeforeToolCallResult>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.before_tool_call(hook))
-    }
-
-    /// Set `after_tool_call` ([`Hooks::after_tool_call`]).
-    pub fn after_tool_call<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&AfterToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = HookResult<Option<AfterToolCallResult>>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.after_tool_call(hook))
-    }
-
-    /// Set `on_payload` ([`Hooks::on_payload`]).
-    pub fn on_payload<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Option<Value>> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_payload(hook))
-    }
-
-    /// Set `on_response` ([`Hooks::on_response`]).
-    pub fn on_response<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&ProviderResponse, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_response(hook))
-    }
-
-    /// Set `on_provider_stream_event` ([`Hooks::on_provider_stream_event`]).
-    pub fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
-    where
-        F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        self.map_hooks(|hooks| hooks.on_provider_stream_event(hook))
+impl SetHooks for LoopConfig {
+    fn set_hook(mut self, set: impl FnOnce(&mut HookFns)) -> Self {
+        self.hooks = std::mem::take(&mut self.hooks).set_hook(set);
+        self
     }
 }
 

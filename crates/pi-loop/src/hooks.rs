@@ -77,7 +77,7 @@ pub type MessageSourceFn = Arc<dyn Fn() -> BoxFuture<'static, Vec<AgentMessage>>
 /// below.
 ///
 /// ```
-/// use pi_loop::{BeforeToolCallResult, Hooks, TurnDecision};
+/// use pi_loop::{BeforeToolCallResult, Hooks, SetHooks, TurnDecision};
 ///
 /// let hooks = Hooks::new()
 ///     .before_tool_call(|ctx, _cancel| {
@@ -197,60 +197,69 @@ impl Hooks {
     pub fn fns(&self) -> &HookFns {
         self.fns.as_deref().unwrap_or(&NO_HOOKS)
     }
+}
 
-    /// Set one function (copying the others when this set shares them).
-    fn with(mut self, set: impl FnOnce(&mut HookFns)) -> Self {
-        set(Arc::make_mut(self.fns.get_or_insert_with(Arc::default)));
-        self
-    }
+/// The hook setters, written once for every configuration that holds [`Hooks`]: `Hooks`
+/// itself, [`LoopConfig`](crate::LoopConfig) and pi-agent's `AgentOptions`. A holder says only
+/// how its hook functions are changed ([`SetHooks::set_hook`]); each setter replaces one hook.
+///
+/// ```
+/// use pi_loop::{Hooks, SetHooks};
+///
+/// let hooks = Hooks::new().should_stop_after_turn(|turn| turn.message.stop_reason == pi_types::StopReason::Length);
+/// assert!(hooks.fns().finish_turn.is_some());
+/// ```
+pub trait SetHooks: Sized {
+    /// Change the holder's hook functions with `set`.
+    fn set_hook(self, set: impl FnOnce(&mut HookFns)) -> Self;
 
     /// `convert_to_llm`: the transcript → the provider messages of a request (replaces the
     /// default, which keeps `system`, `user`, `assistant` and `toolResult` messages).
-    pub fn convert_to_llm<F, Fut>(self, hook: F) -> Self
+    fn convert_to_llm<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&[AgentMessage]) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Vec<Message>>> + Send + 'static,
     {
         let hook: ConvertToLlmFn = Arc::new(move |messages| Box::pin(hook(messages)));
-        self.with(|fns| fns.convert_to_llm = Some(hook))
+        self.set_hook(|fns| fns.convert_to_llm = Some(hook))
     }
 
     /// `transform_context`: rewrites the transcript of each request before `convert_to_llm`
     /// (pruning, injection). Requests without it convert only their new messages.
-    pub fn transform_context<F, Fut>(self, hook: F) -> Self
+    fn transform_context<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&[AgentMessage], CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Vec<AgentMessage>>> + Send + 'static,
     {
         let hook: TransformContextFn = Arc::new(move |messages, cancel| Box::pin(hook(messages, cancel.clone())));
-        self.with(|fns| fns.transform_context = Some(hook))
+        self.set_hook(|fns| fns.transform_context = Some(hook))
     }
 
     /// `get_api_key`: the key of each request for a provider id; an empty or absent key falls
     /// back to the configured one.
-    pub fn get_api_key<F, Fut>(self, hook: F) -> Self
+    fn get_api_key<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(String) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<String>>> + Send + 'static,
     {
         let hook: GetApiKeyFn = Arc::new(move |provider| Box::pin(hook(provider)));
-        self.with(|fns| fns.get_api_key = Some(hook))
+        self.set_hook(|fns| fns.get_api_key = Some(hook))
     }
 
     /// `finish_turn`: decides after each turn, before `turn_end`, whether the run ends or
     /// makes one more request (`None`: as the loop would).
-    pub fn finish_turn<F, Fut>(self, hook: F) -> Self
+    fn finish_turn<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<TurnDecision>>> + Send + 'static,
     {
         let hook: FinishTurnFn = Arc::new(move |turn, cancel| Box::pin(hook(turn, cancel.clone())));
-        self.with(|fns| fns.finish_turn = Some(hook))
+        self.set_hook(|fns| fns.finish_turn = Some(hook))
     }
 
     /// The older `shouldStopAfterTurn` hook: `true` ends the run after the turn. A thin
-    /// convenience over [`Hooks::finish_turn`] (it replaces any `finish_turn`).
-    pub fn should_stop_after_turn<F>(self, should_stop: F) -> Self
+    /// convenience over [`SetHooks::finish_turn`] (it replaces any `finish_turn`).
+    fn should_stop_after_turn<F>(self, should_stop: F) -> Self
     where
         F: Fn(&TurnContext<'_>) -> bool + Send + Sync + 'static,
     {
@@ -259,78 +268,86 @@ impl Hooks {
 
     /// `prepare_request`: may replace the context, model or thinking level right before each
     /// request.
-    pub fn prepare_request<F, Fut>(self, hook: F) -> Self
+    fn prepare_request<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&RequestContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<RequestUpdate>>> + Send + 'static,
     {
         let hook: PrepareRequestFn = Arc::new(move |request, cancel| Box::pin(hook(request, cancel.clone())));
-        self.with(|fns| fns.prepare_request = Some(hook))
+        self.set_hook(|fns| fns.prepare_request = Some(hook))
     }
 
     /// `prepare_next_turn`: sees the completed turn at the start of the next one and may
     /// replace its context, model or thinking level, or add messages.
-    pub fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
+    fn prepare_next_turn<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&TurnContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<TurnUpdate>>> + Send + 'static,
     {
         let hook: PrepareNextTurnFn = Arc::new(move |turn, cancel| Box::pin(hook(turn, cancel.clone())));
-        self.with(|fns| fns.prepare_next_turn = Some(hook))
+        self.set_hook(|fns| fns.prepare_next_turn = Some(hook))
     }
 
     /// `before_tool_call`: runs before each tool executes (after validation) and may block it.
-    pub fn before_tool_call<F, Fut>(self, hook: F) -> Self
+    fn before_tool_call<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&BeforeToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<BeforeToolCallResult>>> + Send + 'static,
     {
         let hook: BeforeToolCallFn = Arc::new(move |ctx, cancel| Box::pin(hook(ctx, cancel.clone())));
-        self.with(|fns| fns.before_tool_call = Some(hook))
+        self.set_hook(|fns| fns.before_tool_call = Some(hook))
     }
 
     /// `after_tool_call`: runs after each tool executed and may override its result field by
     /// field.
-    pub fn after_tool_call<F, Fut>(self, hook: F) -> Self
+    fn after_tool_call<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&AfterToolCallContext<'_>, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = HookResult<Option<AfterToolCallResult>>> + Send + 'static,
     {
         let hook: AfterToolCallFn = Arc::new(move |ctx, cancel| Box::pin(hook(ctx, cancel.clone())));
-        self.with(|fns| fns.after_tool_call = Some(hook))
+        self.set_hook(|fns| fns.after_tool_call = Some(hook))
     }
 
     /// `onPayload`: sees each request's provider payload and may replace it (`Some`). Given to
     /// the stream function with the request's options (over the options' own).
-    pub fn on_payload<F, Fut>(self, hook: F) -> Self
+    fn on_payload<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Option<Value>> + Send + 'static,
     {
         let hook: OnPayload = Arc::new(move |payload, model| Box::pin(hook(payload, model)));
-        self.with(|fns| fns.on_payload = Some(hook))
+        self.set_hook(|fns| fns.on_payload = Some(hook))
     }
 
     /// `onResponse`: sees each HTTP response's status and headers before its body is read.
     /// Given to the stream function with the request's options (over the options' own).
-    pub fn on_response<F, Fut>(self, hook: F) -> Self
+    fn on_response<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&ProviderResponse, &Model) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let hook: OnResponse = Arc::new(move |response, model| Box::pin(hook(response, model)));
-        self.with(|fns| fns.on_response = Some(hook))
+        self.set_hook(|fns| fns.on_response = Some(hook))
     }
 
     /// `onProviderStreamEvent`: sees each raw provider stream event before normalization.
     /// Given to the stream function with the request's options (over the options' own).
-    pub fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
+    fn on_provider_stream_event<F, Fut>(self, hook: F) -> Self
     where
         F: Fn(&Value, &Model) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
         let hook: OnProviderStreamEvent = Arc::new(move |event, model| Box::pin(hook(event, model)));
-        self.with(|fns| fns.on_provider_stream_event = Some(hook))
+        self.set_hook(|fns| fns.on_provider_stream_event = Some(hook))
+    }
+}
+
+impl SetHooks for Hooks {
+    /// Set one function (copying the others when this set shares them).
+    fn set_hook(mut self, set: impl FnOnce(&mut HookFns)) -> Self {
+        set(Arc::make_mut(self.fns.get_or_insert_with(Arc::default)));
+        self
     }
 }
 

@@ -57,7 +57,7 @@ pub use context::{
 pub use error::LoopError;
 pub use hooks::{
     AfterToolCallFn, BeforeToolCallFn, ConvertToLlmFn, FinishTurnFn, GetApiKeyFn, HookFns, HookResult, Hooks,
-    MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, TransformContextFn,
+    MessageSourceFn, PrepareNextTurnFn, PrepareRequestFn, SetHooks, TransformContextFn,
 };
 pub use message_list::MessageList;
 pub use run::{declare_tool_changes, run_agent_loop, run_agent_loop_continue};

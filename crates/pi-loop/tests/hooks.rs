@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use pi_loop::{run_agent_loop, AgentContext, CancellationToken, LoopConfig, NullSink};
+use pi_loop::{run_agent_loop, AgentContext, CancellationToken, LoopConfig, NullSink, SetHooks};
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxProvider, FauxResponse};
 use pi_types::{
     AgentToolResult, AssistantMessageEventStream, FnTool, Model, StopReason, StreamFn, StreamOptions, Tool, ToolSpec,

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use pi_loop::{
     agent_loop, run_agent_loop, run_tool_call, AfterToolCallResult, AgentContext, AgentEventSink, BeforeToolCallResult,
-    FnSink, LoopConfig, LoopError, RunToolCallOptions, TurnDecision,
+    FnSink, LoopConfig, LoopError, RunToolCallOptions, SetHooks, TurnDecision,
 };
 use pi_providers::faux::{faux_assistant_message, faux_text, faux_tool_call, FauxOptions, FauxProvider, FauxResponse};
 use pi_types::CancellationToken;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use pi_loop::{AfterToolCallResult, AgentContext, BeforeToolCallResult, Hooks, TurnDecision, TurnUpdate};
+use pi_loop::{AfterToolCallResult, AgentContext, BeforeToolCallResult, Hooks, SetHooks, TurnDecision, TurnUpdate};
 use pi_providers::faux::{FauxOptions, FauxProvider, FauxResponse};
 use pi_types::{
     AgentEvent, AgentMessage, AgentTool, AssistantMessage, AssistantMessageEventStream, BoxError, Model, StreamFn,
