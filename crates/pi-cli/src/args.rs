@@ -62,8 +62,13 @@ pub enum Command {
     Chat,
     /// List the built-in models (all providers, or --provider ID): provider/model id, API,
     /// context window, output limit, price per million input/output tokens, and whether the
-    /// provider's credentials are set. With --json: the catalog as JSON.
-    Models,
+    /// provider's credentials are set. With --json: the catalog as JSON. --type classifier or
+    /// --type image lists the classifier or image-generation catalog instead.
+    Models {
+        /// Which catalog: chat (the default), classifier or image.
+        #[arg(long = "type", value_name = "TYPE", value_parser = ["chat", "classifier", "image"])]
+        kind: Option<String>,
+    },
     /// Sign in to a provider and keep its credential in $PI_AUTH_FILE or ~/.pi/agent/auth.json
     /// (owner-only): anthropic (Claude Pro/Max), openrouter and openai-codex (a ChatGPT plan)
     /// sign in with a browser or a device code; other providers ask for their API key.
@@ -383,7 +388,10 @@ mod tests {
             assert_eq!(cli.prompt_text().as_deref(), Some(prompt), "{args:?}");
         }
         assert!(matches!(run(&["chat"]).command, Some(Command::Chat)));
-        assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models)));
+        assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models { kind: None })));
+        assert!(
+            matches!(run(&["models", "--type", "image"]).command, Some(Command::Models { kind: Some(ref k) }) if k == "image")
+        );
         assert!(matches!(run(&["login", "openai-codex"]).command, Some(Command::Login { .. })));
         assert!(matches!(run(&["logout", "anthropic"]).command, Some(Command::Logout { .. })));
         assert!(matches!(run(&["auth"]).command, Some(Command::Auth)));

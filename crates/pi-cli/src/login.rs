@@ -89,10 +89,12 @@ impl AuthInteraction for Terminal {
     }
 }
 
-fn authenticator() -> (Authenticator, String) {
+/// The credentials of the auth file with every built-in sign-in, and the file's path: what
+/// `login`, `logout`, `auth` and the run path ([`crate::setup`]) use.
+pub(crate) fn authenticator() -> (Arc<Authenticator>, String) {
     let store = FileCredentialStore::default_location();
     let path = store.path().display().to_string();
-    (Authenticator::with_builtin_flows(Arc::new(store)), path)
+    (Arc::new(Authenticator::with_builtin_flows(Arc::new(store))), path)
 }
 
 fn known(provider: &str) -> Result<(), CliError> {

@@ -55,17 +55,25 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             let backend = setup::resolve(&cli.model).await?;
             chat::chat(backend, &cli.model, mode).await
         }
-        Some(Command::Models) => {
+        Some(Command::Models { kind }) => {
             if !cli.prompt.is_empty() {
                 return Err(CliError::Usage("`pi models` takes no prompt".into()));
             }
             let json = mode == args::OutputMode::Json;
-            let listing = match cli.model.proxy {
-                Some(_) => {
+            let listing = match (cli.model.proxy.is_some(), kind.as_deref()) {
+                (true, Some(kind @ ("classifier" | "image"))) => {
+                    return Err(CliError::Usage(format!(
+                        "`pi models --type {kind}` lists the built-in catalog; it takes no --proxy"
+                    )))
+                }
+                (false, Some(kind @ ("classifier" | "image"))) => {
+                    models::typed_listing(kind, cli.model.provider.as_deref(), json)?
+                }
+                (true, _) => {
                     let (url, served) = setup::served_models(&cli.model).await?;
                     models::served_listing(&url, &served, cli.model.provider.as_deref(), json)?
                 }
-                None => models::listing(cli.model.provider.as_deref(), json)?,
+                (false, _) => models::listing(cli.model.provider.as_deref(), json)?,
             };
             let mut stdout = std::io::stdout();
             match stdout.write_all(listing.as_bytes()).and_then(|()| stdout.flush()) {

@@ -44,6 +44,74 @@ pub fn listing(provider: Option<&str>, json: bool) -> Result<String, CliError> {
     Ok(out)
 }
 
+/// One model of a typed listing: `provider/model  api`, its JSON, the rest of its line.
+type Row = (String, serde_json::Value, String);
+
+/// `pi models --type classifier|image`: the classifier or image-generation catalog (every
+/// provider with one, or one), one model a line: `provider/model`, API, context window (for
+/// classifiers) or outputs (for image models), price per million input and output tokens. With
+/// `json`, `{provider: [model, ...]}` as the reference's `getBuiltinClassifierModels` /
+/// `getBuiltinImageModels` return them.
+pub fn typed_listing(kind: &str, provider: Option<&str>, json: bool) -> Result<String, CliError> {
+    use pi_providers::{classifier, images};
+    let rows: Vec<(String, Vec<Row>)> = match kind {
+        "classifier" => classifier::catalog::catalog()
+            .iter()
+            .map(|(id, models)| {
+                let rows = models
+                    .iter()
+                    .map(|m| {
+                        let price = format!("${}/${}", price(m.cost.input), price(m.cost.output));
+                        let detail = format!("{:>6} ctx  {price:>14}", tokens(m.context_window));
+                        (format!("{id}/{}  {}", m.id, m.api), serde_json::to_value(m).unwrap_or_default(), detail)
+                    })
+                    .collect();
+                (id.clone(), rows)
+            })
+            .collect(),
+        _ => images::catalog::catalog()
+            .iter()
+            .map(|(id, models)| {
+                let rows = models
+                    .iter()
+                    .map(|m| {
+                        let price = format!("${}/${}", price(m.cost.input), price(m.cost.output));
+                        let detail = format!("{price:>14}  {}", m.output.join("+"));
+                        (format!("{id}/{}  {}", m.id, m.api), serde_json::to_value(m).unwrap_or_default(), detail)
+                    })
+                    .collect();
+                (id.clone(), rows)
+            })
+            .collect(),
+    };
+    let rows: Vec<_> = match provider {
+        Some(id) => {
+            let one: Vec<_> = rows.into_iter().filter(|(p, _)| p == id).collect();
+            if one.is_empty() {
+                return Err(CliError::Usage(format!("provider `{id}` has no {kind} models")));
+            }
+            one
+        }
+        None => rows,
+    };
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> = rows
+            .iter()
+            .map(|(id, models)| (id.clone(), models.iter().map(|(_, value, _)| value.clone()).collect()))
+            .collect();
+        return Ok(format!("{}\n", pi_types::json::stringify(&serde_json::Value::Object(map))));
+    }
+    let width = rows.iter().flat_map(|(_, models)| models.iter().map(|(name, ..)| name.chars().count())).max();
+    let mut out = String::new();
+    for (name, _, detail) in rows.iter().flat_map(|(_, models)| models) {
+        let _ = writeln!(out, "{name:width$}  {detail}", width = width.unwrap_or(0));
+    }
+    let count: usize = rows.iter().map(|(_, models)| models.len()).sum();
+    let _ =
+        writeln!(out, "{count} {kind} models from {} provider{}", rows.len(), if rows.len() == 1 { "" } else { "s" });
+    Ok(out)
+}
+
 /// `pi models --provider faux`: the offline demo's one model.
 fn demo_listing(json: bool) -> String {
     let models = [crate::demo::DemoProvider::new().model()];
@@ -162,6 +230,29 @@ mod tests {
         let map = value.as_object().cloned().unwrap_or_default();
         assert_eq!(map.len(), 43);
         assert_eq!(map.values().filter_map(|v| v.as_array()).map(Vec::len).sum::<usize>(), 1696);
+    }
+
+    #[test]
+    fn the_classifier_and_image_catalogs_are_listed_as_the_reference_counts_them() {
+        let text = typed_listing("classifier", None, false).unwrap_or_default();
+        assert!(text.ends_with("81 classifier models from 7 providers\n"), "{text}");
+        assert!(text.starts_with("cloudflare-workers-ai/@cf/cloudflare/clef "), "{text}");
+        let text = typed_listing("image", None, false).unwrap_or_default();
+        assert!(text.ends_with("74 image models from 1 provider\n"), "{text}");
+        // --json is the reference's catalog, field for field (the vendored catalogs are its output).
+        for (kind, reference) in [
+            ("classifier", include_str!("../../pi-providers/src/classifier/catalog.json")),
+            ("image", include_str!("../../pi-providers/src/images/catalog.json")),
+        ] {
+            let json = typed_listing(kind, None, true).unwrap_or_default();
+            let listed: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+            let reference: serde_json::Value = serde_json::from_str(reference).unwrap_or_default();
+            assert_eq!(listed, reference, "{kind}");
+        }
+        let Err(CliError::Usage(message)) = typed_listing("image", Some("mistral"), false) else {
+            panic!("expected an error")
+        };
+        assert_eq!(message, "provider `mistral` has no image models");
     }
 
     #[test]

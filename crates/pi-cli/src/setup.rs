@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use pi_providers::registry::{env_api_key_vars, has_env_credentials, Auth};
 use pi_providers::reqwest::Client as HttpClient;
-use pi_providers::{catalog, env_api_key, Models, Provider};
+use pi_providers::{catalog, Models, Provider};
 use pi_proxy::ProxyStreamFn;
 use pi_types::{AssistantMessageEventStream, Layered, Model, StreamFn, StreamLayer, StreamOptions, TranscriptContext};
 
@@ -143,7 +143,7 @@ impl Backend {
         let args = ModelArgs { provider, model, ..ModelArgs::default() };
         let (provider, model) = registry_model(&args)?;
         if self.proxy.is_none() {
-            require_key(&provider)?;
+            require_key(&self.models, &provider)?;
         }
         Ok(model)
     }
@@ -175,10 +175,17 @@ pub fn demo_provider() -> Provider {
     Provider::new(DEMO_PROVIDER).with_model(demo.model()).with_api("faux", Arc::new(demo))
 }
 
+/// The built-in providers, their stored credentials (the auth file) first, and the demo.
 fn registry() -> Models {
-    let models = Models::with_builtins();
+    let models = Models::with_builtins().with_authenticator(crate::login::authenticator().0);
     models.set_provider(demo_provider());
     models
+}
+
+/// Whether `provider` has a credential: stored (`pi login`) or in the environment.
+fn has_credentials(models: &Models, provider: &str) -> bool {
+    let stored = models.authenticator().is_some_and(|auth| matches!(auth.check_auth(provider), Ok(Some(_))));
+    stored || has_env_credentials(provider)
 }
 
 /// The registry, sending with `http` (the `--env-proxy` client) when there is one.
@@ -203,8 +210,8 @@ fn is_http_url(url: &str) -> bool {
     ["http://", "https://"].iter().any(|scheme| url.strip_prefix(scheme).is_some_and(|rest| !rest.is_empty()))
 }
 
-fn require_key(provider: &str) -> Result<(), CliError> {
-    if has_env_credentials(provider) {
+fn require_key(models: &Models, provider: &str) -> Result<(), CliError> {
+    if has_credentials(models, provider) {
         return Ok(());
     }
     let names = env_api_key_vars(provider).join(" or ");
@@ -227,7 +234,10 @@ fn require_key(provider: &str) -> Result<(), CliError> {
             .to_owned(),
         "openai-codex" => "not signed in to provider `openai-codex`: run `pi login openai-codex`".to_owned(),
         _ if names.is_empty() => return Ok(()),
-        _ => format!("missing API key for provider `{provider}`: set {names}"),
+        _ if pi_providers::auth::builtin_flows().iter().any(|(id, _)| *id == provider) => {
+            format!("missing credentials for provider `{provider}`: run `pi login {provider}`, or set {names}")
+        }
+        _ => format!("missing API key for provider `{provider}`: set {names}, or run `pi login {provider}`"),
     };
     Err(CliError::Setup(message))
 }
@@ -305,7 +315,7 @@ fn server_model(args: &ModelArgs, base_url: &str, models: &Models, check_keys: b
     if is_builtin(&provider) {
         let (provider, mut model) = registry_model(args)?;
         if check_keys {
-            require_key(&provider)?;
+            require_key(models, &provider)?;
         }
         model.base_url = base_url.to_owned();
         let Some(builtin) = Provider::builtin(&provider) else {
@@ -466,7 +476,7 @@ fn resolve_locally(args: &ModelArgs, http: Option<&HttpClient>) -> Result<Backen
     } else if args.provider.is_some() || args.model.is_some() {
         let (provider, model) = registry_model(args)?;
         if check_keys {
-            require_key(&provider)?;
+            require_key(&models, &provider)?;
         }
         model
     } else if args.api.is_some() {
@@ -474,7 +484,7 @@ fn resolve_locally(args: &ModelArgs, http: Option<&HttpClient>) -> Result<Backen
     } else if proxy.is_some() {
         return Err(CliError::Usage("--proxy needs the model: --provider and/or --model".into()));
     } else {
-        match DEFAULT_MODELS.iter().find(|(provider, _)| env_api_key(provider).is_some()) {
+        match DEFAULT_MODELS.iter().find(|(provider, _)| has_credentials(&models, provider)) {
             Some((provider, _)) => {
                 let args = ModelArgs { provider: Some((*provider).to_owned()), ..args.clone() };
                 registry_model(&args)?.1

@@ -221,15 +221,15 @@ fn fails_with(command: &mut Command, code: i32, line: &str) {
 
 #[test]
 fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
-    let key = "missing API key for provider `openai`: set OPENAI_API_KEY";
+    let key = "missing API key for provider `openai`: set OPENAI_API_KEY, or run `pi login openai`";
     fails_with(pi().args(["--provider", "openai", "hi"]), 1, key);
     // An explicitly named model never falls back to the demo.
     fails_with(pi().args(["--model", "gpt-4.1-mini", "hi"]), 1, key);
     fails_with(
         pi().args(["--provider", "anthropic", "hi"]),
         1,
-        "missing API key for provider `anthropic`: set ANTHROPIC_AUTH_TOKEN or ANTHROPIC_OAUTH_TOKEN or \
-         ANTHROPIC_API_KEY",
+        "missing credentials for provider `anthropic`: run `pi login anthropic`, or set ANTHROPIC_AUTH_TOKEN or \
+         ANTHROPIC_OAUTH_TOKEN or ANTHROPIC_API_KEY",
     );
     fails_with(
         pi().args(["--provider", "nope", "hi"]),
@@ -422,6 +422,51 @@ fn completions_server(limit: usize) -> (String, mpsc::Receiver<Request>) {
     (url, rx)
 }
 
+/// `pi login openai` keeps the key it is given in the auth file; a run with no key in the
+/// environment then sends that key, and `pi auth` says where it comes from, never what it is.
+#[test]
+fn a_key_stored_by_pi_login_is_what_a_run_sends() {
+    let dir = std::env::temp_dir().join(format!("pi-cli-login-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let auth = dir.join("auth.json");
+    let mut login = pi()
+        .args(["login", "openai"])
+        .env("PI_AUTH_FILE", &auth)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    login.stdin.take().unwrap().write_all(b"sk-stored-0123\n").unwrap();
+    let output = login.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("Stored the API key of openai; saved in "), "{stdout}");
+    assert!(!stdout.contains("sk-stored-0123"), "{stdout}");
+
+    let (url, requests) = completions_server(2);
+    let output = pi()
+        .args(["--provider", "openai", "--model", "gpt-4.1-mini", "--api", "openai-completions"])
+        .args(["--base-url", &url, "--demo-tools", "Weather in Oslo?"])
+        .env("PI_AUTH_FILE", &auth)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(text(&output.stdout).contains("Oslo is cold today."), "{output:?}");
+    let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.head.to_ascii_lowercase().contains("\r\nauthorization: bearer sk-stored-0123\r\n"), "{}", first.head);
+
+    let output = pi().arg("auth").env("PI_AUTH_FILE", &auth).output().unwrap();
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["openai", "stored", "API", "key"]),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("sk-stored-0123"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn base_url_talks_to_an_openai_compatible_server() {
     let (url, requests) = completions_server(2);
@@ -553,7 +598,10 @@ fn chat_abort_stops_the_run_and_the_session_goes_on() {
     assert!(stdout.contains("[tool_execution_end] calculate isError=false: 6*7 = 42\n"), "{stdout}");
     assert!(stdout.contains("usage: /followup TEXT\n"), "{stdout}");
     assert!(
-        stdout.contains("error: missing API key for provider `openai`: set OPENAI_API_KEY\n(model: faux/faux-1)\n"),
+        stdout.contains(
+            "error: missing API key for provider `openai`: set OPENAI_API_KEY, or run `pi login openai`\n(model: \
+             faux/faux-1)\n"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("unknown command /nope (/help lists them)\n"), "{stdout}");
