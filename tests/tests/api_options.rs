@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use loopback::{sse_head, Server, Step};
-use pi_agent::{Agent, AgentOptions};
+use pi_agent::{Agent, AgentOptions, SetHooks};
 use pi_providers::api::anthropic::{AnthropicEffort, AnthropicMessages, AnthropicOptions, AnthropicToolChoice};
 use pi_types::{ApiOptions, Model, StopReason};
 use serde_json::{json, Value};

@@ -40,7 +40,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pi_loop::Hooks;
+use pi_loop::{Hooks, SetHooks};
 use pi_types::AssistantMessage;
 
 /// Decides whether a failed response is worth retrying.
