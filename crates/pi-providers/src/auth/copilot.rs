@@ -412,6 +412,7 @@ pub fn flow() -> Arc<dyn OAuthFlow> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -280,6 +280,7 @@ pub fn flow() -> Arc<dyn OAuthFlow> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
