@@ -2,9 +2,12 @@
 //! (`$PI_AUTH_FILE`, else `~/.pi/agent/auth.json`, owner-only), through
 //! [`pi_providers::auth::Authenticator`].
 //!
-//! `login` runs the provider's sign-in (anthropic, openrouter: a browser page and a loopback
-//! callback, or a pasted code; openai-codex: a device code) or asks for its API key; Ctrl-C
-//! cancels. `auth` lists every catalog provider with where its credential comes from.
+//! `login` runs the provider's sign-in or asks for its API key; Ctrl-C cancels. Sign-ins
+//! ([`pi_providers::auth::builtin_flows`]): a browser page with a loopback callback or a pasted
+//! code (anthropic, openrouter, openai for Sign in with ChatGPT, openai-codex, radius), or a
+//! device code to enter on any machine (github-copilot, kimi-coding, meta, xai, and
+//! openai-codex or radius when chosen). `auth` lists every catalog provider with where its
+//! credential comes from.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;

@@ -972,3 +972,21 @@ fn reset_keeps_the_old_session_file_and_says_where() {
     assert_eq!(std::fs::read_to_string(&backup).unwrap(), before);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The new sign-ins are behind `pi login`: each asks its first question before any request
+/// (Copilot its enterprise domain, Radius its method) and a closed stdin cancels it, storing
+/// nothing.
+#[test]
+fn login_asks_the_first_question_of_the_copilot_and_radius_sign_ins() {
+    let auth = std::env::temp_dir().join(format!("pi-cli-login-{}.json", std::process::id()));
+    for (provider, question) in [
+        ("github-copilot", "GitHub Enterprise URL/domain (blank for github.com) (e.g. company.ghe.com)\n"),
+        ("radius", "Sign in to Radius:\n  1. Sign in with browser (recommended)\n"),
+    ] {
+        let output = pi().args(["login", provider]).env("PI_AUTH_FILE", &auth).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{output:?}");
+        assert!(text(&output.stdout).starts_with(question), "{output:?}");
+        assert_eq!(text(&output.stderr), "pi: Login cancelled\n");
+    }
+    assert!(!auth.exists());
+}

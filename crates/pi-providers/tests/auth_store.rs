@@ -1,6 +1,7 @@
 //! The file credential store: owner-only permissions, atomic replacement (a `kill -9` during a
 //! write leaves the old or the new file, never a torn one), other entries kept, and no token in
-//! any error, `Debug` output or log line.
+//! any error, `Debug` output or log line. Two processes sharing the file refresh a sign-in once
+//! and lose none of each other's writes.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,6 +17,15 @@ use std::time::Duration;
 
 use auth_support::Mock;
 use pi_providers::auth::anthropic::{self, AnthropicOAuth};
+use pi_providers::auth::codex_login::DeviceLogin;
+use pi_providers::auth::copilot::GitHubCopilotOAuth;
+use pi_providers::auth::kimi::KimiCodingOAuth;
+use pi_providers::auth::meta::MetaOAuth;
+use pi_providers::auth::openai_chatgpt::{self, OpenAIChatGPTOAuth};
+use pi_providers::auth::openai_codex::OpenAICodexOAuth;
+use pi_providers::auth::radius::RadiusOAuth;
+use pi_providers::auth::xai::XaiOAuth;
+use pi_providers::auth::OAuthFlow;
 use pi_providers::auth::{
     ApiKeyCredential, Authenticator, Credential, CredentialInfo, CredentialKind, CredentialStore, FileCredentialStore,
     OAuthCredential, Secret,
@@ -69,9 +79,13 @@ async fn the_file_is_owner_only_and_keeps_other_entries() {
     put(&FileCredentialStore::new(&fresh), "x", Credential::OAuth(OAuthCredential::new("a", "r", 5))).await;
     assert_eq!(std::fs::metadata(fresh.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
     assert_eq!(std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777, 0o600);
-    // Only the store file is left: no temporary file.
-    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("auth.json")]);
+    // Only the store file and its (owner-only) lock file are left: no temporary file.
+    let mut names: Vec<_> =
+        std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, vec![std::ffi::OsString::from("auth.json"), std::ffi::OsString::from("auth.json.lock")]);
+    let lock = path.with_file_name("auth.json.lock");
+    assert_eq!(std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777, 0o600);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -231,5 +245,180 @@ async fn no_token_in_any_output_when_refreshes_fail() {
     assert!(all.contains("OAuth refresh failed for anthropic"), "{all}");
     assert!(all.contains("status=500"), "{all}");
     assert!(!all.contains("SECRET"), "a token in the output:\n{all}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The sign-ins added after Anthropic's, each as `(provider, flow against the mock, its
+/// refresh endpoints)`.
+fn new_flows(mock: &Mock) -> Vec<(&'static str, Arc<dyn OAuthFlow>, Vec<&'static str>)> {
+    let codex = OpenAICodexOAuth::new(
+        DeviceLogin::default().with_base_url(mock.url("https://auth.openai.com")),
+        mock.url(pi_providers::auth::codex::TOKEN_URL),
+    );
+    let chatgpt = OpenAIChatGPTOAuth::default()
+        .with_endpoints(mock.url(openai_chatgpt::AUTHORIZE_URL), mock.url(openai_chatgpt::TOKEN_URL));
+    vec![
+        (
+            "github-copilot",
+            Arc::new(GitHubCopilotOAuth::default().routed_through(&mock.origin)),
+            vec!["GET https://api.github.com/copilot_internal/v2/token"],
+        ),
+        ("openai-codex", Arc::new(codex), vec!["POST https://auth.openai.com/oauth/token"]),
+        ("openai", Arc::new(chatgpt), vec!["POST https://auth.openai.com/api/accounts/oauth/token"]),
+        (
+            "kimi-coding",
+            Arc::new(KimiCodingOAuth::default().routed_through(&mock.origin)),
+            vec!["POST https://auth.kimi.com/api/oauth/token"],
+        ),
+        (
+            "meta",
+            Arc::new(MetaOAuth::default().routed_through(&mock.origin)),
+            vec!["POST https://api.meta.ai/muse-code/key"],
+        ),
+        (
+            "xai",
+            Arc::new(XaiOAuth::default().routed_through(&mock.origin)),
+            vec!["POST https://auth.x.ai/oauth2/token"],
+        ),
+        (
+            "radius",
+            Arc::new(RadiusOAuth::default().routed_through(&mock.origin)),
+            vec!["POST https://radius.pi.dev/v1/oauth/token"],
+        ),
+    ]
+}
+
+/// The fault test above for every other sign-in: whatever the refresh endpoint answers (a
+/// server error, an error echoing the tokens it was sent, a body that is not an object, a grant
+/// missing fields), no error, `Debug` output or log line holds a token, and a failed refresh
+/// keeps the stored credential.
+#[tokio::test]
+async fn no_token_in_any_output_when_the_other_flows_fail() {
+    let captured = Captured::default();
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry().with(captured.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let dir = scratch("faults-flows");
+    let path = dir.join("auth.json");
+    let access = "tid=1;proxy-ep=proxy.SECRETACCESS.example;x=1";
+    let refresh = "gho-SECRETREFRESH";
+    let answers = [
+        json!({"status": 500, "body": {"error": "server_error"}}),
+        json!({"status": 400, "body": {"error": "invalid_grant", "error_description": refresh, "detail": access, "refresh_token": refresh}}),
+        json!({"status": 200, "body": "not an object"}),
+        json!({"status": 200, "body": {"access_token": "SECRETNEW-1234"}}),
+    ];
+    let mut outputs = Vec::new();
+    let mut failures = 0;
+    for answer in answers {
+        let probe = Mock::start(json!({})).await;
+        let keys: Vec<&str> = new_flows(&probe).into_iter().flat_map(|(_, _, keys)| keys).collect();
+        let all: serde_json::Map<String, Value> =
+            keys.iter().map(|k| ((*k).to_owned(), json!([answer.clone()]))).collect();
+        let mock = Mock::start(Value::Object(all)).await;
+        for (provider, flow, _) in new_flows(&mock) {
+            let store = Arc::new(FileCredentialStore::new(&path));
+            let mut credential = OAuthCredential::new(access, refresh, 1);
+            credential.extra.insert("clientId".into(), json!("app_issued_1"));
+            let stored = Credential::OAuth(credential);
+            put(store.as_ref(), provider, stored.clone()).await;
+            let auth = Authenticator::new(store.clone()).with_flow(provider, flow);
+            match auth.get_auth(provider).await {
+                Err(error) => {
+                    failures += 1;
+                    outputs.push(error.to_string());
+                    outputs.push(format!("{error:?}"));
+                    assert_eq!(store.read(provider).unwrap(), Some(stored.clone()), "{provider}: {error}");
+                }
+                // xAI keeps the old refresh token when the answer names none.
+                Ok(resolved) => outputs.push(format!("{provider}: {resolved:?}")),
+            }
+            outputs.push(format!("{auth:?} {store:?} {stored:?} {:?}", store.read(provider).unwrap()));
+        }
+    }
+    outputs.push(captured.0.lock().unwrap().clone());
+    let all = outputs.join("\n");
+    assert!(failures >= 27, "{failures} failed refreshes:\n{all}");
+    for provider in ["github-copilot", "openai-codex", "openai", "kimi-coding", "meta", "xai", "radius"] {
+        assert!(all.contains(&format!("OAuth refresh failed for {provider}")), "{provider}:\n{all}");
+    }
+    assert!(!all.contains("SECRET"), "a token in the output:\n{all}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Run twice at once by `two_processes_refresh_once_and_lose_no_write`: waits for the go file,
+/// resolves the expiring Anthropic sign-in (refreshing it when it still needs it), then writes
+/// its own entry 25 times.
+#[test]
+#[ignore = "a child of two_processes_refresh_once_and_lose_no_write"]
+fn refresher_child() {
+    let var = |name: &str| std::env::var(name).expect("run by two_processes_refresh_once_and_lose_no_write");
+    let (path, origin, tag) =
+        (PathBuf::from(var("PI_AUTH_SHARED_PATH")), var("PI_AUTH_MOCK_ORIGIN"), var("PI_AUTH_CHILD"));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    while !path.with_file_name("go").exists() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    runtime.block_on(async {
+        let flow = AnthropicOAuth::default().with_endpoints(
+            format!("{origin}/claude.ai/oauth/authorize"),
+            format!("{origin}/platform.claude.com/v1/oauth/token"),
+        );
+        let store = Arc::new(FileCredentialStore::new(&path));
+        let auth = Authenticator::new(store.clone()).with_flow("anthropic", Arc::new(flow));
+        let resolved = auth.get_auth("anthropic").await.unwrap().unwrap();
+        for round in 0..25u32 {
+            let key = ApiKeyCredential { key: Some(Secret::new(format!("{tag}-{round}"))), env: None };
+            put(store.as_ref(), &format!("child-{tag}"), Credential::ApiKey(key)).await;
+        }
+        println!("token {}", resolved.auth.api_key.unwrap().expose());
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_refresh_once_and_lose_no_write() {
+    // The refresh answer is held back so that the second process asks while the first refreshes.
+    let mock = Mock::start(json!({ "POST https://platform.claude.com/v1/oauth/token": [
+        {"status": 200, "delay_ms": 1000, "body": {"access_token": "fresh-access", "refresh_token": "fresh-refresh", "expires_in": 28800}}
+    ]}))
+    .await;
+    let dir = scratch("two-processes");
+    let path = dir.join("auth.json");
+    put(
+        &FileCredentialStore::new(&path),
+        "anthropic",
+        Credential::OAuth(OAuthCredential::new("old-access", "old-refresh", 1)),
+    )
+    .await;
+    let children: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|tag| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--ignored", "--exact", "refresher_child", "--nocapture", "--test-threads=1"])
+                .env("PI_AUTH_SHARED_PATH", &path)
+                .env("PI_AUTH_MOCK_ORIGIN", &mock.origin)
+                .env("PI_AUTH_CHILD", tag)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::fs::write(dir.join("go"), "").unwrap();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await.unwrap().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        assert!(stdout.contains("token fresh-access"), "{stdout}");
+    }
+    assert_eq!(mock.requests().len(), 1, "one refresh for both processes");
+    let store = FileCredentialStore::new(&path);
+    let Some(Credential::OAuth(stored)) = store.read("anthropic").unwrap() else { panic!("the sign-in is kept") };
+    assert_eq!(stored.refresh.expose(), "fresh-refresh");
+    for tag in ["a", "b"] {
+        let Some(Credential::ApiKey(key)) = store.read(&format!("child-{tag}")).unwrap() else { panic!("{tag} lost") };
+        assert_eq!(key.key.unwrap().expose(), format!("{tag}-24"));
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -25,8 +25,9 @@ pub const MIN_OAUTH_VALIDITY_MS: u64 = 5 * 60 * 1000;
 /// Longest wait for a refresh (the reference's 15 seconds).
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Auth for one model request.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Auth for one model request. `Debug` names the headers but not their values (Kimi's
+/// `Authorization` header carries the token).
+#[derive(Clone, Default, PartialEq)]
 pub struct ModelAuth {
     /// The key or access token.
     pub api_key: Option<Secret>,
@@ -34,6 +35,16 @@ pub struct ModelAuth {
     pub headers: BTreeMap<String, String>,
     /// A per-credential endpoint (GitHub Copilot's per-account base URL).
     pub base_url: Option<String>,
+}
+
+impl fmt::Debug for ModelAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelAuth")
+            .field("api_key", &self.api_key)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("base_url", &self.base_url)
+            .finish()
+    }
 }
 
 /// Resolved auth and where it came from.

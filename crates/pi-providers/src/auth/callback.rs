@@ -118,6 +118,15 @@ impl CallbackServer {
         F: FnOnce(String) -> Fut,
         Fut: Future<Output = Result<T, AuthError>>,
     {
+        self.wait_with_params(|code, _| complete(code)).await
+    }
+
+    /// As [`wait`](Self::wait), `complete` also seeing the callback's query parameters.
+    pub(crate) async fn wait_with_params<T, F, Fut>(&self, complete: F) -> Result<T, AuthError>
+    where
+        F: FnOnce(String, Vec<(String, String)>) -> Fut,
+        Fut: Future<Output = Result<T, AuthError>>,
+    {
         let name = &self.options.provider_name;
         let serve = async {
             let mut complete = Some(complete);
@@ -153,7 +162,7 @@ impl CallbackServer {
                     reply(page(400, "Missing authorization code.", None)).await;
                     continue;
                 };
-                return match complete(code).await {
+                return match complete(code, params).await {
                     Ok(value) => {
                         let title = format!("Signed in to {name}. You may now close this page.");
                         reply(page(200, &title, None)).await;

@@ -44,11 +44,27 @@ pub fn challenge_of(verifier: &str) -> String {
     URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes()))
 }
 
-/// 16 random bytes as a UUID v4 text (OpenRouter's callback path).
-pub(crate) fn random_uuid() -> Result<String, String> {
-    let mut b = [0u8; 16];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b)
+/// `N` bytes from the system's secure random source.
+fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    let mut bytes = [0u8; N];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .map_err(|_| "no secure random source".to_owned())?;
+    Ok(bytes)
+}
+
+/// 16 random bytes in hex (the Codex browser sign-in's `state`).
+pub(crate) fn random_hex16() -> Result<String, String> {
+    Ok(random_bytes::<16>()?.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// 32 random bytes in unpadded base64url (the ChatGPT sign-in's `state` and `nonce`).
+pub(crate) fn random_base64url32() -> Result<String, String> {
+    Ok(URL_SAFE_NO_PAD.encode(random_bytes::<32>()?))
+}
+
+/// 16 random bytes as a UUID v4 text (OpenRouter's callback path, Radius' `state`).
+pub(crate) fn random_uuid() -> Result<String, String> {
+    let mut b = random_bytes::<16>()?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();

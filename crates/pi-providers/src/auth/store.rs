@@ -7,12 +7,21 @@
 //! the new text goes to a temporary file in the same folder, which is flushed to disk (`fsync`)
 //! and renamed over the old one, so a crash at any point leaves the old or the new file, never a
 //! mix. Entries this crate cannot parse are kept as they are.
+//!
+//! Across processes, every `modify` and `delete` of a [`FileCredentialStore`] holds an exclusive
+//! lock on `<file>.lock` beside the file (`flock` on Unix, `LockFileEx` on Windows, through
+//! `fs4`; the kernel releases it when the holder exits or dies) from before it reads the
+//! credential until after it wrote the new file. Two `pi` processes refreshing one sign-in at
+//! once therefore refresh once (the second sees the first's fresh token under the lock), and
+//! neither loses an entry the other wrote. The lock file is never removed: removing it would let
+//! two processes lock two different files. Reads take no lock (the rename makes them whole).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -129,9 +138,9 @@ impl CredentialStore for InMemoryCredentialStore {
 
 /// Credentials in an `auth.json` file (see the module docs for the guarantees).
 ///
-/// Writes are serialized per provider within the process and every write re-reads the file, so
-/// entries other processes wrote in between are kept; two processes refreshing the same
-/// provider at the same instant are not excluded from each other (no file lock).
+/// Writes are serialized per provider within the process and by the lock file across
+/// processes, and every write re-reads the file under that lock, so entries other processes
+/// wrote are kept and a refresh runs once.
 pub struct FileCredentialStore {
     path: PathBuf,
     locks: ProviderLocks,
@@ -146,6 +155,19 @@ impl fmt::Debug for FileCredentialStore {
 }
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Longest wait for another process's lock (its refresh is bounded at 15 seconds).
+const LOCK_WAIT: Duration = Duration::from_secs(60);
+const LOCK_POLL: Duration = Duration::from_millis(10);
+
+/// The held cross-process lock, released when dropped (or by the kernel when the process dies).
+struct FileLock(std::fs::File);
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let _ = fs4::FileExt::unlock(&self.0);
+    }
+}
 
 impl FileCredentialStore {
     /// A store over the file at `path` (created on the first write, with its folder).
@@ -185,9 +207,8 @@ impl FileCredentialStore {
         }
     }
 
-    /// Replace the file with `all`, atomically (temporary file, fsync, rename, fsync of the folder).
-    fn write_all(&self, provider: &str, all: &Map<String, Value>) -> Result<(), AuthError> {
-        let text = serde_json::to_string_pretty(all).map_err(|e| self.fail("write", provider, e))?;
+    /// The file's folder, created (owner-only) when missing.
+    fn folder(&self, action: &'static str, provider: &str) -> Result<PathBuf, AuthError> {
         let dir = match self.path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
             _ => PathBuf::from("."),
@@ -197,9 +218,41 @@ impl FileCredentialStore {
             builder.recursive(true);
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            builder.create(&dir).map_err(|e| self.fail("write", provider, e))?;
+            builder.create(&dir).map_err(|e| self.fail(action, provider, e))?;
         }
-        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(dir)
+    }
+
+    fn file_name(&self) -> String {
+        self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    /// Take the cross-process lock (see the module docs), waiting at most [`LOCK_WAIT`].
+    async fn lock_file(&self, provider: &str) -> Result<FileLock, AuthError> {
+        let path = self.folder("lock", provider)?.join(format!("{}.lock", self.file_name()));
+        let mut open = std::fs::OpenOptions::new();
+        open.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+        let file = open.open(&path).map_err(|e| self.fail("lock", provider, e))?;
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match fs4::FileExt::try_lock(&file) {
+                Ok(()) => return Ok(FileLock(file)),
+                Err(fs4::TryLockError::WouldBlock) if Instant::now() < deadline => tokio::time::sleep(LOCK_POLL).await,
+                Err(fs4::TryLockError::WouldBlock) => {
+                    return Err(self.fail("lock", provider, "another process held the lock for over 60 seconds"))
+                }
+                Err(fs4::TryLockError::Error(e)) => return Err(self.fail("lock", provider, e)),
+            }
+        }
+    }
+
+    /// Replace the file with `all`, atomically (temporary file, fsync, rename, fsync of the folder).
+    fn write_all(&self, provider: &str, all: &Map<String, Value>) -> Result<(), AuthError> {
+        let text = serde_json::to_string_pretty(all).map_err(|e| self.fail("write", provider, e))?;
+        let dir = self.folder("write", provider)?;
+        let name = self.file_name();
         let temp =
             dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
         let written = (|| -> std::io::Result<()> {
@@ -259,6 +312,7 @@ impl CredentialStore for FileCredentialStore {
         Box::pin(async move {
             let lock = self.locks.get(provider_id);
             let _guard = lock.lock().await;
+            let _file_lock = self.lock_file(provider_id).await?;
             let current = self.read(provider_id)?;
             let Some(next) = update(current.clone()).await? else { return Ok(current) };
             let value = serde_json::to_value(&next).map_err(|e| self.fail("write", provider_id, e))?;
@@ -274,6 +328,7 @@ impl CredentialStore for FileCredentialStore {
         Box::pin(async move {
             let lock = self.locks.get(provider_id);
             let _guard = lock.lock().await;
+            let _file_lock = self.lock_file(provider_id).await?;
             let _file = self.file_guard();
             let mut all = self.read_all(provider_id)?;
             if all.remove(provider_id).is_some() {

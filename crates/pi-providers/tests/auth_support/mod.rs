@@ -3,7 +3,8 @@
 //! The mock serves every host at once: a flow is pointed at `<mock>/<host>/<path>`, and each
 //! request is recorded as the reference's runner (`fixtures/auth/reference_flows.mjs`) records
 //! it, under `https://<host>/<path>`, and answered from `fixtures/auth/answers.json` (a list of
-//! answers per endpoint, given in order, the last one repeated).
+//! answers per endpoint, given in order, the last one repeated; an answer's `delay_ms` holds it
+//! back).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -76,12 +77,18 @@ impl Mock {
                     let authorization = headers
                         .get("authorization")
                         .map_or(Value::Null, |v| Value::String(format!("{} <token>", v.split(' ').next().unwrap())));
+                    // The runner records the headers a flow sets; when it sets no `Accept`, node's
+                    // fetch sends `*/*`, as reqwest does: the same on the wire.
+                    let accept = match header("accept") {
+                        Value::String(any) if any == "*/*" => Value::Null,
+                        other => other,
+                    };
                     recorded.lock().unwrap().push(json!({
                         "kind": "request",
                         "method": method,
                         "url": url,
                         "content_type": header("content-type"),
-                        "accept": header("accept"),
+                        "accept": accept,
                         "authorization": authorization,
                         "body": if length == 0 { Value::Null } else { Value::String(body) },
                     }));
@@ -94,6 +101,10 @@ impl Mock {
                             _ => json!({"status": 404, "body": {"error": format!("no canned answer for {key}")}}),
                         }
                     };
+                    // An answer may be held back (`delay_ms`), so that concurrent clients overlap.
+                    if let Some(ms) = answer.get("delay_ms").and_then(Value::as_u64) {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    }
                     let text = answer["body"].to_string();
                     let reply = format!(
                         "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
@@ -163,6 +174,10 @@ impl AuthInteraction for User {
                 if let Some(state) = param("state") {
                     back.query_pairs_mut().append_pair("state", &state);
                 }
+                // Sign in with ChatGPT registers a client per sign-in; the callback names the issued id.
+                if param("client_id").as_deref() == Some("dynamic_agent_client") {
+                    back.query_pairs_mut().append_pair("client_id", "app_issued_1");
+                }
                 tokio::spawn(async move {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     let client = pi_providers::transport::client::shared().unwrap();
@@ -195,11 +210,25 @@ pub fn normalize(mock: &Mock, events: &[Value]) -> Value {
             .iter()
             .find(|e| e["kind"] == "request" && e["body"].as_str().is_some_and(|b| b.contains("code_verifier")))
             .expect("a code exchange");
-        let body: Value = serde_json::from_str(exchange["body"].as_str().unwrap()).unwrap();
-        let verifier = body["code_verifier"].as_str().unwrap();
+        let body = exchange["body"].as_str().unwrap();
+        let verifier = if body.starts_with('{') {
+            let json: Value = serde_json::from_str(body).unwrap();
+            json["code_verifier"].as_str().unwrap().to_owned()
+        } else {
+            form_urlencoded_value(body, "code_verifier").unwrap()
+        };
+        let verifier = verifier.as_str();
         assert!(regex::Regex::new("^[A-Za-z0-9_-]{43}$").unwrap().is_match(verifier), "{verifier}");
         assert_eq!(Pkce::from_verifier(verifier.to_owned()).challenge, challenge);
         text = text.replace(verifier, "<verifier>").replace(&challenge, "<challenge>");
+        // A random `state` (when it is not the verifier) and `nonce`.
+        for name in ["state", "nonce"] {
+            if let Some((_, value)) = url.query_pairs().find(|(k, _)| k == name) {
+                if value != verifier {
+                    text = text.replace(value.as_ref(), &format!("<{name}>"));
+                }
+            }
+        }
     }
     let port = regex::Regex::new(r"(localhost|127\.0\.0\.1)(:|%3A)\d+").unwrap();
     text = port.replace_all(&text, "$1$2<port>").into_owned();
@@ -208,6 +237,12 @@ pub fn normalize(mock: &Mock, events: &[Value]) -> Value {
             .unwrap();
     text = uuid.replace_all(&text, "${1}<uuid>").into_owned();
     serde_json::from_str(&text).unwrap()
+}
+
+fn form_urlencoded_value(body: &str, key: &str) -> Option<String> {
+    let url = reqwest::Url::parse(&format!("http://x/?{body}")).ok()?;
+    let value = url.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned());
+    value
 }
 
 /// A credential as the runner prints it: its fields, with the expiry counted from now (whole
