@@ -221,7 +221,7 @@ fn fails_with(command: &mut Command, code: i32, line: &str) {
 
 #[test]
 fn errors_are_one_line_on_stderr_with_nothing_on_stdout() {
-    let key = "missing API key for provider `openai`: set OPENAI_API_KEY, or run `pi login openai`";
+    let key = "missing credentials for provider `openai`: run `pi login openai`, or set OPENAI_API_KEY";
     fails_with(pi().args(["--provider", "openai", "hi"]), 1, key);
     // An explicitly named model never falls back to the demo.
     fails_with(pi().args(["--model", "gpt-4.1-mini", "hi"]), 1, key);
@@ -422,7 +422,7 @@ fn completions_server(limit: usize) -> (String, mpsc::Receiver<Request>) {
     (url, rx)
 }
 
-/// `pi login openai` keeps the key it is given in the auth file; a run with no key in the
+/// `pi login groq` (a provider with no sign-in flow) keeps the key it is given in the auth file; a run with no key in the
 /// environment then sends that key, and `pi auth` says where it comes from, never what it is.
 #[test]
 fn a_key_stored_by_pi_login_is_what_a_run_sends() {
@@ -431,7 +431,7 @@ fn a_key_stored_by_pi_login_is_what_a_run_sends() {
     std::fs::create_dir_all(&dir).unwrap();
     let auth = dir.join("auth.json");
     let mut login = pi()
-        .args(["login", "openai"])
+        .args(["login", "groq"])
         .env("PI_AUTH_FILE", &auth)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -442,12 +442,12 @@ fn a_key_stored_by_pi_login_is_what_a_run_sends() {
     let output = login.wait_with_output().unwrap();
     assert!(output.status.success(), "{output:?}");
     let stdout = text(&output.stdout);
-    assert!(stdout.contains("Stored the API key of openai; saved in "), "{stdout}");
+    assert!(stdout.contains("Stored the API key of groq; saved in "), "{stdout}");
     assert!(!stdout.contains("sk-stored-0123"), "{stdout}");
 
     let (url, requests) = completions_server(2);
     let output = pi()
-        .args(["--provider", "openai", "--model", "gpt-4.1-mini", "--api", "openai-completions"])
+        .args(["--provider", "groq", "--model", "openai/gpt-oss-20b", "--api", "openai-completions"])
         .args(["--base-url", &url, "--demo-tools", "Weather in Oslo?"])
         .env("PI_AUTH_FILE", &auth)
         .output()
@@ -460,7 +460,7 @@ fn a_key_stored_by_pi_login_is_what_a_run_sends() {
     let output = pi().arg("auth").env("PI_AUTH_FILE", &auth).output().unwrap();
     let stdout = text(&output.stdout);
     assert!(
-        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["openai", "stored", "API", "key"]),
+        stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["groq", "stored", "API", "key"]),
         "{stdout}"
     );
     assert!(!stdout.contains("sk-stored-0123"), "{stdout}");
@@ -599,7 +599,7 @@ fn chat_abort_stops_the_run_and_the_session_goes_on() {
     assert!(stdout.contains("usage: /followup TEXT\n"), "{stdout}");
     assert!(
         stdout.contains(
-            "error: missing API key for provider `openai`: set OPENAI_API_KEY, or run `pi login openai`\n(model: \
+            "error: missing credentials for provider `openai`: run `pi login openai`, or set OPENAI_API_KEY\n(model: \
              faux/faux-1)\n"
         ),
         "{stdout}"
