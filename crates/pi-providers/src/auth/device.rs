@@ -5,7 +5,10 @@
 //! polling (Rust's cancellation).
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock, so the deadline and the sleeps read one clock (a paused test clock included).
+use tokio::time::Instant;
 
 /// Used when the server names no interval (RFC 8628 §3.2).
 const DEFAULT_INTERVAL_SECONDS: f64 = 5.0;
