@@ -16,6 +16,8 @@ pub mod openai;
 pub mod pi_messages;
 
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
+#[cfg(feature = "http")]
+pub mod driver;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub mod request_options;
 #[cfg(feature = "http")]
