@@ -29,7 +29,11 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::api::openai::responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
+use crate::api::driver::{self, Cancel, Exchange, WireApi};
+use crate::api::openai::responses::{
+    self, convert_messages, convert_tools, Compat, Flavor, ResponsesDecode, ResponsesDialect, TierPricing,
+    RESPONSES_CANCEL,
+};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
@@ -295,29 +299,34 @@ fn build_params(
 
 impl StreamFn for AzureOpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        let adapter = self.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let result = adapter.run(&model, context, &options, &mut out).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire(self.clone()), model, context, options)
     }
 }
 
-impl AzureOpenAIResponses {
-    async fn run(
+/// The wire API behind [`AzureOpenAIResponses`] (crate-private: its decoding types stay private).
+struct Wire(AzureOpenAIResponses);
+
+impl WireApi for Wire {
+    type Dialect = ResponsesDialect;
+    type Decoder = ResponsesDecode;
+    const CANCEL: Cancel = RESPONSES_CANCEL;
+
+    fn api_id<'a>(&'a self, _model: &'a Model) -> &'a str {
+        API
+    }
+
+    async fn prepare(
         &self,
         model: &Model,
         context: TranscriptContext,
         options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-    ) -> Result<(), Stop> {
-        let deployment = self.resolve_deployment_name(model, options);
+        _out: &mut AssistantMessageBuilder,
+    ) -> Result<Exchange<Self>, Stop> {
+        let deployment = self.0.resolve_deployment_name(model, options);
         let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
         };
-        let url = self.request_url(model, options).map_err(Stop::error)?;
+        let url = self.0.request_url(model, options).map_err(Stop::error)?;
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
         let params = build_params(model, &context, options, &compat, &deployment);
@@ -340,7 +349,7 @@ impl AzureOpenAIResponses {
             no_stop_reason: "Azure OpenAI Responses stream ended without a stop reason",
             tier_pricing: TierPricing::Unpriced,
         };
-        send_and_stream(&request, model, options, &flavor, out).await
+        Ok(responses::exchange(request, flavor, options))
     }
 }
 

@@ -17,14 +17,15 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
 use crate::api::typed;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, Dialect};
+use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "openai-responses";
@@ -106,12 +107,7 @@ pub struct OpenAIResponses;
 
 impl StreamFn for OpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let result = run(&model, context, &options, &mut out).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -177,7 +173,7 @@ impl TierPricing {
     }
 }
 
-struct ResponsesDialect {
+pub(crate) struct ResponsesDialect {
     prefix: String,
     hints: bool,
 }
@@ -683,157 +679,184 @@ fn tool_output(model: &Model, content: &[UserContent]) -> Value {
     Value::Array(output)
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-) -> Result<(), Stop> {
-    let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
-        Some(key) => key,
-        None if adapter_support::has_header(options, "authorization")
-            || adapter_support::has_header(options, "cf-aig-authorization") =>
-        {
-            "unused".to_owned()
-        }
-        None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
-    };
-    let compat = Compat::for_model(model);
-    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
-    let params = build_params(model, &context, options, &compat);
-    if let Some(effort) = configuration_update_effort(model, options, &compat) {
-        out.metadata_mut().provider_thinking_level = Some(effort.into());
-    }
-    let params = adapter_support::apply_on_payload(options, model, params).await;
-    let mut session_headers = Vec::new();
-    if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
-        if compat.session_affinity_format == "openrouter" {
-            session_headers.push(("x-session-id".to_owned(), Some(session)));
-        } else {
-            if compat.session_affinity_format == "openai" {
-                session_headers.push(("session-id".to_owned(), Some(session.clone())));
+/// The wire API behind [`OpenAIResponses`] (crate-private: its decoding types stay private).
+struct Wire;
+
+impl WireApi for Wire {
+    type Dialect = ResponsesDialect;
+    type Decoder = ResponsesDecode;
+    const CANCEL: Cancel = RESPONSES_CANCEL;
+
+    async fn prepare(
+        &self,
+        model: &Model,
+        context: TranscriptContext,
+        options: &StreamOptions,
+        out: &mut AssistantMessageBuilder,
+    ) -> Result<Exchange<Self>, Stop> {
+        let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
+            Some(key) => key,
+            None if adapter_support::has_header(options, "authorization")
+                || adapter_support::has_header(options, "cf-aig-authorization") =>
+            {
+                "unused".to_owned()
             }
-            session_headers.push(("x-client-request-id".to_owned(), Some(session)));
+            None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
+        };
+        let compat = Compat::for_model(model);
+        let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let params = build_params(model, &context, options, &compat);
+        if let Some(effort) = configuration_update_effort(model, options, &compat) {
+            out.metadata_mut().provider_thinking_level = Some(effort.into());
         }
+        let params = adapter_support::apply_on_payload(options, model, params).await;
+        let mut session_headers = Vec::new();
+        if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
+            if compat.session_affinity_format == "openrouter" {
+                session_headers.push(("x-session-id".to_owned(), Some(session)));
+            } else {
+                if compat.session_affinity_format == "openai" {
+                    session_headers.push(("session-id".to_owned(), Some(session.clone())));
+                }
+                session_headers.push(("x-client-request-id".to_owned(), Some(session)));
+            }
+        }
+        let base = vec![
+            ("Accept".to_owned(), Some("application/json".to_owned())),
+            ("Content-Type".to_owned(), Some("application/json".to_owned())),
+            ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
+        ];
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
+            base,
+            adapter_support::model_headers(model),
+            adapter_support::copilot_headers(model, context.messages()),
+            session_headers,
+            adapter_support::option_headers(options),
+        ]);
+        let request = http::Request {
+            url: format!("{}/responses", model.base_url.trim_end_matches('/')),
+            headers,
+            body: js_json::stringify(&params).into_bytes(),
+        };
+        let flavor = Flavor {
+            prefix: prefix(model),
+            hints: true,
+            no_stop_reason: "OpenAI Responses stream ended without a stop reason",
+            tier_pricing: TierPricing::OpenAI,
+        };
+        Ok(exchange(request, flavor, options))
     }
-    let base = vec![
-        ("Accept".to_owned(), Some("application/json".to_owned())),
-        ("Content-Type".to_owned(), Some("application/json".to_owned())),
-        ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
-    ];
-    let headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, options),
-        base,
-        adapter_support::model_headers(model),
-        adapter_support::copilot_headers(model, context.messages()),
-        session_headers,
-        adapter_support::option_headers(options),
-    ]);
-    let request = http::Request {
-        url: format!("{}/responses", model.base_url.trim_end_matches('/')),
-        headers,
-        body: js_json::stringify(&params).into_bytes(),
-    };
-    let flavor = Flavor {
-        prefix: prefix(model),
-        hints: true,
-        no_stop_reason: "OpenAI Responses stream ended without a stop reason",
-        tier_pricing: TierPricing::OpenAI,
-    };
-    send_and_stream(&request, model, options, &flavor, out).await
 }
 
-/// Send a prepared Responses request and turn its event stream into the message, as the
-/// OpenAI SDK and pi-ai's shared Responses stream processing do.
-pub(crate) async fn send_and_stream(
-    request: &http::Request,
-    model: &Model,
-    options: &StreamOptions,
-    flavor: &Flavor,
-    out: &mut AssistantMessageBuilder,
-) -> Result<(), Stop> {
-    let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
-    let fail = |message: String| Stop::error(flavor.hint(message));
-    let response = http::send(request, model, options, &dialect).await?;
-    out.start().await;
+/// Where a Responses stream looks at cancellation: a cancelled read or a cancellation seen
+/// after an event stops reading, and [`ResponsesDecode::end`] reports it.
+pub(crate) const RESPONSES_CANCEL: Cancel =
+    Cancel { read: OnCancel::Drain, before_event: None, after_event: Some(OnCancel::Drain) };
 
-    let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut heads = typed::EventHeads::default();
-    let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
-    let mut ended = false;
-    // Without a hook that sees every event as a `Value`, delta events take the typed decode.
-    let typed = options.on_provider_stream_event.is_none();
-    'read: while !ended {
-        match body.next_piece().await {
-            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
-            Read::End => {
-                decoder.finish_bytes();
-                ended = true;
-            }
-            Read::Aborted => break 'read,
-            Read::Failed(message) => return Err(fail(message)),
+/// The exchange of a prepared Responses request of `flavor`.
+pub(crate) fn exchange<A>(request: http::Request, flavor: Flavor, options: &StreamOptions) -> Exchange<A>
+where
+    A: WireApi<Dialect = ResponsesDialect, Decoder = ResponsesDecode>,
+{
+    let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
+    let decode = ResponsesDecode {
+        heads: typed::EventHeads::default(),
+        state: ResponsesState::with_pricing(flavor.tier_pricing.clone()),
+        // Without a hook that sees every event as a `Value`, delta events take the typed decode.
+        typed: options.on_provider_stream_event.is_none(),
+        flavor,
+    };
+    Exchange::new(request, dialect, decode)
+}
+
+/// The decoding state of one SDK-based Responses stream (OpenAI's, Azure's), as the OpenAI SDK
+/// and pi-ai's shared Responses stream processing read it.
+pub(crate) struct ResponsesDecode {
+    flavor: Flavor,
+    heads: typed::EventHeads,
+    state: ResponsesState,
+    typed: bool,
+}
+
+impl ResponsesDecode {
+    fn fail(&self, message: String) -> Stop {
+        Stop::error(self.flavor.hint(message))
+    }
+}
+
+impl Decoder for ResponsesDecode {
+    type Framing = Sse;
+
+    fn read_failed(&mut self, message: String) -> Stop {
+        self.fail(message)
+    }
+
+    async fn event<'e>(&mut self, event: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
+    {
+        if event.data == "[DONE]" {
+            return Ok(Flow::End);
         }
-        while let Some(event) = decoder.next_event() {
-            if event.data == "[DONE]" {
-                break 'read;
+        let flavor = &self.flavor;
+        let is_error = event.event.as_deref() == Some("error");
+        let fast = match self.typed && !is_error {
+            true => typed::decode_event(&event.data, &mut self.heads),
+            false => None,
+        };
+        let handled = match fast {
+            Some(delta) => {
+                self.state.delta(delta, cx.out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
             }
-            let is_error = event.event.as_deref() == Some("error");
-            let fast = match typed && !is_error {
-                true => typed::decode_event(&event.data, &mut heads),
-                false => None,
+            None => false,
+        };
+        if !handled {
+            let Ok(data) = js_json::parse(&event.data) else {
+                return Err(self.fail("Error reading response: malformed server-sent event JSON.".into()));
             };
-            let handled = match fast {
-                Some(delta) => {
-                    state.delta(delta, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
-                }
-                None => false,
-            };
-            if !handled {
-                let Ok(data) = js_json::parse(&event.data) else {
-                    return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
-                };
-                if is_error {
-                    let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-                }
-                if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
-                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-                }
-                adapter_support::on_event(options, model, &data).await;
-                state
-                    .handle(model, options, &data, out)
-                    .await
-                    .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
-                if state.saw_terminal {
-                    // A terminal response event ends the protocol: nothing after it is read or waited for.
-                    break 'read;
-                }
+            if is_error {
+                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
             }
-            if body.is_cancelled() {
-                break 'read;
+            if let Some(error) = data.get("error").filter(|e| http::truthy(e)) {
+                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+            }
+            adapter_support::on_event(cx.options, cx.model, &data).await;
+            self.state
+                .handle(cx.model, cx.options, &data, cx.out)
+                .await
+                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
+            if self.state.saw_terminal {
+                // A terminal response event ends the protocol: nothing after it is read or waited for.
+                return Ok(Flow::End);
             }
         }
+        Ok(Flow::Continue)
     }
-    let aborted = body.is_cancelled();
-    let wrap = |message: &str| if aborted { Stop::aborted(message) } else { fail(message.to_owned()) };
-    if !state.saw_terminal {
-        return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
-    }
-    if out.message().stop_reason == StopReason::ToolUse {
-        if let Some(index) = state.unfinished.iter().min() {
-            if let Some(AssistantContent::ToolCall(call)) = out.message().content.get(*index) {
-                return Err(wrap(&format!(
-                    "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
-                    call.name, call.id
-                )));
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        let aborted = cx.cancelled();
+        let wrap = |message: &str| if aborted { Stop::aborted(message) } else { self.fail(message.to_owned()) };
+        if !self.state.saw_terminal {
+            return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
+        }
+        if cx.out.message().stop_reason == StopReason::ToolUse {
+            if let Some(index) = self.state.unfinished.iter().min() {
+                if let Some(AssistantContent::ToolCall(call)) = cx.out.message().content.get(*index) {
+                    return Err(wrap(&format!(
+                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
+                        call.name, call.id
+                    )));
+                }
             }
         }
+        if aborted {
+            return Err(Stop::aborted("Request was aborted"));
+        }
+        adapter_support::stop_reason_tail(cx.out.message(), self.flavor.no_stop_reason)
+            .map_err(|stop| self.fail(stop.message))
     }
-    if aborted {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    adapter_support::stop_reason_tail(out.message(), flavor.no_stop_reason).map_err(|stop| fail(stop.message))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
