@@ -30,6 +30,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Secrets};
 use crate::api::openai::responses::{
     convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
 };
@@ -441,7 +442,9 @@ impl StreamFn for OpenAICodexResponses {
         let adapter = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = adapter_support::builder(tx, &model, API);
-            let result = adapter.run(&model, context, &options, &mut out).await;
+            let mut secrets = Secrets::default();
+            let result = adapter.run(&model, context, &options, &mut out, &mut secrets).await;
+            let result = driver::scrub(&secrets, &mut out, result);
             adapter_support::finish(out, result).await;
         })
     }
@@ -454,6 +457,7 @@ impl OpenAICodexResponses {
         context: TranscriptContext,
         options: &StreamOptions,
         out: &mut AssistantMessageBuilder,
+        secrets: &mut Secrets,
     ) -> Result<(), Stop> {
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
@@ -495,6 +499,7 @@ impl OpenAICodexResponses {
             fixed,
         ]);
         let request = http::Request { url: codex_url(&model.base_url), headers, body };
+        *secrets = Secrets::of(&request, options);
         let dialect = CodexDialect { timeout_ms: options.timeout_ms };
         let response = http::send(&request, model, options, &dialect).await.map_err(|failure| {
             if failure.aborted {
