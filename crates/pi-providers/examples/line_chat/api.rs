@@ -9,15 +9,14 @@
 //!   terminal event) or `{"type": "error", "message": ...}`.
 //! * **Errors**: a non-2xx answer is `Line chat error (<status>): <body>`.
 
-use pi_providers::api::driver::{self, ApiError, ApiErrorKind, Cancel, Cx, Decoder, Dialect, Exchange, Flow, OnCancel};
+use pi_providers::api::driver::{
+    self, ApiError, ApiErrorKind, Call, Cancel, Cx, Decoder, Dialect, Exchange, Flow, OnCancel,
+};
 use pi_providers::api::driver::{Request, Sse, Stop, WireApi};
 use pi_providers::reqwest::header::HeaderMap;
 use pi_providers::transport::sse::SseEventRef;
 use pi_types::transcript::system_message_text;
-use pi_types::{
-    AssistantMessageBuilder, AssistantMessageEventStream, Message, Model, StopReason, StreamFn, StreamOptions,
-    TranscriptContext,
-};
+use pi_types::{AssistantMessageEventStream, Message, Model, StopReason, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::{json, Value};
 
 /// The API id.
@@ -59,13 +58,8 @@ impl WireApi for LineChat {
     const CANCEL: Cancel =
         Cancel { read: OnCancel::Fail("Request was aborted"), before_event: None, after_event: None };
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let key = options.api_key.as_deref().ok_or_else(|| Stop::error("No API key"))?;
         let messages: Vec<Value> = context
             .messages()

@@ -39,21 +39,12 @@ pub trait WireApi: Send + Sync + Sized + 'static {
     /// What a cancelled request reads as, and where the driver looks for it.
     const CANCEL: Cancel;
 
-    /// The API id the message is stamped with (the model's `api` unless the API has its own).
-    fn api_id<'a>(&'a self, model: &'a Model) -> &'a str {
-        &model.api
-    }
+    /// The API id the message is stamped with when the API has its own (else the model's `api`).
+    const API_ID: Option<&'static str> = None;
 
     /// The request to send (key lookup, payload, `on_payload`, URL, headers), its error shaping,
-    /// and a fresh decoding state. `out` takes what the request settles of the message's
-    /// metadata (no event is sent before `start`).
-    fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-    ) -> impl Future<Output = Result<Exchange<Self>, Stop>> + Send;
+    /// and a fresh decoding state.
+    fn prepare(&self, call: Call<'_>) -> impl Future<Output = Result<Exchange<Self>, Stop>> + Send;
 
     /// The error of a request that failed before the answer's headers (after retries).
     fn refused(&self, _decoder: &mut Self::Decoder, _dialect: &Self::Dialect, failure: Failure) -> Stop {
@@ -102,6 +93,19 @@ pub trait Decoder: Send {
     /// After the last event (the body's end, a terminal event, or a cancellation the API
     /// drains): close what is open and check the stop reason, usually with [`tail`].
     fn end(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), Stop>> + Send;
+}
+
+/// What a request is built from.
+pub struct Call<'a> {
+    /// The model it goes to.
+    pub model: &'a Model,
+    /// The conversation.
+    pub context: TranscriptContext,
+    /// The request's options.
+    pub options: &'a StreamOptions,
+    /// The message: takes what the request settles of its metadata (no event is sent before
+    /// `start`).
+    pub out: &'a mut AssistantMessageBuilder,
 }
 
 /// One prepared request: what goes on the wire, its error shaping, the decoding state.
@@ -249,7 +253,7 @@ pub fn stream<A: WireApi>(
 ) -> AssistantMessageEventStream {
     let model = model.clone();
     AssistantMessageEventStream::from_producer(move |tx| async move {
-        let mut out = support::builder(tx, &model, api.api_id(&model));
+        let mut out = support::builder(tx, &model, A::API_ID.unwrap_or(&model.api));
         let mut secrets = Secrets::default();
         let mut decoder = None;
         let result = run(&api, &model, context, &options, &mut out, &mut secrets, &mut decoder).await;
@@ -268,7 +272,7 @@ async fn run<A: WireApi>(
     slot: &mut Option<A::Decoder>,
 ) -> Result<(), Stop> {
     let Exchange { request, dialect, decoder, headers_timeout_ms, start } =
-        api.prepare(model, context, options, out).await?;
+        api.prepare(Call { model, context, options, out: &mut *out }).await?;
     *secrets = Secrets::of(&request, options);
     let decoder = slot.insert(decoder);
     let sent = match headers_timeout_ms.filter(|_| options.timeout_ms.is_none()) {

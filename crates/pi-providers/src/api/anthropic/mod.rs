@@ -17,7 +17,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
@@ -300,13 +300,8 @@ impl WireApi for Wire {
         after_event: None,
     };
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, out } = call;
         let compat = Compat::for_model(model);
         let key = options.api_key.clone().filter(|k| !k.is_empty());
         let header_auth = ["authorization", "x-api-key", "cf-aig-authorization"]

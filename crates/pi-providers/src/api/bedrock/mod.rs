@@ -42,7 +42,9 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, Secrets, WireApi};
+use crate::api::driver::{
+    self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, Secrets, WireApi,
+};
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
@@ -248,17 +250,10 @@ impl WireApi for Wire {
         after_event: None,
     };
 
-    fn api_id<'a>(&'a self, _model: &'a Model) -> &'a str {
-        API
-    }
+    const API_ID: Option<&'static str> = Some(API);
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let params = build_request_body(model, &context, options).map_err(Stop::error)?;
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let body = js_json::stringify(&params).into_bytes();

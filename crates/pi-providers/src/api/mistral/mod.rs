@@ -43,7 +43,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::transform_messages;
@@ -219,13 +219,8 @@ impl WireApi for Wire {
     type Decoder = Chunks;
     const CANCEL: Cancel = Cancel { read: OnCancel::Fail(ABORTED), before_event: None, after_event: None };
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let key = api_key(model, options)?;
         let context = resolve_transcript(context, supports_mid_convo_system_messages(model));
         let settings = Settings::new(model, &context, options);

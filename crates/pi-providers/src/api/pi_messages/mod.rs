@@ -43,7 +43,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
@@ -154,13 +154,8 @@ impl WireApi for Wire {
     const CANCEL: Cancel =
         Cancel { read: OnCancel::Fail("This operation was aborted"), before_event: None, after_event: None };
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(Stop::error(format!("No API key provided for provider \"{}\"", model.provider)));
         };

@@ -21,7 +21,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, WireApi};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
@@ -622,17 +622,10 @@ impl WireApi for Wire {
     type Decoder = GoogleDecode;
     const CANCEL: Cancel = GOOGLE_CANCEL;
 
-    fn api_id<'a>(&'a self, _model: &'a Model) -> &'a str {
-        API
-    }
+    const API_ID: Option<&'static str> = Some(API);
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
         };

@@ -36,12 +36,10 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use pi_types::{
-    AssistantMessageBuilder, AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext,
-};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::Value;
 
-use crate::api::driver::{self, Cancel, Exchange, WireApi};
+use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
 use crate::api::google::gemini::{self as google, GoogleDecode, GoogleDialect, ToolCallIds, GOOGLE_CANCEL};
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
@@ -247,17 +245,10 @@ impl WireApi for Wire {
     type Decoder = GoogleDecode;
     const CANCEL: Cancel = GOOGLE_CANCEL;
 
-    fn api_id<'a>(&'a self, _model: &'a Model) -> &'a str {
-        API
-    }
+    const API_ID: Option<&'static str> = Some(API);
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let auth = resolve_auth(options).map_err(Stop::error)?;
         let params = build_request_body(model, &context, options).map_err(Stop::error)?;
         let params = adapter_support::apply_on_payload(options, model, params).await;

@@ -23,13 +23,10 @@
 
 use indexmap::IndexMap;
 use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
-use pi_types::{
-    AssistantMessageBuilder, AssistantMessageEventStream, Model, StreamFn, StreamOptions, ThinkingLevel,
-    TranscriptContext,
-};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext};
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Exchange, WireApi};
+use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
 use crate::api::openai::responses::{
     self, convert_messages, convert_tools, Compat, Flavor, ResponsesDecode, ResponsesDialect, TierPricing,
     RESPONSES_CANCEL,
@@ -311,17 +308,10 @@ impl WireApi for Wire {
     type Decoder = ResponsesDecode;
     const CANCEL: Cancel = RESPONSES_CANCEL;
 
-    fn api_id<'a>(&'a self, _model: &'a Model) -> &'a str {
-        API
-    }
+    const API_ID: Option<&'static str> = Some(API);
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let deployment = self.0.resolve_deployment_name(model, options);
         let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(Stop::error(format!("No API key for provider: {}", model.provider)));

@@ -17,7 +17,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
@@ -332,13 +332,8 @@ impl WireApi for Wire {
     type Decoder = Decode;
     const CANCEL: Cancel = Cancel { read: OnCancel::Drain, before_event: None, after_event: Some(OnCancel::Drain) };
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        _out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
         let key = api_key(model, options)?;
         let compat = Compat::for_model(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);

@@ -17,7 +17,7 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -687,13 +687,8 @@ impl WireApi for Wire {
     type Decoder = ResponsesDecode;
     const CANCEL: Cancel = RESPONSES_CANCEL;
 
-    async fn prepare(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-    ) -> Result<Exchange<Self>, Stop> {
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, out } = call;
         let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
             Some(key) => key,
             None if adapter_support::has_header(options, "authorization")
