@@ -336,6 +336,7 @@ impl AgentShared {
         request.thinking_budgets = options.thinking_budgets;
         request.max_retry_delay_ms = options.max_retry_delay_ms;
         request.identity = options.identity;
+        request.api_options = options.api_options;
         config.tool_execution = options.tool_execution;
         config.trace = options.trace;
         config.transcript_cache = Some(transcript_cache);

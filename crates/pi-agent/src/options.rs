@@ -11,7 +11,7 @@ use pi_loop::{
 };
 use pi_types::CancellationToken;
 use pi_types::{
-    AgentMessage, AgentTool, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
+    AgentMessage, AgentTool, ApiOptions, ClientIdentity, InputModality, Message, Model, ProviderResponse, StreamFn,
     ThinkingBudgets, ThinkingLevel, ToolExecutionMode, Transport,
 };
 use serde::{Deserialize, Serialize};
@@ -175,6 +175,10 @@ pub struct AgentOptions {
     /// The lifetime usage totals the agent counts on from (a resumed session's; taken by
     /// [`Agent::new`](crate::Agent::new)).
     pub usage: UsageTotal,
+    /// Options of particular APIs (pi-providers' `AnthropicOptions`, ...), per API or per
+    /// model: every request carries them, and its adapter applies the entry of its own type for
+    /// the agent's current model ([`ApiOptions`]).
+    pub api_options: ApiOptions,
 }
 
 impl std::fmt::Debug for AgentOptions {
@@ -211,6 +215,7 @@ impl AgentOptions {
             retry: None,
             trace: pi_loop::TraceOptions::default(),
             usage: UsageTotal::default(),
+            api_options: ApiOptions::new(),
         }
     }
 

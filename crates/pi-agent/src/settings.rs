@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use pi_loop::Hooks;
-use pi_types::{ClientIdentity, StreamFn, ThinkingBudgets};
+use pi_types::{ApiOptions, ClientIdentity, StreamFn, ThinkingBudgets};
 use pi_types::{ToolExecutionMode, Transport};
 
 use crate::options::{AgentInitialState, AgentOptions, QueueMode};
@@ -31,6 +31,7 @@ pub(crate) struct Settings {
     /// Boxed: most agents have none, and every agent keeps its settings.
     pub(crate) retry: Option<Arc<RetryPolicy>>,
     pub(crate) trace: pi_loop::TraceOptions,
+    pub(crate) api_options: ApiOptions,
 }
 
 impl Settings {
@@ -52,6 +53,7 @@ impl Settings {
             retry,
             trace,
             usage: _,
+            api_options,
         } = options;
         Self {
             stream_fn,
@@ -66,6 +68,7 @@ impl Settings {
             tool_execution,
             retry: retry.map(Arc::new),
             trace,
+            api_options,
         }
     }
 
@@ -86,6 +89,7 @@ impl Settings {
             retry: self.retry.as_deref().cloned(),
             trace: self.trace,
             usage: UsageTotal::default(),
+            api_options: self.api_options.clone(),
         }
     }
 }
@@ -108,7 +112,7 @@ mod tests {
         assert!(settings.hooks.is_empty());
         // The options as given, for comparison: 360 bytes when this was written, with each
         // hook a field of its own.
-        assert!(std::mem::size_of::<Settings>() <= 96, "Settings is {} bytes", std::mem::size_of::<Settings>());
+        assert!(std::mem::size_of::<Settings>() <= 104, "Settings is {} bytes", std::mem::size_of::<Settings>());
     }
 
     #[test]

@@ -213,6 +213,10 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
         ..Default::default()
     };
 
+    let options = match entry {
+        "stream" => own_options(&api, &case_options, options)?,
+        _ => options,
+    };
     let mut stream = adapter.stream(&model, normalize_context(context), options);
     let mut event_lines = Vec::new();
     while let Some(event) = stream.next().await {
@@ -238,6 +242,30 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The options of an `entry: "stream"` case: the case's options as the API's own options type
+/// (as the reference's `stream()` takes them), and its neutral members (`temperature`).
+fn own_options(api: &str, case_options: &Value, mut options: StreamOptions) -> Result<StreamOptions, ReplayError> {
+    use pi_providers::api::{anthropic, bedrock, google, mistral, openai, pi_messages, with_own_options};
+    fn parse<T: serde::de::DeserializeOwned>(options: &Value) -> Result<T, ReplayError> {
+        serde_json::from_value(options.clone()).map_err(|e| ReplayError::Case(format!("options: {e}")))
+    }
+    options.temperature = case_options.get("temperature").and_then(Value::as_f64);
+    let o = case_options;
+    Ok(match api {
+        "anthropic-messages" => with_own_options(options, parse::<anthropic::AnthropicOptions>(o)?),
+        "bedrock-converse-stream" => with_own_options(options, parse::<bedrock::BedrockOptions>(o)?),
+        "google-generative-ai" => with_own_options(options, parse::<google::gemini::GoogleOptions>(o)?),
+        "google-vertex" => with_own_options(options, parse::<google::vertex::GoogleVertexOptions>(o)?),
+        "mistral-conversations" => with_own_options(options, parse::<mistral::MistralOptions>(o)?),
+        "openai-completions" => with_own_options(options, parse::<openai::completions::OpenAICompletionsOptions>(o)?),
+        "openai-responses" => with_own_options(options, parse::<openai::responses::OpenAIResponsesOptions>(o)?),
+        "azure-openai-responses" => with_own_options(options, parse::<openai::azure::AzureOpenAIResponsesOptions>(o)?),
+        "openai-codex-responses" => with_own_options(options, parse::<openai::codex::OpenAICodexResponsesOptions>(o)?),
+        "pi-messages" => with_own_options(options, parse::<pi_messages::PiMessagesStreamOptions>(o)?),
+        other => return Err(ReplayError::UnknownApi(other.to_owned())),
+    })
 }
 
 /// A one-shot call (`classify`, `generateImages`) through a registry holding the case's

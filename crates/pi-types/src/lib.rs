@@ -55,8 +55,8 @@ pub use message::{
 };
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::{
-    CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent, OnResponse,
-    ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
+    ApiOptions, CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent,
+    OnResponse, ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
 };
 pub use pi_schema::schema_for;
 pub use push::{Consumed, EventConsumer, Flow};

@@ -288,6 +288,10 @@ pub struct StreamOptions {
     /// Whatever the client, the adapters apply the time limits, size caps, cancellation and
     /// redaction of these options themselves (see pi-providers' `client` module).
     pub http_client: Option<HttpClientHandle>,
+    /// Options of particular APIs (pi-providers' `AnthropicOptions`, `OpenAIResponsesOptions`,
+    /// ...): each adapter applies the entry of its own type for the request's model, on top of
+    /// what it derives from the neutral options above.
+    pub api_options: ApiOptions,
 }
 
 impl StreamOptions {
@@ -433,6 +437,117 @@ impl fmt::Debug for StreamOptions {
             .field("max_retries", &self.max_retries)
             .field("env", &self.env.as_deref().map(|env| env.keys().collect::<Vec<_>>()))
             .field("http_client", &self.http_client)
+            .field("api_options", &self.api_options)
             .finish_non_exhaustive()
+    }
+}
+
+/// Options of particular APIs, keyed by their type: a request's adapter looks up the entry of
+/// its own options type ([`ApiOptions::get`]) and ignores the others, so one set can hold the
+/// options of every API an agent may switch between. An entry is for every model of its API,
+/// or for one model (provider and model id), which then wins over the API-wide entry.
+///
+/// One pointer wide, allocated only once an entry is set, and shared between copies (an agent
+/// loop copies its options into every request). The types are the adapters' own (defined in
+/// pi-providers, which this crate does not know); `Debug` prints their names and scopes.
+///
+/// ```
+/// use pi_types::{ApiOptions, Model};
+/// #[derive(Debug, PartialEq)]
+/// struct MyApiOptions { effort: &'static str }
+/// let options = ApiOptions::new()
+///     .with(MyApiOptions { effort: "high" })
+///     .with_model("acme", "acme-large", MyApiOptions { effort: "low" });
+/// let mut model = Model { provider: "acme".into(), id: "acme-small".into(), ..Default::default() };
+/// assert_eq!(options.get::<MyApiOptions>(&model), Some(&MyApiOptions { effort: "high" }));
+/// model.id = "acme-large".into();
+/// assert_eq!(options.get::<MyApiOptions>(&model), Some(&MyApiOptions { effort: "low" }));
+/// assert_eq!(options.get::<String>(&model), None);
+/// assert_eq!(std::mem::size_of::<ApiOptions>(), std::mem::size_of::<usize>());
+/// ```
+#[derive(Clone, Default)]
+pub struct ApiOptions(Option<Arc<Vec<ApiOptionsEntry>>>);
+
+#[derive(Clone)]
+struct ApiOptionsEntry {
+    /// `(provider, model id)`, or `None` for every model.
+    scope: Option<(String, String)>,
+    value: Arc<dyn Any + Send + Sync>,
+    type_name: &'static str,
+}
+
+impl ApiOptions {
+    /// No entry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With `options` for every model of its API (replacing an API-wide entry of that type).
+    pub fn with<T: Any + Send + Sync>(mut self, options: T) -> Self {
+        self.insert(options);
+        self
+    }
+
+    /// With `options` for one model (replacing that model's entry of that type).
+    pub fn with_model<T: Any + Send + Sync>(
+        mut self,
+        provider: impl Into<String>,
+        model_id: impl Into<String>,
+        options: T,
+    ) -> Self {
+        self.insert_for_model(provider, model_id, options);
+        self
+    }
+
+    /// Set `options` for every model of its API (replacing an API-wide entry of that type).
+    pub fn insert<T: Any + Send + Sync>(&mut self, options: T) {
+        self.put(None, options);
+    }
+
+    /// Set `options` for one model (replacing that model's entry of that type).
+    pub fn insert_for_model<T: Any + Send + Sync>(
+        &mut self,
+        provider: impl Into<String>,
+        model_id: impl Into<String>,
+        options: T,
+    ) {
+        self.put(Some((provider.into(), model_id.into())), options);
+    }
+
+    fn put<T: Any + Send + Sync>(&mut self, scope: Option<(String, String)>, options: T) {
+        let entries = Arc::make_mut(self.0.get_or_insert_with(Default::default));
+        entries.retain(|entry| !(entry.scope == scope && entry.value.is::<T>()));
+        entries.push(ApiOptionsEntry { scope, value: Arc::new(options), type_name: std::any::type_name::<T>() });
+    }
+
+    /// The `T` options for `model`: its own entry, else the API-wide one.
+    pub fn get<T: Any>(&self, model: &Model) -> Option<&T> {
+        let entries = self.0.as_deref()?;
+        let scoped = |entry: &&ApiOptionsEntry| {
+            entry.scope.as_ref().is_some_and(|(provider, id)| *provider == model.provider && *id == model.id)
+        };
+        entries
+            .iter()
+            .filter(|entry| entry.value.is::<T>())
+            .find(scoped)
+            .or_else(|| entries.iter().find(|entry| entry.scope.is_none() && entry.value.is::<T>()))
+            .and_then(|entry| entry.value.downcast_ref())
+    }
+
+    /// Whether no entry is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|entries| entries.is_empty())
+    }
+}
+
+impl fmt::Debug for ApiOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let entries = self.0.as_deref().map(Vec::as_slice).unwrap_or_default();
+        f.debug_list()
+            .entries(entries.iter().map(|entry| match &entry.scope {
+                Some((provider, id)) => format!("{} for {provider}/{id}", entry.type_name),
+                None => entry.type_name.to_owned(),
+            }))
+            .finish()
     }
 }

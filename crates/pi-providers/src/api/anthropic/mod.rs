@@ -18,6 +18,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
@@ -25,6 +26,9 @@ use crate::api::typed;
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::SseEventRef;
+
+mod options;
+pub use options::{AnthropicEffort, AnthropicOptions, AnthropicToolChoice, ThinkingDisplay};
 
 /// The API id.
 pub const API: &str = "anthropic-messages";
@@ -122,18 +126,74 @@ impl StreamFn for AnthropicMessages {
     }
 }
 
-/// Thinking settings after `streamSimple`'s option mapping.
+/// Stream with the API's own options, as the reference's `stream()`: `api` is the whole of the
+/// thinking settings (nothing is derived from `options.reasoning`) and `options.max_tokens` is
+/// sent as given (else the model's limit).
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: AnthropicOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&AnthropicMessages, model, context, options, api)
+}
+
+/// The request's thinking and tool settings: `streamSimple`'s mapping of the neutral options
+/// with the [`AnthropicOptions`] that are set applied over it, or those options alone.
 struct Thinking {
-    enabled: bool,
+    /// `None`: not requested either way (no `thinking` member).
+    enabled: Option<bool>,
     budget: Option<u64>,
     effort: Option<String>,
     max_tokens: u64,
+    display: ThinkingDisplay,
+    interleaved: bool,
+    tool_choice: Option<Value>,
 }
 
 fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Thinking {
+    let api = own_options::lookup::<AnthropicOptions>(model, options);
+    let mut thinking = if api.is_own() {
+        Thinking {
+            enabled: None,
+            budget: None,
+            effort: None,
+            max_tokens: options.max_tokens.unwrap_or(model.max_tokens),
+            display: ThinkingDisplay::Summarized,
+            interleaved: true,
+            tool_choice: None,
+        }
+    } else {
+        simple_thinking(model, context, options, compat)
+    };
+    if let Some(api) = api.get() {
+        thinking.enabled = api.thinking_enabled.or(thinking.enabled);
+        thinking.budget = api.thinking_budget_tokens.or(thinking.budget);
+        thinking.effort = api.effort.map(|e| e.as_str().to_owned()).or(thinking.effort);
+        thinking.display = api.thinking_display.unwrap_or(thinking.display);
+        thinking.interleaved = api.interleaved_thinking.unwrap_or(thinking.interleaved);
+        if let Some(choice) = &api.tool_choice {
+            thinking.tool_choice = Some(choice.to_wire());
+        }
+    }
+    thinking
+}
+
+fn simple_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Thinking {
     let base = request_options::base_max_tokens(model, context, options.max_tokens);
+    let tool_choice =
+        options.tool_choice.map(|choice| json!({"type": serde_json::to_value(choice).unwrap_or(Value::Null)}));
+    let thinking = |enabled, budget, effort, max_tokens| Thinking {
+        enabled: Some(enabled),
+        budget,
+        effort,
+        max_tokens,
+        display: ThinkingDisplay::Summarized,
+        interleaved: true,
+        tool_choice: tool_choice.clone(),
+    };
     let Some(level) = options.reasoning.filter(|l| *l != ThinkingLevel::Off) else {
-        return Thinking { enabled: false, budget: None, effort: None, max_tokens: base };
+        return thinking(false, None, None, base);
     };
     if compat.force_adaptive_thinking {
         let effort = match request_options::mapped_level(model, level) {
@@ -145,7 +205,7 @@ fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &Stream
             }
             .to_owned(),
         };
-        return Thinking { enabled: true, budget: None, effort: Some(effort), max_tokens: base };
+        return thinking(true, None, Some(effort), base);
     }
     let (adjusted, budget) = request_options::adjust_max_tokens_for_thinking(
         Some(base),
@@ -155,7 +215,7 @@ fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &Stream
     );
     let max_tokens = request_options::clamp_max_tokens_to_context(model, context, adjusted);
     let budget = budget.min(max_tokens.saturating_sub(1024));
-    Thinking { enabled: true, budget: Some(budget), effort: None, max_tokens }
+    thinking(true, Some(budget), None, max_tokens)
 }
 
 /// Whether tool changes are sent in place: mid-conversation system messages and tool changes
@@ -173,7 +233,7 @@ fn effort_messages(model: &Model, compat: &Compat, thinking: &Thinking) -> bool 
 }
 
 fn thinking_disabled(model: &Model, thinking: &Thinking) -> bool {
-    model.reasoning && !thinking.enabled && !request_options::off_is_null(model)
+    model.reasoning && thinking.enabled == Some(false) && !request_options::off_is_null(model)
 }
 
 /// The request body the adapter sends (for tests and debugging).
@@ -265,7 +325,7 @@ fn beta_features(
     if !current_tools(context.messages()).is_empty() && !compat.supports_eager_tool_input_streaming {
         features.push(FINE_GRAINED_TOOL_STREAMING_BETA.into());
     }
-    if model.reasoning && thinking.enabled && !compat.force_adaptive_thinking {
+    if model.reasoning && thinking.enabled == Some(true) && thinking.interleaved && !compat.force_adaptive_thinking {
         features.push(INTERLEAVED_THINKING_BETA.into());
     }
     let fallbacks = model.compat.as_ref().and_then(|c| c.get("allowedFallbackModels")).and_then(Value::as_array);
@@ -864,7 +924,7 @@ fn build_params(
     }
     if let Some(t) = options
         .temperature
-        .filter(|_| !thinking.enabled && !compat.supports_mid_convo_effort && compat.supports_temperature)
+        .filter(|_| thinking.enabled != Some(true) && !compat.supports_mid_convo_effort && compat.supports_temperature)
     {
         params.insert("temperature".into(), json!(t));
     }
@@ -890,28 +950,26 @@ fn build_params(
     } else if effort_messages {
         params.insert(
             "thinking".into(),
-            json!({"type": "adaptive", "display": "summarized", "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
+            json!({"type": "adaptive", "display": thinking.display.as_str(), "block_binding": {"prefix_mismatch_behavior": "drop_block"}}),
         );
         params.insert("output_config".into(), json!({"effort": "low"}));
-    } else if model.reasoning && thinking.enabled {
+    } else if model.reasoning && thinking.enabled == Some(true) {
+        let display = thinking.display.as_str();
         if compat.force_adaptive_thinking {
-            params.insert("thinking".into(), json!({"type": "adaptive", "display": "summarized"}));
+            params.insert("thinking".into(), json!({"type": "adaptive", "display": display}));
             if let Some(effort) = &thinking.effort {
                 params.insert("output_config".into(), json!({"effort": effort}));
             }
         } else {
             let budget = thinking.budget.filter(|b| *b > 0).unwrap_or(1024);
-            params.insert(
-                "thinking".into(),
-                json!({"type": "enabled", "budget_tokens": budget, "display": "summarized"}),
-            );
+            params.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget, "display": display}));
         }
     }
     if let Some(user_id) = options.metadata.as_ref().and_then(|m| m.get("user_id")).and_then(Value::as_str) {
         params.insert("metadata".into(), json!({"user_id": user_id}));
     }
-    if let Some(choice) = options.tool_choice {
-        params.insert("tool_choice".into(), json!({"type": serde_json::to_value(choice).unwrap_or(Value::Null)}));
+    if let Some(choice) = &thinking.tool_choice {
+        params.insert("tool_choice".into(), choice.clone());
     }
     if let Some(fallbacks) = model
         .compat

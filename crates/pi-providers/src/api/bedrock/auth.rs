@@ -16,7 +16,9 @@ use aws_sigv4::http_request::{sign, PayloadChecksumKind, SignableBody, SignableR
 use aws_sigv4::sign::v4;
 use pi_types::{Model, StreamOptions};
 
+use super::options::BedrockOptions;
 use super::request::configured_region;
+use crate::api::own_options;
 
 /// The signing name of Bedrock runtime requests.
 const SIGNING_NAME: &str = "bedrock";
@@ -92,9 +94,13 @@ fn encode_label(label: &str) -> String {
     out
 }
 
-/// The profile explicitly configured for this request (its own `env`), which wins over keys.
-fn request_profile(options: &StreamOptions) -> Option<String> {
-    options.env.as_deref().and_then(|env| env.get("AWS_PROFILE")).filter(|p| !p.is_empty()).cloned()
+/// The profile explicitly configured for this request ([`BedrockOptions::profile`], else its
+/// own `env`), which wins over keys.
+fn request_profile(model: &Model, options: &StreamOptions) -> Option<String> {
+    own_options::lookup::<BedrockOptions>(model, options)
+        .field(|api| &api.profile)
+        .or_else(|| options.env.as_deref().and_then(|env| env.get("AWS_PROFILE")).cloned())
+        .filter(|p| !p.is_empty())
 }
 
 /// The endpoint and signing region, by the reference's rules: an ARN's region first, then
@@ -102,8 +108,8 @@ fn request_profile(options: &StreamOptions) -> Option<String> {
 /// (proxy, VPC endpoint) is always used as it is, a standard one only when no region or
 /// profile is configured.
 pub(crate) async fn target(model: &Model, options: &StreamOptions) -> Target {
-    let configured = configured_region(options);
-    let ambient_profile = options.env_var("AWS_PROFILE");
+    let configured = configured_region(model, options);
+    let ambient_profile = request_profile(model, options).or_else(|| options.env_var("AWS_PROFILE"));
     let endpoint_region = standard_endpoint_region(&model.base_url);
     let explicit = endpoint_region.is_none() || (configured.is_none() && ambient_profile.is_none());
     let region = match (arn_region(&model.id), &configured) {
@@ -128,17 +134,20 @@ pub(crate) async fn target(model: &Model, options: &StreamOptions) -> Target {
 /// `AWS_BEDROCK_SKIP_AUTH=1`; else SigV4 with dummy keys (skip-auth proxies), the request's
 /// profile, the access keys of `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` /
 /// `AWS_SESSION_TOKEN`, or the default chain (profile, web identity, ECS, instance metadata).
-pub(crate) async fn resolve(options: &StreamOptions, region: &str) -> Result<Auth, String> {
+pub(crate) async fn resolve(model: &Model, options: &StreamOptions, region: &str) -> Result<Auth, String> {
     let skip_auth = options.env_var("AWS_BEDROCK_SKIP_AUTH").as_deref() == Some("1");
-    let bearer =
-        options.api_key.clone().filter(|k| !k.is_empty()).or_else(|| options.env_var("AWS_BEARER_TOKEN_BEDROCK"));
+    let bearer = own_options::lookup::<BedrockOptions>(model, options)
+        .field(|api| &api.bearer_token)
+        .filter(|k| !k.is_empty())
+        .or_else(|| options.api_key.clone().filter(|k| !k.is_empty()))
+        .or_else(|| options.env_var("AWS_BEARER_TOKEN_BEDROCK"));
     if let Some(token) = bearer.filter(|_| !skip_auth) {
         return Ok(Auth::Bearer(token));
     }
     if skip_auth {
         return Ok(Auth::SigV4(Credentials::new("dummy-access-key", "dummy-secret-key", None, None, "pi-skip-auth")));
     }
-    let profile = request_profile(options);
+    let profile = request_profile(model, options);
     if profile.is_none() {
         if let (Some(key), Some(secret)) =
             (options.env_var("AWS_ACCESS_KEY_ID"), options.env_var("AWS_SECRET_ACCESS_KEY"))
@@ -473,14 +482,18 @@ mod target_tests {
     async fn auth_sources_in_order() {
         let keys = [("AWS_ACCESS_KEY_ID", "AKID"), ("AWS_SECRET_ACCESS_KEY", "s")];
         let bearer = StreamOptions { api_key: Some("key".into()), ..options(&keys) };
-        assert!(matches!(resolve(&bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "key"));
+        assert!(
+            matches!(resolve(&Model::default(), &bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "key")
+        );
         let env_bearer = options(&[("AWS_BEARER_TOKEN_BEDROCK", "tok"), keys[0], keys[1]]);
-        assert!(matches!(resolve(&env_bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "tok"));
+        assert!(
+            matches!(resolve(&Model::default(), &env_bearer, "us-east-1").await.unwrap(), Auth::Bearer(t) if t == "tok")
+        );
         let skip = StreamOptions { api_key: Some("key".into()), ..options(&[("AWS_BEDROCK_SKIP_AUTH", "1")]) };
         assert!(
-            matches!(resolve(&skip, "us-east-1").await.unwrap(), Auth::SigV4(c) if c.access_key_id() == "dummy-access-key")
+            matches!(resolve(&Model::default(), &skip, "us-east-1").await.unwrap(), Auth::SigV4(c) if c.access_key_id() == "dummy-access-key")
         );
-        match resolve(&options(&keys), "us-east-1").await.unwrap() {
+        match resolve(&Model::default(), &options(&keys), "us-east-1").await.unwrap() {
             Auth::SigV4(c) => assert_eq!((c.access_key_id(), c.secret_access_key()), ("AKID", "s")),
             Auth::Bearer(_) => panic!("keys sign"),
         }

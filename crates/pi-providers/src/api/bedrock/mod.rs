@@ -29,6 +29,7 @@
 //! first, then the process environment.
 
 mod auth;
+mod options;
 mod request;
 
 use std::collections::HashMap;
@@ -50,6 +51,7 @@ use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use aws_smithy_types::event_stream::Message;
 
+pub use options::{BedrockOptions, BedrockThinkingDisplay, BedrockToolChoice};
 pub use request::build_request_body;
 
 /// The API id.
@@ -66,6 +68,18 @@ const MAX_DIAGNOSTIC_CHARS: usize = 200;
 /// The Bedrock Converse stream adapter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BedrockConverseStream;
+
+/// Stream with the API's own options, as the reference's `stream()`: thinking is what
+/// `api.reasoning` (else `options.reasoning`) and the budgets say, with no output-cap
+/// adjustment, and `maxTokens` is `options.max_tokens` (Claude: else the model's limit).
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: BedrockOptions,
+) -> AssistantMessageEventStream {
+    crate::api::own_options::stream_own(&BedrockConverseStream, model, context, options, api)
+}
 
 impl StreamFn for BedrockConverseStream {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
@@ -258,7 +272,7 @@ impl WireApi for Wire {
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let body = js_json::stringify(&params).into_bytes();
         let target = auth::target(model, options).await;
-        let auth = auth::resolve(options, &target.region).await.map_err(Stop::error)?;
+        let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
 
         let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
             .into_iter()

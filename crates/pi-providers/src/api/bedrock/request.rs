@@ -6,11 +6,13 @@ use pi_types::transcript::{
     without_initial_system_message,
 };
 use pi_types::{
-    AssistantContent, CacheRetention, Message, Model, StreamOptions, ThinkingLevel, Tool, ToolChoice,
+    AssistantContent, CacheRetention, Message, Model, StreamOptions, ThinkingBudgets, ThinkingLevel, Tool, ToolChoice,
     TranscriptContext, UserContent, UserMessageContent,
 };
 use serde_json::{json, Map, Value};
 
+use super::options::{BedrockOptions, BedrockThinkingDisplay, BedrockToolChoice};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support as adapter_support;
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
@@ -282,7 +284,14 @@ fn system_blocks(prompt: Option<String>, model: &Model, options: &StreamOptions)
 }
 
 fn tool_config(tools: &[Tool], options: &StreamOptions, model: &Model) -> Result<Option<Value>, String> {
-    if tools.is_empty() || options.tool_choice == Some(ToolChoice::None) {
+    let choice = own_options::lookup::<BedrockOptions>(model, options).field(|api| &api.tool_choice).or(match options
+        .tool_choice
+    {
+        Some(ToolChoice::Auto) => Some(BedrockToolChoice::Auto),
+        Some(ToolChoice::None) => Some(BedrockToolChoice::None),
+        None => None,
+    });
+    if tools.is_empty() || choice == Some(BedrockToolChoice::None) {
         return Ok(None);
     }
     let supports_strict =
@@ -301,19 +310,27 @@ fn tool_config(tools: &[Tool], options: &StreamOptions, model: &Model) -> Result
     }
     let mut config = Map::new();
     config.insert("tools".into(), Value::Array(specs));
-    if options.tool_choice == Some(ToolChoice::Auto) {
-        config.insert("toolChoice".into(), json!({"auto": {}}));
+    match choice {
+        Some(BedrockToolChoice::Auto) => _ = config.insert("toolChoice".into(), json!({"auto": {}})),
+        Some(BedrockToolChoice::Any) => _ = config.insert("toolChoice".into(), json!({"any": {}})),
+        Some(BedrockToolChoice::Tool(name)) => _ = config.insert("toolChoice".into(), json!({"tool": {"name": name}})),
+        Some(BedrockToolChoice::None) | None => {}
     }
     Ok(Some(Value::Object(config)))
 }
 
-/// The region an adapter would sign for, as configured (option env, then process env).
-pub(crate) fn configured_region(options: &StreamOptions) -> Option<String> {
-    options.env_var("AWS_REGION").or_else(|| options.env_var("AWS_DEFAULT_REGION"))
+/// The region an adapter would sign for, as configured ([`BedrockOptions::region`], then the
+/// option env, then the process env).
+pub(crate) fn configured_region(model: &Model, options: &StreamOptions) -> Option<String> {
+    own_options::lookup::<BedrockOptions>(model, options)
+        .field(|api| &api.region)
+        .filter(|r| !r.is_empty())
+        .or_else(|| options.env_var("AWS_REGION"))
+        .or_else(|| options.env_var("AWS_DEFAULT_REGION"))
 }
 
 fn is_gov_cloud(model: &Model, options: &StreamOptions) -> bool {
-    if configured_region(options).is_some_and(|r| r.to_lowercase().starts_with("us-gov-")) {
+    if configured_region(model, options).is_some_and(|r| r.to_lowercase().starts_with("us-gov-")) {
         return true;
     }
     let id = model.id.to_lowercase();
@@ -335,43 +352,89 @@ fn effort_for(model: &Model, level: ThinkingLevel) -> String {
     .into()
 }
 
-/// Thinking settings after `streamSimple`'s option mapping: the output cap and, for budget
-/// thinking, the budget of the level.
+/// Thinking settings after `streamSimple`'s option mapping (or, for a `stream()` call, as the
+/// [`BedrockOptions`] give them): the output cap and, for budget thinking, the budget of the
+/// level, with the display and interleaved-beta choices.
 pub(crate) struct Thinking {
     pub level: Option<ThinkingLevel>,
-    pub max_tokens: u64,
+    /// `None`: no `maxTokens` (a `stream()` call without one, on a model other than Claude).
+    pub max_tokens: Option<u64>,
     pub budget: Option<u64>,
+    pub display: BedrockThinkingDisplay,
+    pub interleaved: bool,
 }
 
 pub(crate) fn resolve_thinking(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Thinking {
+    let api = own_options::lookup::<BedrockOptions>(model, options);
+    let mut thinking = match api.is_own() {
+        true => own_thinking(model, options, api.get()),
+        false => simple_thinking(model, context, options, api.get()),
+    };
+    thinking.display = api.field(|api| &api.thinking_display).unwrap_or(BedrockThinkingDisplay::Summarized);
+    thinking.interleaved = api.field(|api| &api.interleaved_thinking).unwrap_or(true);
+    thinking
+}
+
+fn level_budget(budgets: Option<&ThinkingBudgets>, level: ThinkingLevel) -> Option<u64> {
+    budgets.and_then(|b| match request_options::clamp_reasoning(level) {
+        ThinkingLevel::Minimal => b.minimal,
+        ThinkingLevel::Low => b.low,
+        ThinkingLevel::Medium => b.medium,
+        ThinkingLevel::High => b.high,
+        _ => None,
+    })
+}
+
+fn default_budget(level: ThinkingLevel) -> u64 {
+    match level {
+        ThinkingLevel::Minimal => 1024,
+        ThinkingLevel::Low => 2048,
+        ThinkingLevel::Medium => 8192,
+        _ => 16384,
+    }
+}
+
+/// The reference's `stream()`: the level and budgets as given, `maxTokens` as given (Claude:
+/// else the model's limit).
+fn own_thinking(model: &Model, options: &StreamOptions, api: Option<&BedrockOptions>) -> Thinking {
+    let level = api.and_then(|api| api.reasoning).or(options.reasoning).filter(|l| *l != ThinkingLevel::Off);
+    let budgets = api.and_then(|api| api.thinking_budgets.as_deref()).or(options.thinking_budgets.as_deref());
+    Thinking {
+        level,
+        max_tokens: options.max_tokens.or_else(|| is_claude(model).then_some(model.max_tokens)),
+        budget: level.map(|level| level_budget(budgets, level).unwrap_or_else(|| default_budget(level))),
+        display: BedrockThinkingDisplay::Summarized,
+        interleaved: true,
+    }
+}
+
+fn simple_thinking(
+    model: &Model,
+    context: &TranscriptContext,
+    options: &StreamOptions,
+    api: Option<&BedrockOptions>,
+) -> Thinking {
     let base = request_options::base_max_tokens(model, context, options.max_tokens);
-    let Some(level) = options.reasoning.filter(|l| *l != ThinkingLevel::Off) else {
-        return Thinking { level: None, max_tokens: base, budget: None };
+    let thinking = |level, max_tokens, budget| Thinking {
+        level,
+        max_tokens: Some(max_tokens),
+        budget,
+        display: BedrockThinkingDisplay::Summarized,
+        interleaved: true,
     };
-    let budgets = options.thinking_budgets.as_deref();
-    let custom = |level: ThinkingLevel| {
-        budgets.and_then(|b| match request_options::clamp_reasoning(level) {
-            ThinkingLevel::Minimal => b.minimal,
-            ThinkingLevel::Low => b.low,
-            ThinkingLevel::Medium => b.medium,
-            ThinkingLevel::High => b.high,
-            _ => None,
-        })
+    let reasoning = api.and_then(|api| api.reasoning).or(options.reasoning);
+    let Some(level) = reasoning.filter(|l| *l != ThinkingLevel::Off) else {
+        return thinking(None, base, None);
     };
+    let budgets = api.and_then(|api| api.thinking_budgets.as_deref()).or(options.thinking_budgets.as_deref());
     if is_claude(model) && !supports_adaptive_thinking(model) {
         let (adjusted, budget) =
             request_options::adjust_max_tokens_for_thinking(Some(base), model.max_tokens, level, budgets);
         let max_tokens = request_options::clamp_max_tokens_to_context(model, context, adjusted);
         let budget = budget.min(max_tokens.saturating_sub(request_options::MIN_ANSWER_TOKENS));
-        return Thinking { level: Some(level), max_tokens, budget: Some(budget) };
+        return thinking(Some(level), max_tokens, Some(budget));
     }
-    let default = match level {
-        ThinkingLevel::Minimal => 1024,
-        ThinkingLevel::Low => 2048,
-        ThinkingLevel::Medium => 8192,
-        _ => 16384,
-    };
-    Thinking { level: Some(level), max_tokens: base, budget: Some(custom(level).unwrap_or(default)) }
+    thinking(Some(level), base, Some(level_budget(budgets, level).unwrap_or_else(|| default_budget(level))))
 }
 
 fn additional_fields(model: &Model, options: &StreamOptions, thinking: &Thinking) -> Option<Value> {
@@ -387,7 +450,7 @@ fn additional_fields(model: &Model, options: &StreamOptions, thinking: &Thinking
             let mut config = Map::new();
             config.insert("type".into(), json!("adaptive"));
             if !gov {
-                config.insert("display".into(), json!("summarized"));
+                config.insert("display".into(), json!(thinking.display.as_str()));
             }
             if binding {
                 config.insert("block_binding".into(), json!({"prefix_mismatch_behavior": "drop_block"}));
@@ -402,10 +465,12 @@ fn additional_fields(model: &Model, options: &StreamOptions, thinking: &Thinking
             config.insert("type".into(), json!("enabled"));
             config.insert("budget_tokens".into(), json!(thinking.budget.unwrap_or(0)));
             if !gov {
-                config.insert("display".into(), json!("summarized"));
+                config.insert("display".into(), json!(thinking.display.as_str()));
             }
             fields.insert("thinking".into(), Value::Object(config));
-            fields.insert("anthropic_beta".into(), json!([INTERLEAVED_THINKING_BETA]));
+            if thinking.interleaved {
+                fields.insert("anthropic_beta".into(), json!([INTERLEAVED_THINKING_BETA]));
+            }
         }
         return Some(Value::Object(fields));
     }
@@ -456,7 +521,9 @@ pub fn build_request_body(
         body.insert("system".into(), Value::Array(system));
     }
     let mut inference = Map::new();
-    inference.insert("maxTokens".into(), json!(thinking.max_tokens));
+    if let Some(max_tokens) = thinking.max_tokens {
+        inference.insert("maxTokens".into(), json!(max_tokens));
+    }
     if let Some(temperature) = options.temperature {
         inference.insert("temperature".into(), json!(temperature));
     }
@@ -466,6 +533,9 @@ pub fn build_request_body(
     }
     if let Some(fields) = additional_fields(model, options, &thinking) {
         body.insert("additionalModelRequestFields".into(), fields);
+    }
+    if let Some(metadata) = own_options::lookup::<BedrockOptions>(model, options).field(|api| &api.request_metadata) {
+        body.insert("requestMetadata".into(), json!(metadata));
     }
     Ok(Value::Object(body))
 }

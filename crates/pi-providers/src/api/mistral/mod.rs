@@ -44,6 +44,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::transform_messages;
@@ -53,6 +54,20 @@ use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "mistral-conversations";
+
+mod options;
+pub use options::{MistralOptions, MistralReasoningEffort, MistralToolChoice, PromptMode};
+
+/// Stream with the API's own options, as the reference's `stream()`: nothing is derived from
+/// `options.reasoning`, and `max_tokens` is sent only when `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: MistralOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&MistralConversations, model, context, options, api)
+}
 
 /// The environment variable holding the key of the `mistral` provider.
 pub const API_KEY_VAR: &str = "MISTRAL_API_KEY";
@@ -94,15 +109,44 @@ fn compat_flag(model: &Model, key: &str) -> bool {
     model.compat.as_ref().and_then(|c| c.get(key)).is_some_and(http::truthy)
 }
 
-/// What `streamSimple` derives from the options: the output limit and the reasoning fields.
+/// The request's output limit, reasoning fields and tool choice: what `streamSimple` derives
+/// from the options with the [`MistralOptions`] that are set applied over it, or those options
+/// alone.
 struct Settings {
-    max_tokens: u64,
+    max_tokens: Option<u64>,
     prompt_mode: Option<&'static str>,
     reasoning_effort: Option<String>,
+    tool_choice: Option<Value>,
 }
 
 impl Settings {
     fn new(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
+        let api = own_options::lookup::<MistralOptions>(model, options);
+        let mut settings = match api.is_own() {
+            true => {
+                Self { max_tokens: options.max_tokens, prompt_mode: None, reasoning_effort: None, tool_choice: None }
+            }
+            false => Self::simple(model, context, options),
+        };
+        if let Some(api) = api.get() {
+            if let Some(PromptMode::Reasoning) = api.prompt_mode {
+                settings.prompt_mode = Some("reasoning");
+            }
+            if let Some(effort) = api.reasoning_effort {
+                settings.reasoning_effort = Some(effort.as_str().to_owned());
+            }
+        }
+        settings.tool_choice = match api.field(|api| &api.tool_choice) {
+            Some(choice) => Some(choice.to_wire()),
+            None => options.tool_choice.map(|choice| match choice {
+                ToolChoice::Auto => json!("auto"),
+                ToolChoice::None => json!("none"),
+            }),
+        };
+        settings
+    }
+
+    fn simple(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
         let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
         let level = options
             .reasoning
@@ -119,7 +163,12 @@ impl Settings {
             None => map.get(&ThinkingLevel::Off).cloned().flatten(),
         });
         let prompt_mode = (model.reasoning && effort_map.is_none() && level.is_some()).then_some("reasoning");
-        Self { max_tokens, prompt_mode, reasoning_effort: reasoning_effort.filter(|e| !e.is_empty()) }
+        Self {
+            max_tokens: Some(max_tokens),
+            prompt_mode,
+            reasoning_effort: reasoning_effort.filter(|e| !e.is_empty()),
+            tool_choice: None,
+        }
     }
 }
 
@@ -649,13 +698,11 @@ fn build_payload(
     if let Some(temperature) = options.temperature {
         payload.insert("temperature".into(), json!(temperature));
     }
-    payload.insert("maxTokens".into(), json!(settings.max_tokens));
-    if let Some(choice) = &options.tool_choice {
-        let choice = match choice {
-            ToolChoice::Auto => "auto",
-            ToolChoice::None => "none",
-        };
-        payload.insert("toolChoice".into(), json!(choice));
+    if let Some(max_tokens) = settings.max_tokens {
+        payload.insert("maxTokens".into(), json!(max_tokens));
+    }
+    if let Some(choice) = &settings.tool_choice {
+        payload.insert("toolChoice".into(), choice.clone());
     }
     if let Some(mode) = settings.prompt_mode {
         payload.insert("promptMode".into(), json!(mode));

@@ -45,12 +45,16 @@ use serde_json::Value;
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::support::{self as adapter_support, Stop};
+use crate::api::own_options;
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "pi-messages";
+
+mod options;
+pub use options::{PiMessagesStreamOptions, PiMessagesToolChoice};
 
 /// Longest frame buffered while waiting for its blank line, in bytes.
 /// Longest error body kept in a diagnostic, in UTF-16 units (as the reference counts).
@@ -121,9 +125,27 @@ impl PiMessagesOptions {
     }
 }
 
-/// The request body `{model, context, options}` the adapter sends (before `on_payload`).
+/// Stream with the API's own options, as the reference's `stream()` (the same as setting them
+/// in `options.api_options`: pi-messages derives nothing from the neutral options).
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: PiMessagesStreamOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&PiMessages, model, context, options, api)
+}
+
+/// The request body `{model, context, options}` the adapter sends (before `on_payload`), with
+/// the [`PiMessagesStreamOptions`] that are set applied.
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
-    let options = serde_json::to_value(PiMessagesOptions::from_stream_options(options)).unwrap_or_default();
+    let api = own_options::lookup::<PiMessagesStreamOptions>(model, options);
+    let mut wire = PiMessagesOptions::from_stream_options(options);
+    wire.reasoning = api.field(|api| &api.reasoning).or(wire.reasoning);
+    let mut options = serde_json::to_value(wire).unwrap_or_default();
+    if let (Some(choice), Some(map)) = (api.field(|api| &api.tool_choice), options.as_object_mut()) {
+        map.insert("toolChoice".into(), choice.to_wire());
+    }
     let messages = serde_json::to_value(context.messages()).unwrap_or(Value::Array(Vec::new()));
     serde_json::json!({
         "model": model.id.as_str(),
@@ -135,6 +157,16 @@ pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &
 /// The URL requests go to: `<baseUrl>/messages`.
 pub fn messages_url(model: &Model) -> String {
     format!("{}/messages", model.base_url.trim_end_matches('/'))
+}
+
+/// The URL a request goes to: [`messages_url`], with `?debug=1` when
+/// [`PiMessagesStreamOptions::debug`] is set.
+fn request_url(model: &Model, options: &StreamOptions) -> String {
+    let debug = own_options::lookup::<PiMessagesStreamOptions>(model, options).field(|api| &api.debug);
+    match debug {
+        Some(true) => format!("{}?debug=1", messages_url(model)),
+        _ => messages_url(model),
+    }
 }
 
 /// The decoding state of one response: the terminal event's stop reason once it came, and the
@@ -171,7 +203,7 @@ impl WireApi for Wire {
             base,
             adapter_support::option_headers(options),
         ]);
-        let url = messages_url(model);
+        let url = request_url(model, options);
         let request = http::Request { url: url.clone(), headers, body: js_json::stringify(&body).into_bytes() };
         let dialect = PiDialect { model: model.clone(), url, failure: Mutex::new(None) };
         let mut exchange = Exchange::new(request, dialect, Decode::default());

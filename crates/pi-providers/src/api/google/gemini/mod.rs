@@ -22,6 +22,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, WireApi};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
@@ -32,6 +33,22 @@ use crate::transport::sse::GeminiFramer;
 
 /// The API id.
 pub const API: &str = "google-generative-ai";
+
+mod options;
+pub use options::{GoogleOptions, GoogleThinking, GoogleThinkingLevel, GoogleToolChoice};
+
+/// Stream with the API's own options, as the reference's `stream()` (through a default
+/// [`GoogleGenerativeAi`]): thinking is what `api.thinking` says (none when unset, nothing is
+/// derived from `options.reasoning`), and `maxOutputTokens` is sent only when
+/// `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: GoogleOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&GoogleGenerativeAi::default(), model, context, options, api)
+}
 
 /// Source of ids for function calls that arrive without one.
 pub trait ToolCallIds: Send + Sync {
@@ -256,24 +273,60 @@ fn budget_for(model: &Model, level: &str, custom: Option<&ThinkingBudgets>) -> i
     }
 }
 
+/// The Gemini or Vertex AI options of a request: tool choice, thinking, and whether they are
+/// a `stream()` call's whole options.
+fn api_settings(model: &Model, options: &StreamOptions) -> (Option<GoogleToolChoice>, Option<GoogleThinking>, bool) {
+    if model.api == crate::api::google::vertex::API {
+        let api = own_options::lookup::<crate::api::google::vertex::GoogleVertexOptions>(model, options);
+        return (api.field(|api| &api.tool_choice), api.field(|api| &api.thinking), api.is_own());
+    }
+    let api = own_options::lookup::<GoogleOptions>(model, options);
+    (api.field(|api| &api.tool_choice), api.field(|api| &api.thinking), api.is_own())
+}
+
+/// The `thinkingConfig` of explicit thinking options (the reference's `stream()`).
+fn explicit_thinking_config(model: &Model, thinking: GoogleThinking) -> Result<Option<Value>, String> {
+    if !model.reasoning {
+        return Ok(None);
+    }
+    if !thinking.enabled {
+        return disabled_thinking_config(model).map(Some);
+    }
+    let mut config = json!({"includeThoughts": true});
+    if let Some(level) = thinking.level {
+        config["thinkingLevel"] = json!(level.as_str());
+    } else if let Some(budget) = thinking.budget_tokens {
+        config["thinkingBudget"] = json!(budget);
+    }
+    Ok(Some(config))
+}
+
+/// The `thinkingConfig` of thinking turned off: budget 0, or the lowest level of a model that
+/// cannot turn it off.
+fn disabled_thinking_config(model: &Model) -> Result<Value, String> {
+    if !uses_thinking_level(model) {
+        return Ok(json!({"thinkingBudget": 0}));
+    }
+    let fallback = request_options::clamp_thinking_level(model, ThinkingLevel::Off);
+    if fallback == ThinkingLevel::Off {
+        return Ok(json!({"thinkingBudget": 0}));
+    }
+    Ok(json!({"thinkingLevel": resolve_level(model, fallback)?}))
+}
+
 /// The `thinkingConfig` for the request, or the error the reference throws.
 fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Value>, String> {
-    if !model.reasoning {
+    let (_, thinking, own) = api_settings(model, options);
+    if let Some(thinking) = thinking {
+        return explicit_thinking_config(model, thinking);
+    }
+    if !model.reasoning || own {
         return Ok(None);
     }
     let requested = options.reasoning.filter(|l| *l != ThinkingLevel::Off);
     let level = requested.map(|l| request_options::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
     match level {
-        None => {
-            if !uses_thinking_level(model) {
-                return Ok(Some(json!({"thinkingBudget": 0})));
-            }
-            let fallback = request_options::clamp_thinking_level(model, ThinkingLevel::Off);
-            if fallback == ThinkingLevel::Off {
-                return Ok(Some(json!({"thinkingBudget": 0})));
-            }
-            Ok(Some(json!({"thinkingLevel": resolve_level(model, fallback)?})))
-        }
+        None => disabled_thinking_config(model).map(Some),
         Some(level) => {
             let resolved = resolve_level(model, level)?;
             if uses_thinking_level(model) {
@@ -304,7 +357,16 @@ pub(crate) fn build_params(
     let contents = convert_messages(model, context);
     let tools = current_tools(context.messages());
     let system = initial_system_message(context.messages()).map(system_message_text).unwrap_or_default();
-    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
+    let (tool_choice, _, own) = api_settings(model, options);
+    let max_tokens = match own {
+        true => options.max_tokens,
+        false => Some(request_options::base_max_tokens(model, context, options.max_tokens)),
+    };
+    let tool_choice = tool_choice.or(match options.tool_choice {
+        Some(ToolChoice::Auto) => Some(GoogleToolChoice::Auto),
+        Some(ToolChoice::None) => Some(GoogleToolChoice::None),
+        None => None,
+    });
     let strict_supported = supports_strict_tool_sampling(model);
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents));
@@ -316,10 +378,11 @@ pub(crate) fn build_params(
         let strict = tools
             .iter()
             .any(|t| adapter_support::resolve_strict(t, strict_supported, None).ok().flatten() == Some(true));
-        let mode = match options.tool_choice {
-            Some(ToolChoice::None) => Some("NONE"),
+        let mode = match tool_choice {
+            Some(GoogleToolChoice::None) => Some("NONE"),
+            Some(GoogleToolChoice::Any) => Some("ANY"),
             _ if strict => Some("VALIDATED"),
-            Some(ToolChoice::Auto) => Some("AUTO"),
+            Some(GoogleToolChoice::Auto) => Some("AUTO"),
             None => None,
         };
         if let Some(mode) = mode {
@@ -330,7 +393,9 @@ pub(crate) fn build_params(
     if let Some(t) = options.temperature {
         generation.insert("temperature".into(), json!(t));
     }
-    generation.insert("maxOutputTokens".into(), json!(max_tokens));
+    if let Some(max_tokens) = max_tokens {
+        generation.insert("maxOutputTokens".into(), json!(max_tokens));
+    }
     if let Some(config) = thinking_config(model, options)? {
         generation.insert("thinkingConfig".into(), config);
     }

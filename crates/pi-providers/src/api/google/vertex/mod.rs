@@ -41,12 +41,27 @@ use serde_json::Value;
 
 use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
 use crate::api::google::gemini::{self as google, GoogleDecode, GoogleDialect, ToolCallIds, GOOGLE_CANCEL};
+use crate::api::own_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
 use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "google-vertex";
+
+mod options;
+pub use options::GoogleVertexOptions;
+
+/// Stream with the API's own options, as the reference's `stream()` (through a default
+/// [`GoogleVertex`]): as [`crate::api::google::gemini::stream`], plus the project and location.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: GoogleVertexOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&GoogleVertex::default(), model, context, options, api)
+}
 
 /// The API version the adapter addresses.
 const API_VERSION: &str = "v1";
@@ -141,18 +156,28 @@ pub fn resolve_api_key(options: &StreamOptions) -> Option<String> {
 }
 
 /// The authentication mode for a request, or the reference's error when ADC settings are missing.
-pub fn resolve_auth(options: &StreamOptions) -> Result<VertexAuth, String> {
+/// [`GoogleVertexOptions::project`] and `location` win over the variables.
+pub fn resolve_auth(model: &Model, options: &StreamOptions) -> Result<VertexAuth, String> {
     if let Some(key) = resolve_api_key(options) {
         return Ok(VertexAuth::ApiKey(key));
     }
-    let project =
-        options.env_var("GOOGLE_CLOUD_PROJECT").or_else(|| options.env_var("GCLOUD_PROJECT")).ok_or_else(|| {
+    let api = own_options::lookup::<GoogleVertexOptions>(model, options);
+    let project = api
+        .field(|api| &api.project)
+        .filter(|p| !p.is_empty())
+        .or_else(|| options.env_var("GOOGLE_CLOUD_PROJECT"))
+        .or_else(|| options.env_var("GCLOUD_PROJECT"))
+        .ok_or_else(|| {
             "Vertex AI requires a project ID. Set GOOGLE_CLOUD_PROJECT/GCLOUD_PROJECT or pass project in options."
                 .to_owned()
         })?;
-    let location = options.env_var("GOOGLE_CLOUD_LOCATION").ok_or_else(|| {
-        "Vertex AI requires a location. Set GOOGLE_CLOUD_LOCATION or pass location in options.".to_owned()
-    })?;
+    let location = api
+        .field(|api| &api.location)
+        .filter(|l| !l.is_empty())
+        .or_else(|| options.env_var("GOOGLE_CLOUD_LOCATION"))
+        .ok_or_else(|| {
+            "Vertex AI requires a location. Set GOOGLE_CLOUD_LOCATION or pass location in options.".to_owned()
+        })?;
     Ok(VertexAuth::Adc { project, location })
 }
 
@@ -249,7 +274,7 @@ impl WireApi for Wire {
 
     async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
         let Call { model, context, options, .. } = call;
-        let auth = resolve_auth(options).map_err(Stop::error)?;
+        let auth = resolve_auth(model, options).map_err(Stop::error)?;
         let params = build_request_body(model, &context, options).map_err(Stop::error)?;
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let url = endpoint(model, &auth).map_err(Stop::error)?;
@@ -559,16 +584,19 @@ mod tests {
     fn adc_needs_project_and_location() {
         let o = options(None, &[("GOOGLE_CLOUD_LOCATION", "us-central1")]);
         if std::env::var("GOOGLE_CLOUD_PROJECT").is_err() && std::env::var("GCLOUD_PROJECT").is_err() {
-            assert!(resolve_auth(&o).unwrap_err().starts_with("Vertex AI requires a project ID."));
+            assert!(resolve_auth(&Model::default(), &o).unwrap_err().starts_with("Vertex AI requires a project ID."));
         }
         let o = options(None, &[("GCLOUD_PROJECT", "p"), ("GOOGLE_CLOUD_LOCATION", "europe-west4")]);
-        assert_eq!(resolve_auth(&o).unwrap(), VertexAuth::Adc { project: "p".into(), location: "europe-west4".into() });
+        assert_eq!(
+            resolve_auth(&Model::default(), &o).unwrap(),
+            VertexAuth::Adc { project: "p".into(), location: "europe-west4".into() }
+        );
     }
 
     #[test]
     fn an_explicit_key_wins_over_project_and_location() {
         let o = options(Some("k"), &[("GOOGLE_CLOUD_PROJECT", "p"), ("GOOGLE_CLOUD_LOCATION", "us-central1")]);
-        let auth = resolve_auth(&o).unwrap();
+        let auth = resolve_auth(&Model::default(), &o).unwrap();
         assert_eq!(auth, VertexAuth::ApiKey("k".into()));
         assert_eq!(
             endpoint(&model(CATALOG_BASE), &auth).unwrap(),

@@ -31,6 +31,8 @@ use crate::api::openai::responses::{
     self, convert_messages, convert_tools, Compat, Flavor, ResponsesDecode, ResponsesDialect, TierPricing,
     RESPONSES_CANCEL,
 };
+use crate::api::openai::responses::ReasoningSummary;
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
@@ -38,6 +40,22 @@ use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "azure-openai-responses";
+
+mod options;
+pub use options::AzureOpenAIResponsesOptions;
+
+/// Stream with the API's own options, as the reference's `stream()` (through a default
+/// [`AzureOpenAIResponses`], configured by `api` and the `AZURE_OPENAI_*` variables): nothing is
+/// derived from `options.reasoning`, and `max_output_tokens` is sent only when
+/// `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: AzureOpenAIResponsesOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&AzureOpenAIResponses::default(), model, context, options, api)
+}
 
 /// The API version sent when none is configured.
 pub const DEFAULT_API_VERSION: &str = "v1";
@@ -90,6 +108,10 @@ impl AzureOpenAIResponses {
 
     /// The deployment a request for `model` goes to.
     pub fn resolve_deployment_name(&self, model: &Model, options: &StreamOptions) -> String {
+        let api = own_options::lookup::<AzureOpenAIResponsesOptions>(model, options);
+        if let Some(name) = api.field(|api| &api.azure_deployment_name).filter(|n| !n.is_empty()) {
+            return name;
+        }
         if let Some(name) = self.deployment_name.as_ref().filter(|n| !n.is_empty()) {
             return name.clone();
         }
@@ -102,17 +124,24 @@ impl AzureOpenAIResponses {
 
     /// The normalized base URL a request for `model` goes to, or the configuration error.
     pub fn resolve_base_url(&self, model: &Model, options: &StreamOptions) -> Result<String, String> {
-        let base =
-            self.base_url.as_deref().map(js_json::js_trim).filter(|b| !b.is_empty()).map(str::to_owned).or_else(|| {
+        let api = own_options::lookup::<AzureOpenAIResponsesOptions>(model, options);
+        let base = api
+            .field(|api| &api.azure_base_url)
+            .as_deref()
+            .or(self.base_url.as_deref())
+            .map(js_json::js_trim)
+            .filter(|b| !b.is_empty())
+            .map(str::to_owned)
+            .or_else(|| {
                 options
                     .env_var("AZURE_OPENAI_BASE_URL")
                     .map(|b| js_json::js_trim(&b).to_owned())
                     .filter(|b| !b.is_empty())
             });
-        let resource = self
-            .resource_name
-            .clone()
+        let resource = api
+            .field(|api| &api.azure_resource_name)
             .filter(|r| !r.is_empty())
+            .or_else(|| self.resource_name.clone().filter(|r| !r.is_empty()))
             .or_else(|| options.env_var("AZURE_OPENAI_RESOURCE_NAME"));
         let resolved = base
             .or_else(|| resource.map(|name| format!("https://{name}.openai.azure.com/openai/v1")))
@@ -126,10 +155,11 @@ impl AzureOpenAIResponses {
     }
 
     /// The API version a request sends.
-    pub fn resolve_api_version(&self, options: &StreamOptions) -> String {
-        self.api_version
-            .clone()
+    pub fn resolve_api_version(&self, model: &Model, options: &StreamOptions) -> String {
+        own_options::lookup::<AzureOpenAIResponsesOptions>(model, options)
+            .field(|api| &api.azure_api_version)
             .filter(|v| !v.is_empty())
+            .or_else(|| self.api_version.clone().filter(|v| !v.is_empty()))
             .or_else(|| options.env_var("AZURE_OPENAI_API_VERSION"))
             .unwrap_or_else(|| DEFAULT_API_VERSION.to_owned())
     }
@@ -137,7 +167,7 @@ impl AzureOpenAIResponses {
     /// The request URL: `<base>/responses` with `api-version` added to the base URL's query.
     pub fn request_url(&self, model: &Model, options: &StreamOptions) -> Result<String, String> {
         let base = self.resolve_base_url(model, options)?;
-        Ok(responses_url(&base, &self.resolve_api_version(options)))
+        Ok(responses_url(&base, &self.resolve_api_version(model, options)))
     }
 
     /// The request body the adapter sends (for tests and debugging).
@@ -229,7 +259,16 @@ fn compat(model: &Model) -> Compat {
     compat
 }
 
+/// The requested effort: the API options' own, else, unless they are a `stream()` call's, the
+/// neutral `reasoning` clamped to the model.
 fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
+    let api = own_options::lookup::<AzureOpenAIResponsesOptions>(model, options);
+    if let Some(effort) = api.field(|api| &api.reasoning_effort) {
+        return effort.level();
+    }
+    if api.is_own() {
+        return None;
+    }
     options
         .reasoning
         .filter(|l| *l != ThinkingLevel::Off)
@@ -246,7 +285,11 @@ fn build_params(
 ) -> Value {
     let tools = resolve_transcript_tools(context.messages(), compat.tool_support());
     let input = convert_messages(model, context, compat, None);
-    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
+    let api = own_options::lookup::<AzureOpenAIResponsesOptions>(model, options);
+    let max_tokens = match api.is_own() {
+        true => options.max_tokens.unwrap_or(0),
+        false => request_options::base_max_tokens(model, context, options.max_tokens),
+    };
     let mut params = Map::new();
     params.insert("model".into(), json!(deployment));
     params.insert("input".into(), Value::Array(input));
@@ -266,16 +309,23 @@ fn build_params(
     if !tools.request_tools.is_empty() {
         params.insert("tools".into(), Value::Array(convert_tools(&tools.request_tools, compat, false)));
     }
-    if let Some(choice) = options.tool_choice {
+    if let Some(choice) = api.field(|api| &api.tool_choice) {
+        params.insert("tool_choice".into(), choice.to_wire());
+    } else if let Some(choice) = options.tool_choice {
         params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
     }
-    let effort = effort_of(model, options);
+    let requested = effort_of(model, options);
+    let summary = api.field(|api| &api.reasoning_summary);
+    // A summary alone asks for reasoning at "medium" (sent as is, not mapped).
+    let effort = requested.or(summary.map(|_| ThinkingLevel::Medium));
     if model.reasoning {
         if let Some(level) = effort {
-            params.insert(
-                "reasoning".into(),
-                json!({"effort": request_options::mapped_or_level(model, level), "summary": "auto"}),
-            );
+            let effort = match requested {
+                Some(_) => request_options::mapped_or_level(model, level),
+                None => "medium".to_owned(),
+            };
+            let summary = summary.map_or("auto", ReasoningSummary::as_str);
+            params.insert("reasoning".into(), json!({"effort": effort, "summary": summary}));
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
         } else if !request_options::off_is_null(model) {
             let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");

@@ -31,9 +31,11 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Secrets};
+use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
     convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
 };
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::auth::codex as codex_auth;
@@ -43,6 +45,21 @@ use crate::transport::sse::{LineMode, SseDecoder};
 
 /// The API id.
 pub const API: &str = "openai-codex-responses";
+
+mod options;
+pub use options::{CodexToolChoice, OpenAICodexResponsesOptions, TextVerbosity};
+
+/// Stream with the API's own options, as the reference's `stream()` (through a default
+/// [`OpenAICodexResponses`]): nothing is derived from `options.reasoning`, and
+/// `max_output_tokens` is sent only when `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: OpenAICodexResponsesOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&OpenAICodexResponses::default(), model, context, options, api)
+}
 /// The base URL used when the model has none.
 pub const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 
@@ -128,7 +145,16 @@ fn session_id(options: &StreamOptions) -> Option<String> {
 
 /// The effort `streamSimple` hands the adapter: the clamped level, `none` for a reasoning model
 /// without one, else nothing.
+/// [`OpenAICodexResponsesOptions::reasoning_effort`] wins; a `stream()` call's options without
+/// one request none.
 fn requested_effort(model: &Model, options: &StreamOptions) -> Option<String> {
+    let api = own_options::lookup::<OpenAICodexResponsesOptions>(model, options);
+    if let Some(effort) = api.field(|api| &api.reasoning_effort) {
+        return Some(effort.as_str().to_owned());
+    }
+    if api.is_own() {
+        return None;
+    }
     let level =
         options.reasoning.map(|l| request_options::clamp_thinking_level(model, l)).filter(|l| *l != ThinkingLevel::Off);
     match level {
@@ -162,6 +188,14 @@ fn configuration_update_effort(model: &Model, compat: &Compat, effort: Option<&s
 }
 
 impl OpenAICodexResponses {
+    /// The `service_tier` a request asks for: its API options', else the adapter's.
+    fn requested_tier(&self, model: &Model, options: &StreamOptions) -> Option<String> {
+        own_options::lookup::<OpenAICodexResponsesOptions>(model, options)
+            .field(|api| &api.service_tier)
+            .map(|tier| tier.as_str().to_owned())
+            .or_else(|| self.service_tier.clone())
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn build_body(
         &self,
@@ -179,18 +213,26 @@ impl OpenAICodexResponses {
         // `high` update can reason less than a `high` request.
         let (input, effort_baseline) =
             convert_messages_with_effort_baseline(model, context, compat, update_effort.as_deref());
-        let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
+        let api = own_options::lookup::<OpenAICodexResponsesOptions>(model, options);
+        let max_tokens = match api.is_own() {
+            true => options.max_tokens.unwrap_or(0),
+            false => request_options::base_max_tokens(model, context, options.max_tokens),
+        };
+        let verbosity = api.field(|api| &api.text_verbosity).map(TextVerbosity::as_str);
         let mut body = Map::new();
         body.insert("model".into(), json!(model.id));
         body.insert("store".into(), json!(false));
         body.insert("stream".into(), json!(true));
         body.insert("input".into(), Value::Array(input));
-        body.insert("text".into(), json!({"verbosity": self.text_verbosity.as_deref().unwrap_or("low")}));
+        body.insert("text".into(), json!({"verbosity": verbosity.or(self.text_verbosity.as_deref()).unwrap_or("low")}));
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
         if let Some(session) = session {
             body.insert("prompt_cache_key".into(), json!(session));
         }
-        let tool_choice = options.tool_choice.and_then(|c| serde_json::to_value(c).ok()).unwrap_or(json!("auto"));
+        let tool_choice = match api.field(|api| &api.tool_choice) {
+            Some(choice) => json!(choice.as_str()),
+            None => options.tool_choice.and_then(|c| serde_json::to_value(c).ok()).unwrap_or(json!("auto")),
+        };
         body.insert("tool_choice".into(), tool_choice);
         body.insert("parallel_tool_calls".into(), json!(true));
         if max_tokens > 0 && compat.supports_max_output_tokens {
@@ -199,7 +241,7 @@ impl OpenAICodexResponses {
         if let Some(t) = options.temperature {
             body.insert("temperature".into(), json!(t));
         }
-        if let Some(tier) = &self.service_tier {
+        if let Some(tier) = self.requested_tier(model, options) {
             body.insert("service_tier".into(), json!(tier));
         }
         if !tools.request_tools.is_empty() {
@@ -209,7 +251,8 @@ impl OpenAICodexResponses {
             Some(effort) => {
                 let sent = effort_baseline.or_else(|| resolve_effort(model, effort));
                 if let Some(sent) = sent {
-                    let summary = self.reasoning_summary.as_deref().unwrap_or("auto");
+                    let summary = api.field(|api| &api.reasoning_summary).map(ReasoningSummary::as_str);
+                    let summary = summary.or(self.reasoning_summary.as_deref()).unwrap_or("auto");
                     body.insert("reasoning".into(), json!({"effort": sent, "summary": summary}));
                 }
             }
@@ -509,7 +552,7 @@ impl OpenAICodexResponses {
             }
         })?;
         out.start().await;
-        let tier_pricing = TierPricing::Codex { requested: self.service_tier.clone() };
+        let tier_pricing = TierPricing::Codex { requested: self.requested_tier(model, options) };
         let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
         if !state.saw_terminal {
             return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));

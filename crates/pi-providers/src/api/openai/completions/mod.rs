@@ -4,6 +4,7 @@
 //! the reference does and can be overridden per model through `Model::compat`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use pi_types::transcript::{
     render_system_message_update, resolve_transcript, resolve_transcript_tools, system_message_text,
@@ -11,13 +12,14 @@ use pi_types::transcript::{
 };
 use pi_types::{
     AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, InputModality, Message, Model, StopReason,
-    StreamFn, StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall, TranscriptContext, Usage,
-    UserContent, UserMessageContent,
+    StreamFn, StreamOptions, TextContent, ThinkingBudgets, ThinkingContent, ThinkingLevel, Tool, ToolCall,
+    TranscriptContext, Usage, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
@@ -28,6 +30,9 @@ use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "openai-completions";
+
+mod options;
+pub use options::{CompletionsReasoningEffort, CompletionsToolChoice, OpenAICompletionsOptions};
 
 /// Compatibility switches of an OpenAI-compatible server (`model.compat` overrides the
 /// values detected from provider id and base URL).
@@ -218,22 +223,51 @@ pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &
     build_params(model, &context, options, &compat, &request)
 }
 
-/// The options of `streamSimple` after clamping: the effective max tokens and effort.
+/// The request's options: `streamSimple`'s clamped max tokens and effort with the
+/// [`OpenAICompletionsOptions`] that are set applied over them, or those options alone.
 struct Resolved {
     max_tokens: u64,
     effort: Option<ThinkingLevel>,
+    budgets: Option<Arc<ThinkingBudgets>>,
+    tool_choice: Option<Value>,
 }
 
 impl Resolved {
     fn new(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Self {
-        let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
-        let effort = options
-            .reasoning
-            .filter(|l| *l != ThinkingLevel::Off)
-            .map(|l| request_options::clamp_thinking_level(model, l))
-            .filter(|l| *l != ThinkingLevel::Off);
-        Self { max_tokens, effort }
+        let api = own_options::lookup::<OpenAICompletionsOptions>(model, options);
+        let (max_tokens, effort) = match api.is_own() {
+            true => (options.max_tokens.unwrap_or(0), None),
+            false => (
+                request_options::base_max_tokens(model, context, options.max_tokens),
+                options
+                    .reasoning
+                    .filter(|l| *l != ThinkingLevel::Off)
+                    .map(|l| request_options::clamp_thinking_level(model, l))
+                    .filter(|l| *l != ThinkingLevel::Off),
+            ),
+        };
+        let tool_choice = match api.field(|api| &api.tool_choice) {
+            Some(choice) => Some(choice.to_wire()),
+            None => options.tool_choice.and_then(|choice| serde_json::to_value(choice).ok()),
+        };
+        Self {
+            max_tokens,
+            effort: api.field(|api| &api.reasoning_effort).map(CompletionsReasoningEffort::level).or(effort),
+            budgets: api.field(|api| &api.thinking_budgets).or_else(|| options.thinking_budgets.clone()),
+            tool_choice,
+        }
     }
+}
+
+/// Stream with the API's own options, as the reference's `stream()`: nothing is derived from
+/// `options.reasoning`, and the max-tokens field is sent only when `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: OpenAICompletionsOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&OpenAICompletions, model, context, options, api)
 }
 
 fn cache_retention(options: &StreamOptions) -> pi_types::CacheRetention {
@@ -1045,14 +1079,14 @@ fn build_params(
     if let Some(tools) = tools_value {
         params.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(choice) = options.tool_choice {
-        params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
+    if let Some(choice) = &resolved.tool_choice {
+        params.insert("tool_choice".into(), choice.clone());
     }
     if let Some(priority) = &compat.vllm_priority {
         params.insert("priority".into(), priority.clone());
     }
     params.insert("messages".into(), Value::Array(messages));
-    apply_thinking(model, options, compat, resolved, &mut params);
+    apply_thinking(model, compat, resolved, &mut params);
 
     if let Some(c) = &model.compat {
         if let Some(routing) = c.get("openRouterRouting").filter(|r| http::truthy(r)) {
@@ -1080,13 +1114,7 @@ fn build_params(
 }
 
 /// The reasoning/thinking request fields of every thinking format.
-fn apply_thinking(
-    model: &Model,
-    options: &StreamOptions,
-    compat: &Compat,
-    resolved: &Resolved,
-    params: &mut Map<String, Value>,
-) {
+fn apply_thinking(model: &Model, compat: &Compat, resolved: &Resolved, params: &mut Map<String, Value>) {
     let effort = resolved.effort;
     let budget_field = compat
         .thinking_token_budget_field
@@ -1099,7 +1127,7 @@ fn apply_thinking(
                 .find_map(|k| params.get(*k).and_then(Value::as_u64))
                 .unwrap_or(model.max_tokens);
             let budget = request_options::clamp_thinking_budget_to_answer_room(
-                request_options::thinking_budget_for_level(level, options.thinking_budgets.as_deref()),
+                request_options::thinking_budget_for_level(level, resolved.budgets.as_deref()),
                 ceiling,
             );
             (budget > 0).then_some(budget)

@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
+use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
@@ -26,6 +27,9 @@ use crate::api::typed;
 use crate::js_json;
 use crate::transport::http::{self, ApiError, Dialect};
 use crate::transport::sse::SseEventRef;
+
+mod options;
+pub use options::{OpenAIResponsesOptions, ReasoningEffort, ReasoningSummary, ResponsesToolChoice, ServiceTier};
 
 /// The API id.
 pub const API: &str = "openai-responses";
@@ -132,11 +136,14 @@ impl Flavor {
 }
 
 /// How the response's `service_tier` scales the cost.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) enum TierPricing {
-    /// OpenAI's: flex halves, priority (and fast) doubles (2.5x for gpt-5.5).
-    #[default]
-    OpenAI,
+    /// OpenAI's: flex halves, priority (and fast) doubles (2.5x for gpt-5.5); an answer that
+    /// names no tier is priced at the requested one.
+    OpenAI {
+        /// The tier the request asked for.
+        requested: Option<String>,
+    },
     /// Not priced (Azure).
     Unpriced,
     /// Codex's: the requested tier wins over a `default` answer; flex halves, priority doubles.
@@ -151,7 +158,7 @@ impl TierPricing {
         let priority = if model.id == "gpt-5.5" { 2.5 } else { 2.0 };
         match self {
             Self::Unpriced => 1.0,
-            Self::OpenAI => match tier {
+            Self::OpenAI { requested } => match tier.or(requested.as_deref()) {
                 Some("flex") => 0.5,
                 Some("priority" | "fast") => priority,
                 _ => 1.0,
@@ -219,7 +226,16 @@ fn cache_retention(options: &StreamOptions) -> CacheRetention {
     })
 }
 
+/// The requested effort (the reference's `options.reasoningEffort`): the API options' own, else,
+/// unless they are a `stream()` call's, the neutral `reasoning` clamped to the model.
 fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
+    let api = own_options::lookup::<OpenAIResponsesOptions>(model, options);
+    if let Some(effort) = api.field(|api| &api.reasoning_effort) {
+        return effort.level();
+    }
+    if api.is_own() {
+        return None;
+    }
     options
         .reasoning
         .filter(|l| *l != ThinkingLevel::Off)
@@ -231,6 +247,31 @@ fn is_chatgpt_sign_in(model: &Model, options: &StreamOptions) -> bool {
     model.provider == "openai"
         && model.base_url == "https://api.openai.com/v1"
         && options.api_key.as_deref().is_some_and(|k| !k.starts_with("sk-"))
+}
+
+impl Default for TierPricing {
+    fn default() -> Self {
+        Self::OpenAI { requested: None }
+    }
+}
+
+/// The `service_tier` the request asks for ([`OpenAIResponsesOptions::service_tier`]).
+fn requested_service_tier(model: &Model, options: &StreamOptions) -> Option<String> {
+    own_options::lookup::<OpenAIResponsesOptions>(model, options)
+        .field(|api| &api.service_tier)
+        .map(|tier| tier.as_str().to_owned())
+}
+
+/// Stream with the API's own options, as the reference's `stream()`: `api` is the whole of the
+/// reasoning settings (nothing is derived from `options.reasoning`) and `max_output_tokens` is
+/// sent only when `options.max_tokens` is set.
+pub fn stream(
+    model: &Model,
+    context: TranscriptContext,
+    options: StreamOptions,
+    api: OpenAIResponsesOptions,
+) -> AssistantMessageEventStream {
+    own_options::stream_own(&OpenAIResponses, model, context, options, api)
 }
 
 /// The request body the adapter sends (for tests and debugging).
@@ -254,7 +295,11 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     let input = convert_messages(model, context, compat, update_effort.as_deref());
     let retention = cache_retention(options);
     let omit = is_chatgpt_sign_in(model, options);
-    let max_tokens = request_options::base_max_tokens(model, context, options.max_tokens);
+    let api = own_options::lookup::<OpenAIResponsesOptions>(model, options);
+    let max_tokens = match api.is_own() {
+        true => options.max_tokens.unwrap_or(0),
+        false => request_options::base_max_tokens(model, context, options.max_tokens),
+    };
     let mut params = Map::new();
     params.insert("model".into(), json!(model.id));
     params.insert("input".into(), Value::Array(input));
@@ -288,18 +333,29 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     if !tools.request_tools.is_empty() {
         params.insert("tools".into(), Value::Array(convert_tools(&tools.request_tools, compat, false)));
     }
-    if let Some(choice) = options.tool_choice {
+    if let Some(tier) = api.field(|api| &api.service_tier) {
+        params.insert("service_tier".into(), json!(tier.as_str()));
+    }
+    if let Some(choice) = api.field(|api| &api.tool_choice) {
+        params.insert("tool_choice".into(), choice.to_wire());
+    } else if let Some(choice) = options.tool_choice {
         params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
     }
-    let effort = effort_of(model, options);
+    let requested = effort_of(model, options);
+    let summary = api.field(|api| &api.reasoning_summary);
+    // A summary alone asks for reasoning at "medium" (sent as is, not mapped).
+    let effort = requested.or(summary.map(|_| ThinkingLevel::Medium));
     if model.reasoning {
         if let Some(level) = effort {
             let effort = if update_effort.is_some() {
                 "medium".to_owned()
-            } else {
+            } else if requested.is_some() {
                 request_options::mapped_or_level(model, level)
+            } else {
+                "medium".to_owned()
             };
-            params.insert("reasoning".into(), json!({"effort": effort, "summary": "auto"}));
+            let summary = summary.map_or("auto", ReasoningSummary::as_str);
+            params.insert("reasoning".into(), json!({"effort": effort, "summary": summary}));
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
         } else if model.provider != "github-copilot" && !request_options::off_is_null(model) {
             let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
@@ -738,7 +794,7 @@ impl WireApi for Wire {
             prefix: prefix(model),
             hints: true,
             no_stop_reason: "OpenAI Responses stream ended without a stop reason",
-            tier_pricing: TierPricing::OpenAI,
+            tier_pricing: TierPricing::OpenAI { requested: requested_service_tier(model, options) },
         };
         Ok(exchange(request, flavor, options))
     }
