@@ -44,8 +44,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
-use crate::api::support::{self as adapter_support, Stop};
 use crate::api::own_options;
+use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::SseEventRef;

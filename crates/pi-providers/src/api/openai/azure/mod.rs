@@ -27,11 +27,11 @@ use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, Thin
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
+use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
     self, convert_messages, convert_tools, Compat, Flavor, ResponsesDecode, ResponsesDialect, TierPricing,
     RESPONSES_CANCEL,
 };
-use crate::api::openai::responses::ReasoningSummary;
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
