@@ -19,6 +19,8 @@ pub mod pi_messages;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub mod request_options;
 #[cfg(feature = "http")]
+pub mod strict_tool_limits;
+#[cfg(feature = "http")]
 pub(crate) mod support;
 #[cfg(feature = "http")]
 pub(crate) mod transform;
