@@ -29,7 +29,9 @@ use pi_types::{
 };
 use serde_json::{json, Map, Value};
 
-use crate::api::openai::responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
+use crate::api::openai::responses::{
+    convert_messages, convert_tools, grammar_inputs, send_and_stream, Compat, Flavor, TierPricing,
+};
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
@@ -320,6 +322,7 @@ impl AzureOpenAIResponses {
         let url = self.request_url(model, options).map_err(Stop::error)?;
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let params = build_params(model, &context, options, &compat, &deployment);
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let base = vec![
@@ -339,6 +342,7 @@ impl AzureOpenAIResponses {
             hints: false,
             no_stop_reason: "Azure OpenAI Responses stream ended without a stop reason",
             tier_pricing: TierPricing::Unpriced,
+            grammar_inputs,
         };
         send_and_stream(&request, model, options, &flavor, out).await
     }

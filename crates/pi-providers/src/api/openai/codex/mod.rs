@@ -31,7 +31,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::openai::responses::{
-    convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
+    convert_messages_with_effort_baseline, convert_tools, grammar_inputs, Compat, ResponsesState, TierPricing,
 };
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -457,6 +457,7 @@ impl OpenAICodexResponses {
     ) -> Result<(), Stop> {
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let effort = requested_effort(model, options);
         let update = configuration_update_effort(model, &compat, effort.as_deref());
         if let Some(update) = &update {
@@ -504,8 +505,9 @@ impl OpenAICodexResponses {
             }
         })?;
         out.start().await;
-        let tier_pricing = TierPricing::Codex { requested: self.service_tier.clone() };
-        let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
+        let mut state = ResponsesState::with_pricing(TierPricing::Codex { requested: self.service_tier.clone() });
+        state.grammar_inputs = grammar_inputs;
+        let state = read_stream(Body::new(response, options), model, options, state, out).await?;
         if !state.saw_terminal {
             return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));
         }
@@ -530,10 +532,9 @@ async fn read_stream(
     mut body: Body,
     model: &Model,
     options: &StreamOptions,
-    tier_pricing: TierPricing,
+    mut state: ResponsesState,
     out: &mut AssistantMessageBuilder,
 ) -> Result<ResponsesState, Stop> {
-    let mut state = ResponsesState::with_pricing(tier_pricing);
     let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut pending = Vec::new();
     loop {
