@@ -7,6 +7,8 @@
 #![cfg(feature = "http")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod loopback;
+
 use std::sync::{Arc, Mutex};
 
 use pi_providers::anthropic::AnthropicMessages;
@@ -16,7 +18,7 @@ use pi_types::{
     Strictness, Tool, UserMessage,
 };
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 const REJECTION: &str = r#"{"type":"error","error":{"type":"invalid_request_error","message":"Too many strict tools (21). The maximum number of strict tools supported is 20."}}"#;
@@ -35,25 +37,7 @@ async fn claude_endpoint() -> (String, Log) {
             let Ok((mut socket, _)) = listener.accept().await else { return };
             let sink = Arc::clone(&sink);
             tokio::spawn(async move {
-                let mut buffer = Vec::new();
-                let mut chunk = [0u8; 8192];
-                let body = loop {
-                    let n = socket.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buffer.extend_from_slice(&chunk[..n]);
-                    let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
-                    let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
-                    let length = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse::<usize>().ok())
-                        .unwrap_or(0);
-                    if buffer.len() >= end + 4 + length {
-                        break buffer[end + 4..end + 4 + length].to_vec();
-                    }
-                };
+                let Some((_, body)) = loopback::read_request_with_body(&mut socket).await else { return };
                 let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 let strict = body["tools"].as_array().unwrap().iter().any(|t| t["strict"] == json!(true));
                 sink.lock().unwrap().push(strict);

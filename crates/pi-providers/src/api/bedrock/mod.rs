@@ -674,7 +674,7 @@ mod tests {
 
     #[test]
     fn http_errors_carry_code_message_and_diagnostics() {
-        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()) };
+        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
         let mut headers = HeaderMap::new();
         headers.insert("x-amzn-errortype", "ValidationException:http://x/".parse().unwrap());
         headers.insert("x-amzn-requestid", " req-1 ".parse().unwrap());
