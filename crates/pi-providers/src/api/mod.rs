@@ -23,6 +23,7 @@ pub(crate) mod own_options;
 pub mod request_options;
 #[cfg(feature = "http")]
 pub use own_options::with_own_options;
+pub mod strict_tool_limits;
 #[cfg(feature = "http")]
 pub(crate) mod support;
 #[cfg(feature = "http")]

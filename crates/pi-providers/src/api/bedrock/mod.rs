@@ -19,10 +19,6 @@
 //! blocks start with `contentBlockStart` and stream their input as JSON text fragments. Usage
 //! arrives last, in `metadata`.
 //!
-//! The stream goes through the shared driver ([`crate::api::driver`]) like every HTTP API: the
-//! AWS event stream is its framing ([`EventStream`]: frames checked by
-//! `aws-smithy-eventstream`, read raw, capped at [`MAX_MESSAGE_BYTES`]).
-//!
 //! Credentials, region and endpoint follow the reference's rules (bearer token, access keys,
 //! profiles, web identity, ECS container credentials; see `bedrock/auth.rs` and
 //! `docs/providers/bedrock-converse-stream.md`). Settings are read from `StreamOptions::env`
@@ -43,13 +39,11 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::api::driver::{
-    self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, Secrets, WireApi,
-};
+use crate::api::driver::{self, Secrets};
+use crate::api::strict_tool_limits;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
-use aws_smithy_types::event_stream::Message;
+use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
 
 pub use options::{BedrockOptions, BedrockThinkingDisplay, BedrockToolChoice};
 pub use request::build_request_body;
@@ -83,13 +77,21 @@ pub fn stream(
 
 impl StreamFn for BedrockConverseStream {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        driver::stream(Wire, model, context, options)
+        let model = model.clone();
+        AssistantMessageEventStream::from_producer(move |tx| async move {
+            let mut out = adapter_support::builder(tx, &model, API);
+            let mut state = State::default();
+            let mut secrets = Secrets::default();
+            let result = run(&model, context, &options, &mut out, &mut state, &mut secrets).await;
+            let result = driver::scrub(&secrets, &mut out, result);
+            finish(out, state, result).await;
+        })
     }
 }
 
 /// What the stream knows besides the message: open blocks and what a diagnostic reports.
 #[derive(Default)]
-pub(crate) struct State {
+struct State {
     /// Open blocks by the stream's `contentBlockIndex` (its JSON text).
     open: HashMap<String, Open>,
     /// Request id of the response (`x-amzn-requestid`).
@@ -167,8 +169,10 @@ fn code_text(value: &Value) -> Option<String> {
 }
 
 /// The error of a non-2xx answer and what its diagnostic reports.
-pub(crate) struct BedrockDialect {
+struct BedrockDialect {
     failure: Mutex<JsonObject>,
+    /// The modeled error of the last status error: its name and its own message.
+    rejection: Mutex<Option<(String, String)>>,
 }
 
 impl BedrockDialect {
@@ -217,7 +221,11 @@ impl Dialect for BedrockDialect {
                 if let Some(code) = error_code(&name) {
                     details.insert("errorCode".into(), json!(code));
                 }
-                format_error(Some(&name), &message)
+                let formatted = format_error(Some(&name), &message);
+                if let Ok(mut rejection) = self.rejection.lock() {
+                    *rejection = Some((name, message));
+                }
+                formatted
             }
             // Not JSON (a gateway's HTML page): the status and the body itself.
             Err(_) => match http::normalize_body(&text) {
@@ -252,147 +260,142 @@ fn is_reserved_header(name: &str) -> bool {
     lower.starts_with("x-amz-") || lower == "authorization" || lower == "host"
 }
 
-/// The wire API behind [`BedrockConverseStream`] (crate-private: its decoding types stay private).
-struct Wire;
-
-impl WireApi for Wire {
-    type Dialect = BedrockDialect;
-    type Decoder = State;
-    const CANCEL: Cancel = Cancel {
-        read: OnCancel::Fail("Request was aborted"),
-        before_event: Some(OnCancel::Fail("Request was aborted")),
-        after_event: None,
-    };
-
-    const API_ID: Option<&'static str> = Some(API);
-
-    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
-        let Call { model, context, options, .. } = call;
-        let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-        let params = adapter_support::apply_on_payload(options, model, params).await;
-        let body = js_json::stringify(&params).into_bytes();
-        let target = auth::target(model, options).await;
-        let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
-
-        let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
-            .into_iter()
-            .chain(adapter_support::option_headers(options))
-            .filter(|(name, _)| !is_reserved_header(name))
-            .collect();
-        let mut headers = adapter_support::merge_headers(&[
-            adapter_support::identity_headers(model, options),
-            vec![("content-type".to_owned(), Some("application/json".to_owned()))],
-            custom,
-        ]);
-        match &auth {
-            auth::Auth::Bearer(token) => headers.push(("authorization".to_owned(), format!("Bearer {token}"))),
-            auth::Auth::SigV4(credentials) => {
-                // `user-agent` is not signed (proxies rewrite it); everything else we send is.
-                let signed: Vec<(String, String)> =
-                    headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("user-agent")).cloned().collect();
-                let signature = auth::sigv4_headers(
-                    credentials,
-                    &target.region,
-                    &target.url,
-                    &signed,
-                    &body,
-                    std::time::SystemTime::now(),
-                )
-                .map_err(Stop::error)?;
-                headers.extend(signature);
-            }
-        }
-        let request = http::Request { url: target.url, headers, body };
-        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()) };
-        let mut exchange = Exchange::new(request, dialect, State::default());
-        // `messageStart` starts the message.
-        exchange.start = false;
-        Ok(exchange)
-    }
-
-    fn refused(&self, state: &mut State, dialect: &BedrockDialect, failure: http::Failure) -> Stop {
-        state.failure = dialect.failure.lock().map(|f| f.clone()).unwrap_or_default();
-        failure.into()
-    }
-
-    fn accept(&self, state: &mut State, response: &reqwest::Response) -> Result<(), Stop> {
-        state.request_id = request_id_of(response.headers());
-        Ok(())
-    }
-
-    async fn finish(
-        &self,
-        _model: &Model,
-        state: Option<State>,
-        out: AssistantMessageBuilder,
-        result: Result<(), Stop>,
-        _secrets: &Secrets,
-    ) {
-        finish(out, state.unwrap_or_default(), result).await;
-    }
-}
-
-impl Decoder for State {
-    type Framing = EventStream;
-
-    async fn event<'e>(&mut self, message: Message, cx: &mut Cx<'_>) -> Result<Flow, Stop>
-    where
-        EventStream: 'e,
-    {
-        let Some((kind, event)) = unmarshal(&message).map_err(|failure| {
-            if let Some(code) = failure.code.as_deref().and_then(error_code) {
-                self.failure.insert("errorCode".into(), json!(code));
-            }
-            Stop::error(failure.message)
-        })?
-        else {
-            return Ok(Flow::Continue);
+async fn run(
+    model: &Model,
+    context: TranscriptContext,
+    options: &StreamOptions,
+    out: &mut AssistantMessageBuilder,
+    state: &mut State,
+    secrets: &mut Secrets,
+) -> Result<(), Stop> {
+    let session = options.session_id.as_deref();
+    let mut relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(session);
+    let preferred_strict = prefers_sent_strict(model, &context);
+    let sent = if relaxed { strict_tool_limits::without_preferred_strict(&context) } else { context.clone() };
+    let mut params = build_request_body(model, &sent, options).map_err(Stop::error)?;
+    let target = auth::target(model, options).await;
+    let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
+    // Bedrock checks the tool schemas before it streams: a strict-limit rejection is resent once
+    // with the preferring tools non-strict (`strict_tool_limits`).
+    let response = loop {
+        let payload = adapter_support::apply_on_payload(options, model, std::mem::take(&mut params)).await;
+        let body = js_json::stringify(&payload).into_bytes();
+        let request = signed_request(model, options, &target, &auth, body)?;
+        *secrets = Secrets::of(&request, options);
+        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
+        let failure = match http::send(&request, model, options, &dialect).await {
+            Ok(response) => break response,
+            Err(failure) => failure,
         };
-        adapter_support::on_event(cx.options, cx.model, &json!({ kind.as_str(): event })).await;
-        handle(cx.model, &kind, &event, cx.out, self).await?;
-        Ok(Flow::Continue)
-    }
+        let rejection = dialect.rejection.lock().ok().and_then(|mut r| r.take()).filter(|(name, message)| {
+            name == "ValidationException" && strict_tool_limits::is_strict_tool_limit_error_message(message)
+        });
+        let Some((_, message)) = rejection.filter(|_| !failure.aborted && !relaxed && preferred_strict) else {
+            state.failure = dialect.failure.lock().map(|f| f.clone()).unwrap_or_default();
+            return Err(failure.into());
+        };
+        relaxed = true;
+        strict_tool_limits::mark_strict_tool_limits_exceeded(session);
+        let diagnostic = strict_tool_limits::fallback_diagnostic("bedrock_strict_tools_fallback", &message);
+        out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+        params = build_request_body(model, &strict_tool_limits::without_preferred_strict(&context), options)
+            .map_err(Stop::error)?;
+    };
+    state.request_id = request_id_of(response.headers());
 
-    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
-        driver::tail(cx, "Bedrock stream ended without a stop reason")
-    }
-}
-
-/// The AWS event stream (`application/vnd.amazon.eventstream`): binary messages, each with
-/// its length, headers and CRC32s; a message over [`MAX_MESSAGE_BYTES`] is refused before it
-/// is buffered.
-#[derive(Default)]
-pub(crate) struct EventStream {
-    pending: BytesMut,
-    ended: bool,
-}
-
-impl Framing for EventStream {
-    type Event<'a> = Message;
-    const READ: ReadMode = ReadMode::Raw;
-
-    fn push(&mut self, bytes: &[u8]) -> Result<(), Stop> {
-        self.pending.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<(), Stop> {
-        self.ended = true;
-        Ok(())
-    }
-
-    fn next(&mut self) -> Result<Option<Message>, Stop> {
-        match next_message(&mut self.pending).map_err(Stop::error)? {
-            Some(message) => Ok(Some(message)),
-            None if self.ended && self.pending.len() >= 4 => Err(Stop::error("Truncated event message received.")),
-            None => Ok(None),
+    let mut body = Body::new(response, options);
+    let mut pending = BytesMut::new();
+    loop {
+        let ended = match body.next_raw().await {
+            Read::Chunk(bytes) => {
+                pending.extend_from_slice(&bytes);
+                false
+            }
+            Read::End => true,
+            Read::Aborted => return Err(Stop::aborted("Request was aborted")),
+            Read::Failed(message) => return Err(Stop::error(message)),
+        };
+        while let Some(message) = next_message(&mut pending).map_err(Stop::error)? {
+            if body.is_cancelled() {
+                return Err(Stop::aborted("Request was aborted"));
+            }
+            let Some((kind, event)) = unmarshal(&message).map_err(|failure| {
+                if let Some(code) = failure.code.as_deref().and_then(error_code) {
+                    state.failure.insert("errorCode".into(), json!(code));
+                }
+                Stop::error(failure.message)
+            })?
+            else {
+                continue;
+            };
+            adapter_support::on_event(options, model, &json!({ kind.as_str(): event })).await;
+            handle(model, &kind, &event, out, state).await?;
+        }
+        if ended {
+            if pending.len() >= 4 {
+                return Err(Stop::error("Truncated event message received."));
+            }
+            break;
         }
     }
+    if body.is_cancelled() {
+        return Err(Stop::aborted("Request was aborted"));
+    }
+    adapter_support::stop_reason_tail(out.message(), "Bedrock stream ended without a stop reason")
+}
+
+/// The request, its headers signed (SigV4) or carrying the bearer token.
+fn signed_request(
+    model: &Model,
+    options: &StreamOptions,
+    target: &auth::Target,
+    auth: &auth::Auth,
+    body: Vec<u8>,
+) -> Result<http::Request, Stop> {
+    let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
+        .into_iter()
+        .chain(adapter_support::option_headers(options))
+        .filter(|(name, _)| !is_reserved_header(name))
+        .collect();
+    let mut headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
+        vec![("content-type".to_owned(), Some("application/json".to_owned()))],
+        custom,
+    ]);
+    match auth {
+        auth::Auth::Bearer(token) => headers.push(("authorization".to_owned(), format!("Bearer {token}"))),
+        auth::Auth::SigV4(credentials) => {
+            // `user-agent` is not signed (proxies rewrite it); everything else we send is.
+            let signed: Vec<(String, String)> =
+                headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("user-agent")).cloned().collect();
+            let signature = auth::sigv4_headers(
+                credentials,
+                &target.region,
+                &target.url,
+                &signed,
+                &body,
+                std::time::SystemTime::now(),
+            )
+            .map_err(Stop::error)?;
+            headers.extend(signature);
+        }
+    }
+    Ok(http::Request { url: target.url.clone(), headers, body })
+}
+
+/// Whether some current tool that prefers strict sampling is sent strict.
+fn prefers_sent_strict(model: &Model, context: &TranscriptContext) -> bool {
+    let supports_strict =
+        model.compat.as_ref().and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool).unwrap_or(false);
+    pi_types::transcript::current_tool_declarations(context.messages()).into_iter().any(|tool| {
+        strict_tool_limits::prefers_strict(tool)
+            && adapter_support::resolve_strict(tool, supports_strict, None) == Ok(Some(true))
+    })
 }
 
 /// The next whole message of the buffer, if it holds one; its frame is checked (lengths,
 /// CRC32s, headers) by `aws-smithy-eventstream`.
-fn next_message(pending: &mut BytesMut) -> Result<Option<Message>, String> {
+fn next_message(pending: &mut BytesMut) -> Result<Option<aws_smithy_types::event_stream::Message>, String> {
     let Some(prefix) = pending.get(..4) else { return Ok(None) };
     let total = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
     if total < 16 {
@@ -690,7 +693,7 @@ mod tests {
 
     #[test]
     fn http_errors_carry_code_message_and_diagnostics() {
-        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()) };
+        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
         let mut headers = HeaderMap::new();
         headers.insert("x-amzn-errortype", "ValidationException:http://x/".parse().unwrap());
         headers.insert("x-amzn-requestid", " req-1 ".parse().unwrap());

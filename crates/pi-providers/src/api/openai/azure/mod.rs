@@ -29,8 +29,8 @@ use serde_json::{json, Map, Value};
 use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
 use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
-    self, convert_messages, convert_tools, Compat, Flavor, ResponsesDecode, ResponsesDialect, TierPricing,
-    RESPONSES_CANCEL,
+    self, convert_messages, convert_tools, grammar_inputs, Compat, Flavor, ResponsesDecode, ResponsesDialect,
+    TierPricing, RESPONSES_CANCEL,
 };
 use crate::api::own_options;
 use crate::api::request_options;
@@ -369,6 +369,7 @@ impl WireApi for Wire {
         let url = self.0.request_url(model, options).map_err(Stop::error)?;
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let params = build_params(model, &context, options, &compat, &deployment);
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let base = vec![
@@ -388,6 +389,7 @@ impl WireApi for Wire {
             hints: false,
             no_stop_reason: "Azure OpenAI Responses stream ended without a stop reason",
             tier_pricing: TierPricing::Unpriced,
+            grammar_inputs,
         };
         Ok(responses::exchange(request, flavor, options))
     }

@@ -33,7 +33,7 @@ use serde_json::{json, Map, Value};
 use crate::api::driver::{self, Secrets};
 use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
-    convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
+    convert_messages_with_effort_baseline, convert_tools, grammar_inputs, Compat, ResponsesState, TierPricing,
 };
 use crate::api::own_options;
 use crate::api::request_options;
@@ -504,6 +504,7 @@ impl OpenAICodexResponses {
     ) -> Result<(), Stop> {
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let effort = requested_effort(model, options);
         let update = configuration_update_effort(model, &compat, effort.as_deref());
         if let Some(update) = &update {
@@ -552,8 +553,10 @@ impl OpenAICodexResponses {
             }
         })?;
         out.start().await;
-        let tier_pricing = TierPricing::Codex { requested: self.requested_tier(model, options) };
-        let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
+        let mut state =
+            ResponsesState::with_pricing(TierPricing::Codex { requested: self.requested_tier(model, options) });
+        state.grammar_inputs = grammar_inputs;
+        let state = read_stream(Body::new(response, options), model, options, state, out).await?;
         if !state.saw_terminal {
             return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));
         }
@@ -578,10 +581,9 @@ async fn read_stream(
     mut body: Body,
     model: &Model,
     options: &StreamOptions,
-    tier_pricing: TierPricing,
+    mut state: ResponsesState,
     out: &mut AssistantMessageBuilder,
 ) -> Result<ResponsesState, Stop> {
-    let mut state = ResponsesState::with_pricing(tier_pricing);
     let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut pending = Vec::new();
     loop {

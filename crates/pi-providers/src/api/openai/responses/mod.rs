@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
+use crate::api::openai::grammar;
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -66,6 +67,8 @@ pub struct Compat {
     pub tool_call_providers: &'static [&'static str],
     /// The `strict` of a tool that asks for no constrained sampling (`None` sends `null`).
     pub default_strict: Option<bool>,
+    /// Grammar tools are declared as custom tools with their grammar (`grammar` module).
+    pub supports_openai_grammar_tools: bool,
 }
 
 impl Compat {
@@ -90,6 +93,7 @@ impl Compat {
             supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
             tool_call_providers: &TOOL_CALL_PROVIDERS,
             default_strict: Some(false),
+            supports_openai_grammar_tools: flag("supportsOpenAIGrammarTools", false),
         }
     }
 
@@ -123,6 +127,8 @@ pub(crate) struct Flavor {
     pub(crate) hints: bool,
     pub(crate) no_stop_reason: &'static str,
     pub(crate) tier_pricing: TierPricing,
+    /// The input property of each grammar tool, by name (`grammar::input_properties`).
+    pub(crate) grammar_inputs: HashMap<String, String>,
 }
 
 impl Flavor {
@@ -381,6 +387,9 @@ pub(crate) fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool
     tools
         .iter()
         .map(|tool| {
+            if let Ok(Some(grammar)) = grammar::resolve(tool, compat.supports_openai_grammar_tools) {
+                return grammar::declaration(tool, &grammar, search_result);
+            }
             let strict = adapter_support::resolve_strict(tool, compat.supports_strict_mode, None)
                 .unwrap_or(None)
                 .or(compat.default_strict);
@@ -509,6 +518,9 @@ fn render_transcript(
     let instruction_role = if model.reasoning && compat.supports_developer_role { "developer" } else { "system" };
     let support = compat.tool_support();
     let transcript_tools = resolve_transcript_tools(context.messages(), support);
+    // A grammar tool that cannot be declared fails the request before it is built (see `run`).
+    let grammar_inputs =
+        grammar::input_properties(context.messages(), compat.supports_openai_grammar_tools).unwrap_or_default();
     let mut declared_additional = false;
     let mut unavailable: Vec<String> = Vec::new();
     let mut system_index = 0usize;
@@ -652,9 +664,15 @@ fn render_transcript(
                         AssistantContent::ToolCall(call) => {
                             let mut parts = call.id.split('|');
                             let call_id = parts.next().unwrap_or("");
-                            let item_id = parts.next().filter(|id| id.starts_with("fc_") && !different_model);
+                            let custom = grammar_inputs.get(call.name.as_str());
+                            // Item ids must match the item type (`fc_` / `ctc_`): others are left out.
+                            let prefix = if custom.is_some() { "ctc_" } else { "fc_" };
+                            let item_id = parts.next().filter(|id| id.starts_with(prefix) && !different_model);
                             let mut item = Map::new();
-                            item.insert("type".into(), json!("function_call"));
+                            item.insert(
+                                "type".into(),
+                                json!(if custom.is_some() { "custom_tool_call" } else { "function_call" }),
+                            );
                             if let Some(item_id) = item_id {
                                 item.insert("id".into(), json!(item_id));
                             }
@@ -668,10 +686,20 @@ fn render_transcript(
                             if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
                                 item.insert("namespace".into(), json!(namespace));
                             }
-                            item.insert(
-                                "arguments".into(),
-                                json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
-                            );
+                            match custom {
+                                Some(property) => {
+                                    // A call without its text input was checked in `run`.
+                                    let input =
+                                        grammar::call_input(&call.name, &call.arguments, property).unwrap_or_default();
+                                    item.insert("input".into(), json!(input));
+                                }
+                                None => {
+                                    item.insert(
+                                        "arguments".into(),
+                                        json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
+                                    );
+                                }
+                            }
                             output.push(Value::Object(item));
                         }
                     }
@@ -688,7 +716,12 @@ fn render_transcript(
             }
             Message::ToolResult(result) => {
                 let call_id = result.tool_call_id.split('|').next().unwrap_or("");
-                items.push(json!({"type": "function_call_output", "call_id": call_id, "output": tool_output(model, &result.content)}));
+                let kind = if grammar_inputs.contains_key(result.tool_name.as_str()) {
+                    "custom_tool_call_output"
+                } else {
+                    "function_call_output"
+                };
+                items.push(json!({"type": kind, "call_id": call_id, "output": tool_output(model, &result.content)}));
             }
         }
         if !leading_system {
@@ -756,6 +789,7 @@ impl WireApi for Wire {
         };
         let compat = Compat::for_model(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let params = build_params(model, &context, options, &compat);
         if let Some(effort) = configuration_update_effort(model, options, &compat) {
             out.metadata_mut().provider_thinking_level = Some(effort.into());
@@ -795,9 +829,28 @@ impl WireApi for Wire {
             hints: true,
             no_stop_reason: "OpenAI Responses stream ended without a stop reason",
             tier_pricing: TierPricing::OpenAI { requested: requested_service_tier(model, options) },
+            grammar_inputs,
         };
         Ok(exchange(request, flavor, options))
     }
+}
+
+/// The input property of each grammar tool the transcript declares; an error for a grammar
+/// tool that cannot be declared, or an earlier call of one without its text input.
+pub(crate) fn grammar_inputs(context: &TranscriptContext, compat: &Compat) -> Result<HashMap<String, String>, Stop> {
+    let inputs =
+        grammar::input_properties(context.messages(), compat.supports_openai_grammar_tools).map_err(Stop::error)?;
+    for message in context.messages() {
+        let Message::Assistant(assistant) = message else { continue };
+        for block in &assistant.content {
+            if let AssistantContent::ToolCall(call) = block {
+                if let Some(property) = inputs.get(call.name.as_str()) {
+                    grammar::call_input(&call.name, &call.arguments, property).map_err(Stop::error)?;
+                }
+            }
+        }
+    }
+    Ok(inputs)
 }
 
 /// Where a Responses stream looks at cancellation: a cancelled read or a cancellation seen
@@ -811,9 +864,11 @@ where
     A: WireApi<Dialect = ResponsesDialect, Decoder = ResponsesDecode>,
 {
     let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
+    let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
+    state.grammar_inputs = flavor.grammar_inputs.clone();
     let decode = ResponsesDecode {
         heads: typed::EventHeads::default(),
-        state: ResponsesState::with_pricing(flavor.tier_pricing.clone()),
+        state,
         // Without a hook that sees every event as a `Value`, delta events take the typed decode.
         typed: options.on_provider_stream_event.is_none(),
         flavor,
@@ -971,17 +1026,20 @@ pub(crate) struct ResponsesState {
     pub(crate) tier_pricing: TierPricing,
     /// The input of each open custom tool call, by content index.
     custom_inputs: HashMap<usize, CustomInput>,
+    /// The input property of each grammar tool, by name; other custom tools use `input`.
+    pub(crate) grammar_inputs: HashMap<String, String>,
 }
 
-/// The argument property a custom tool call's input is shown under (the reference's default;
-/// it maps other names only for its grammar tools, which pi-rs does not declare).
+/// The argument property a custom tool call's input is shown under, unless it is a grammar
+/// tool's (whose single required string property it is).
 const CUSTOM_INPUT_PROPERTY: &str = "input";
 
-/// A custom tool call's freeform input, streamed as the JSON text of `{"input": <text>}`: the
-/// opening `{"input":"` goes with the first non-empty piece, each piece follows as escaped JSON
-/// string text, and closing adds the rest of the final input and `"}`.
+/// A custom tool call's freeform input, streamed as the JSON text of `{"<property>": <text>}`:
+/// the opening `{"<property>":"` goes with the first non-empty piece, each piece follows as
+/// escaped JSON string text, and closing adds the rest of the final input and `"}`.
 #[derive(Default)]
 struct CustomInput {
+    property: String,
     input: String,
     started: bool,
     closed: bool,
@@ -994,7 +1052,7 @@ impl CustomInput {
         if std::mem::replace(&mut self.started, true) {
             String::new()
         } else {
-            format!("{{{}:\"", js_json::stringify(&json!(CUSTOM_INPUT_PROPERTY)))
+            format!("{{{}:\"", js_json::stringify(&json!(self.property)))
         }
     }
 
@@ -1007,7 +1065,8 @@ impl CustomInput {
     fn append(&mut self, piece: &str) -> Result<Option<String>, Stop> {
         if self.closed {
             return Err(Stop::error(format!(
-                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
             )));
         }
         if piece.is_empty() {
@@ -1025,7 +1084,8 @@ impl CustomInput {
                 return Ok(None);
             }
             return Err(Stop::error(format!(
-                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
             )));
         }
         let rest = match last {
@@ -1033,7 +1093,8 @@ impl CustomInput {
                 Some(rest) => rest.to_owned(),
                 None => {
                     return Err(Stop::error(format!(
-                        "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed non-monotonically"
+                        "grammar tool input for property \"{}\" changed non-monotonically",
+                        self.property
                     )))
                 }
             },
@@ -1146,10 +1207,12 @@ impl ResponsesState {
             }
             "custom_tool_call" => {
                 let initial = item.get("input").and_then(Value::as_str).unwrap_or("");
-                let mut input = CustomInput::default();
+                let name = item.get("name").and_then(Value::as_str).unwrap_or("");
+                let property = self.grammar_inputs.get(name).map_or(CUSTOM_INPUT_PROPERTY, String::as_str);
+                let mut input = CustomInput { property: property.to_owned(), ..CustomInput::default() };
                 input.unsent = input.append(initial).ok().flatten().unwrap_or_default();
                 let mut arguments = Map::new();
-                arguments.insert(CUSTOM_INPUT_PROPERTY.into(), json!(initial));
+                arguments.insert(property.into(), json!(initial));
                 let call = ToolCall {
                     id: format!("{}|{}", id_text(item, "call_id"), id_text(item, "id")).into(),
                     name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
@@ -1340,9 +1403,12 @@ impl ResponsesState {
                             Some(AssistantContent::ToolCall(call)) => call.clone(),
                             _ => ToolCall::default(),
                         };
-                        let input = self.custom_inputs.remove(&index).map(|i| i.input).unwrap_or_default();
+                        let (property, input) = self.custom_inputs.remove(&index).map_or_else(
+                            || (CUSTOM_INPUT_PROPERTY.to_owned(), String::new()),
+                            |i| (i.property, i.input),
+                        );
                         call.arguments = Map::new();
-                        call.arguments.insert(CUSTOM_INPUT_PROPERTY.into(), Value::String(input));
+                        call.arguments.insert(property, Value::String(input));
                         out.end_tool_call_with(index, call).await?;
                         self.unfinished.remove(&index);
                         self.slots.remove(&key);
