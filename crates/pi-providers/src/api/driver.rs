@@ -11,8 +11,8 @@
 //!    which refuses a URL carrying `user:pass@` before sending anything, as the reference's
 //!    `fetch` does), with the API's error shaping ([`Dialect`]);
 //! 3. `start`, then the body read under the idle limit, the frame caps and cancellation
-//!    ([`Body`]), cut into events by the API's [`Framing`] (server-sent events, Gemini's SSE
-//!    variant, the AWS event stream);
+//!    (`transport::http::Body`), cut into events by the API's [`Framing`] (server-sent events,
+//!    Gemini's SSE variant, or a binary framing read raw);
 //! 4. the stop-reason tail ([`tail`]) and, on every error text, the redaction of what the
 //!    request carried ([`Secrets`]): a server that quotes the key back does not get it into
 //!    `errorMessage`.
