@@ -86,6 +86,7 @@
 pub mod api;
 #[cfg(feature = "http")]
 pub mod auth;
+pub mod cache_warming;
 pub mod catalog;
 pub mod classifier;
 pub mod faux;
@@ -93,6 +94,7 @@ pub mod images;
 #[cfg(feature = "http")]
 mod layer;
 pub mod registry;
+pub mod session_resources;
 pub mod transport;
 
 // Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
@@ -111,6 +113,7 @@ pub use registry::{env_api_key, Auth, Models, Provider, ProviderError};
 /// clients for [`transport::client`] with it.
 #[cfg(feature = "http")]
 pub use reqwest;
+pub use session_resources::{cleanup_session_resources, register_session_resource_cleanup};
 /// The shared HTTP client, the default idle limit and the `errorMessage` bound, for crates
 /// that stream over HTTP themselves (the proxy client) with the adapters' settings.
 #[cfg(feature = "http")]

@@ -141,6 +141,9 @@ pub enum ProviderError {
         /// The resolver's error text.
         reason: String,
     },
+    /// Some session cleanups failed (`cleanup_session_resources`); the text of each failure.
+    #[error("Failed to cleanup session resources: {}", .0.join("; "))]
+    SessionCleanup(Vec<String>),
 }
 
 /// A provider: id, authentication, models and an adapter per API.

@@ -14,6 +14,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// The example API written against the driver's trait (`examples/line_chat`).
+#[path = "../examples/line_chat/api.rs"]
+mod line_chat;
 mod loopback;
 
 use std::sync::atomic::Ordering;
@@ -57,6 +60,7 @@ const APIS: &[&str] = &[
     "google-vertex",
     "pi-messages",
     BEDROCK,
+    line_chat::API,
 ];
 
 /// Gemini's protocol (Gemini and Vertex AI): CRLF framing, no terminal event, SDK error shapes.
@@ -89,6 +93,7 @@ fn fixture(api: &str) -> Value {
             include_str!("../../../tests/fixtures/providers-extra/cases/google-vertex/text_basic.json")
         }
         "pi-messages" => include_str!("../../../tests/fixtures/providers-extra/cases/pi-messages/text_basic.json"),
+        line_chat::API => include_str!("../examples/line_chat/text_basic.json"),
         BEDROCK => {
             include_str!("../../../tests/fixtures/providers-extra/cases/bedrock-converse-stream/text_basic.json")
         }
@@ -108,6 +113,7 @@ fn adapter(api: &str) -> Box<dyn StreamFn> {
         "google-vertex" => Box::new(GoogleVertex::default()),
         "pi-messages" => Box::new(PiMessages),
         BEDROCK => Box::new(BedrockConverseStream),
+        line_chat::API => Box::new(line_chat::LineChat),
         _ => Box::new(GoogleGenerativeAi::default()),
     }
 }
@@ -186,6 +192,7 @@ fn text_delta(api: &str) -> Vec<u8> {
         "anthropic-messages" => b"text_delta",
         "openai-responses" | "azure-openai-responses" | "openai-codex-responses" => b"response.output_text.delta",
         "pi-messages" => b"\"text_delta\"",
+        line_chat::API => b"\"type\":\"text\"",
         BEDROCK => b"contentBlockDelta",
         _ => b"\"text\"",
     };
@@ -519,6 +526,7 @@ async fn terminal_then_open_connection_completes_at_once(via: Via) {
         "azure-openai-responses",
         "openai-codex-responses",
         "pi-messages",
+        line_chat::API,
     ] {
         let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api)), Step::Hold]).await;
         let options = StreamOptions { idle_timeout_ms: Some(600_000), ..options(via) };
@@ -648,6 +656,7 @@ async fn huge_usage_numbers_saturate(via: Via) {
                 .replace("\"input_tokens\":29", "\"input_tokens\":1e300")
                 .replace("\"output_tokens\":19", "\"output_tokens\":1e300"),
             "pi-messages" => body.replace("\"input\":12,\"output\":7,", "\"input\":1e300,\"output\":1e300,"),
+            line_chat::API => body.replace("\"output\":19", "\"output\":1e300"),
             "mistral-conversations" => body
                 .replace("\"prompt_tokens\":14", "\"prompt_tokens\":1e300")
                 .replace("\"completion_tokens\":9", "\"completion_tokens\":1e300"),
@@ -674,6 +683,56 @@ async fn huge_usage_numbers_saturate(via: Via) {
     for (api, message) in each(via, steps, || options(via)).await {
         assert_eq!(message.stop_reason, StopReason::Stop, "{api}: {:?}", message.error_message);
         assert_eq!(message.usage.output, u64::MAX, "{api}");
+    }
+}
+
+/// A server that quotes the credential back (in the error body, as is and JSON-escaped in a
+/// header dump): the error text and the message's `Debug` hold `<redacted>` instead.
+async fn an_error_echoing_the_key_is_redacted(via: Via) {
+    let steps = |_: &str| {
+        let body = format!(
+            r#"{{"message":"invalid key {SECRET}","error":{{"message":"invalid key {SECRET}","request":{{"authorization":"Bearer {SECRET}"}}}}}}"#
+        );
+        vec![Step::Bytes(with_length(401, "application/json", "", body.as_bytes()))]
+    };
+    for (api, message) in each(via, steps, || options(via)).await {
+        let text = error_text(&api, &message);
+        assert!(text.contains("<redacted>"), "{api}: {text}");
+        assert!(!format!("{message:?}").contains(SECRET), "{api}: key in Debug");
+    }
+}
+
+/// A Gemini or Vertex AI JSON error body over the 1 MiB read cap keeps the provider's message
+/// (the cut body is no JSON: the status and its first bytes).
+async fn a_huge_google_json_error_keeps_the_message(via: Via) {
+    let mut body =
+        br#"{"error":{"code":400,"message":"Request payload too large","status":"INVALID_ARGUMENT","details":""#
+            .to_vec();
+    body.extend(std::iter::repeat_n(b'x', 2 << 20));
+    body.extend_from_slice(br#""}}"#);
+    for &api in APIS.iter().filter(|api| gemini_like(api)) {
+        let server = Server::start(vec![Step::Bytes(with_length(400, "application/json", "", &body))]).await;
+        let (_, message) = run(api, &server.url, options(via)).await;
+        let text = error_text(api, &message);
+        assert!(text.starts_with("400 Bad Request: {\"error\""), "{api}: {}", &text[..text.len().min(200)]);
+        assert!(text.contains("Request payload too large"), "{api}");
+        assert!(text.ends_with(" chars]"), "{api}: bounded");
+    }
+}
+
+/// A base URL with `user:pass@` is refused before anything is sent.
+async fn credentials_in_the_base_url_are_refused(via: Via) {
+    for &api in APIS {
+        let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body(api))]).await;
+        let url = server.url.replacen("http://", "http://user:hunter2-password@", 1);
+        let (_, message) = run(api, &url, options(via)).await;
+        let text = error_text(api, &message);
+        assert!(
+            text.starts_with("Request cannot be constructed from a URL that includes credentials: http://<redacted>@"),
+            "{api}: {text}"
+        );
+        assert!(!text.contains("hunter2"), "{api}: {text}");
+        assert_eq!(server.requests.load(Ordering::SeqCst), 0, "{api}: request sent");
     }
 }
 
@@ -709,4 +768,7 @@ through_each_client!(
     huge_line_is_cut_with_a_clear_error,
     huge_error_body_gives_a_bounded_message,
     huge_usage_numbers_saturate,
+    an_error_echoing_the_key_is_redacted,
+    a_huge_google_json_error_keeps_the_message,
+    credentials_in_the_base_url_are_refused,
 );

@@ -147,6 +147,9 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
     })
 }
 
+/// Held while a case with a `sessionId` runs (see [`replay_value`]).
+static SESSION_CASES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let api = case.get("api").and_then(Value::as_str).unwrap_or_default().to_owned();
     let entry = case.get("entry").and_then(Value::as_str).unwrap_or("streamSimple");
@@ -216,6 +219,16 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let options = match entry {
         "stream" => own_options(&api, &case_options, options)?,
         _ => options,
+    };
+    // What an adapter remembers per session (strict tool limits) lives for the process; each
+    // case starts as in a fresh reference process, and cases with a session run one at a time.
+    let _session_guard = match &options.session_id {
+        Some(_) => {
+            let guard = SESSION_CASES.lock().await;
+            pi_providers::cleanup_session_resources(None).map_err(|e| ReplayError::Case(e.to_string()))?;
+            Some(guard)
+        }
+        None => None,
     };
     let mut stream = adapter.stream(&model, normalize_context(context), options);
     let mut event_lines = Vec::new();

@@ -55,17 +55,21 @@ pub(crate) fn stop_reason_tail(message: &pi_types::AssistantMessage, pending: &s
 
 /// Why an adapter stopped early: the message and whether the request was cancelled.
 #[derive(Debug)]
-pub(crate) struct Stop {
+pub struct Stop {
+    /// The `errorMessage`.
     pub message: String,
+    /// Whether the request was cancelled (the stream ends `aborted`, else `error`).
     pub aborted: bool,
 }
 
 impl Stop {
-    pub(crate) fn error(message: impl Into<String>) -> Self {
+    /// A failure: the stream ends with `error`.
+    pub fn error(message: impl Into<String>) -> Self {
         Self { message: message.into(), aborted: false }
     }
 
-    pub(crate) fn aborted(message: impl Into<String>) -> Self {
+    /// A cancellation: the stream ends with `aborted`.
+    pub fn aborted(message: impl Into<String>) -> Self {
         Self { message: message.into(), aborted: true }
     }
 }

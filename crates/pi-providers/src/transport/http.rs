@@ -58,7 +58,7 @@ pub(crate) use crate::transport::client::deepest_cause;
 
 /// What kind of failure an [`ApiError`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ApiErrorKind {
+pub enum ApiErrorKind {
     /// A non-2xx answer.
     Status,
     /// No connection or a broken one before the headers.
@@ -71,7 +71,8 @@ pub(crate) enum ApiErrorKind {
 
 /// A failed request, shaped like the SDK error the reference would have caught.
 #[derive(Clone, Debug)]
-pub(crate) struct ApiError {
+pub struct ApiError {
+    /// What kind of failure.
     pub kind: ApiErrorKind,
     /// HTTP status.
     pub status: Option<u16>,
@@ -84,14 +85,15 @@ pub(crate) struct ApiError {
 }
 
 impl ApiError {
-    pub(crate) fn other(message: impl Into<String>) -> Self {
+    /// A failure that is neither a status, a connection failure nor a timeout (not retried).
+    pub fn other(message: impl Into<String>) -> Self {
         Self { kind: ApiErrorKind::Other, status: None, headers: None, message: message.into(), body: None }
     }
 }
 
 /// Per-API error shaping: how the SDK builds an error from a bad status and how the adapter
 /// formats it into `errorMessage`.
-pub(crate) trait Dialect: Send + Sync {
+pub trait Dialect: Send + Sync {
     /// The SDK error for a non-2xx response.
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError;
     /// The adapter's `errorMessage` for an error.
@@ -113,21 +115,36 @@ pub(crate) trait Dialect: Send + Sync {
 }
 
 /// An adapter's decision about retrying (see [`Dialect::retry`]).
-pub(crate) type Retry = Result<Option<f64>, String>;
+pub type Retry = Result<Option<f64>, String>;
 
 /// A failure that ends the stream before any event but `start`.
 #[derive(Clone, Debug)]
-pub(crate) struct Failure {
+pub struct Failure {
+    /// The `errorMessage`.
     pub message: String,
+    /// Whether the request was cancelled.
     pub aborted: bool,
 }
 
 /// One prepared POST.
-#[derive(Clone, Debug)]
-pub(crate) struct Request {
+#[derive(Clone)]
+pub struct Request {
+    /// Where it goes.
     pub url: String,
+    /// The headers, in order.
     pub headers: Vec<(String, String)>,
+    /// The body.
     pub body: Vec<u8>,
+}
+
+/// Header names and the body's length only: values carry credentials.
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request")
+            .field("headers", &self.headers.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>())
+            .field("body_bytes", &self.body.len())
+            .finish_non_exhaustive()
+    }
 }
 
 fn is_cancelled(cancel: Option<&CancellationToken>) -> bool {
@@ -150,6 +167,7 @@ pub(crate) async fn send(
     options: &StreamOptions,
     dialect: &dyn Dialect,
 ) -> Result<reqwest::Response, Failure> {
+    refuse_credentials_in_url(&request.url)?;
     let cancel = options.cancel.as_ref();
     let max_retries = options.max_retries.unwrap_or(0);
     let mut remaining = max_retries;
@@ -213,6 +231,24 @@ pub(crate) async fn send(
             () = tokio::time::sleep(delay_duration(delay)) => {}
         }
     }
+}
+
+/// A URL that carries credentials (`user:pass@`) is refused before anything is sent: the
+/// client would send them as a second `Authorization` beside the key's. The reference's
+/// `fetch` refuses such a URL too (`Request cannot be constructed from a URL that includes
+/// credentials: <url>`); the same text here, with the credentials themselves left out.
+fn refuse_credentials_in_url(url: &str) -> Result<(), Failure> {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else { return Ok(()) };
+    if parsed.username().is_empty() && parsed.password().is_none() {
+        return Ok(());
+    }
+    let _ = parsed.set_password(None);
+    let _ = parsed.set_username("redacted");
+    let shown = String::from(parsed).replacen("redacted@", "<redacted>@", 1);
+    Err(Failure {
+        message: format!("Request cannot be constructed from a URL that includes credentials: {shown}"),
+        aborted: false,
+    })
 }
 
 /// The span of one attempt; `resend_count` is 0 for the first.

@@ -6,4 +6,6 @@ pub mod client;
 #[cfg(feature = "http")]
 pub(crate) mod http;
 pub mod identity;
+#[cfg(feature = "http")]
+pub mod redact;
 pub mod sse;

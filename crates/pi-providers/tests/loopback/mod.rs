@@ -97,6 +97,11 @@ impl Server {
 
 /// Read one request (head and `content-length` body); its lowercased head, `None` at EOF.
 pub async fn read_request(socket: &mut TcpStream) -> Option<String> {
+    read_request_with_body(socket).await.map(|(head, _)| head)
+}
+
+/// Read one request; its lowercased head and its `content-length` body, `None` at EOF.
+pub async fn read_request_with_body(socket: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut buffer = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -111,7 +116,7 @@ pub async fn read_request(socket: &mut TcpStream) -> Option<String> {
                 let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
                 buffer.extend_from_slice(&chunk[..n]);
             }
-            return Some(head);
+            return Some((head, buffer[end + 4..end + 4 + length].to_vec()));
         }
         let n = socket.read(&mut chunk).await.ok().filter(|n| *n > 0)?;
         buffer.extend_from_slice(&chunk[..n]);

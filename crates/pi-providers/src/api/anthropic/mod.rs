@@ -17,8 +17,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Secrets};
 use crate::api::own_options;
 use crate::api::request_options;
+use crate::api::strict_tool_limits;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 use crate::api::typed;
@@ -124,7 +126,9 @@ impl StreamFn for AnthropicMessages {
         let model = model.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = adapter_support::builder(tx, &model, &model.api);
-            let result = run(&model, context, &options, &mut out).await;
+            let mut secrets = Secrets::default();
+            let result = run(&model, context, &options, &mut out, &mut secrets).await;
+            let result = driver::scrub(&secrets, &mut out, result);
             adapter_support::finish(out, result).await;
         })
     }
@@ -357,6 +361,7 @@ async fn run(
     context: TranscriptContext,
     options: &StreamOptions,
     out: &mut AssistantMessageBuilder,
+    secrets: &mut Secrets,
 ) -> Result<(), Stop> {
     let compat = Compat::for_model(model);
     let key = options.api_key.clone().filter(|k| !k.is_empty());
@@ -369,16 +374,10 @@ async fn run(
     let tools_now = current_tools(context.messages());
     let thinking = resolve_thinking(model, &context, options, &compat);
     let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
-    let params = build_params(model, &context, options, &compat, &thinking, oauth);
     if effort_messages(model, &compat, &thinking) {
         out.metadata_mut().provider_thinking_level =
             Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
     }
-    let mut params = adapter_support::apply_on_payload(options, model, params).await;
-    if let Some(map) = params.as_object_mut() {
-        map.insert("stream".into(), json!(true));
-    }
-
     let mut base: Vec<(String, Option<String>)> = vec![
         ("accept".into(), Some("application/json".into())),
         ("content-type".into(), Some("application/json".into())),
@@ -420,12 +419,42 @@ async fn run(
     {
         headers.push(("anthropic-beta".into(), features.join(",")));
     }
-    let request = http::Request {
-        url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
-        headers,
-        body: js_json::stringify(&params).into_bytes(),
+    let session = options.session_id.as_deref();
+    let mut relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(session);
+    let preferred_strict = tools_now.iter().any(|tool| {
+        strict_tool_limits::prefers_strict(tool)
+            && adapter_support::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported))
+                == Ok(Some(true))
+    });
+    // A rejection of strict tools past Claude's limits is resent once with the preferring tools
+    // non-strict (`strict_tool_limits`); a started stream never is.
+    let response = loop {
+        let sent = if relaxed { strict_tool_limits::without_preferred_strict(&context) } else { context.clone() };
+        let params = build_params(model, &sent, options, &compat, &thinking, oauth);
+        let mut params = adapter_support::apply_on_payload(options, model, params).await;
+        if let Some(map) = params.as_object_mut() {
+            map.insert("stream".into(), json!(true));
+        }
+        let request = http::Request {
+            url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
+            headers: headers.clone(),
+            body: js_json::stringify(&params).into_bytes(),
+        };
+        *secrets = Secrets::of(&request, options);
+        let dialect = strict_tool_limits::Recording::new(&AnthropicDialect);
+        let failure = match http::send(&request, model, options, &dialect).await {
+            Ok(response) => break response,
+            Err(failure) => failure,
+        };
+        let rejection = dialect.take().filter(|r| r.is_anthropic_strict_limit());
+        let Some(rejection) = rejection.filter(|_| !failure.aborted && !relaxed && preferred_strict) else {
+            return Err(failure.into());
+        };
+        relaxed = true;
+        strict_tool_limits::mark_strict_tool_limits_exceeded(session);
+        let diagnostic = strict_tool_limits::fallback_diagnostic("anthropic_strict_tools_fallback", &rejection.message);
+        out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
     };
-    let response = http::send(&request, model, options, &AnthropicDialect).await?;
     out.start().await;
 
     let mut body = Body::new(response, options);

@@ -39,6 +39,8 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
+use crate::api::driver::{self, Secrets};
+use crate::api::strict_tool_limits;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
@@ -79,7 +81,9 @@ impl StreamFn for BedrockConverseStream {
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = adapter_support::builder(tx, &model, API);
             let mut state = State::default();
-            let result = run(&model, context, &options, &mut out, &mut state).await;
+            let mut secrets = Secrets::default();
+            let result = run(&model, context, &options, &mut out, &mut state, &mut secrets).await;
+            let result = driver::scrub(&secrets, &mut out, result);
             finish(out, state, result).await;
         })
     }
@@ -167,6 +171,8 @@ fn code_text(value: &Value) -> Option<String> {
 /// The error of a non-2xx answer and what its diagnostic reports.
 struct BedrockDialect {
     failure: Mutex<JsonObject>,
+    /// The modeled error of the last status error: its name and its own message.
+    rejection: Mutex<Option<(String, String)>>,
 }
 
 impl BedrockDialect {
@@ -215,7 +221,11 @@ impl Dialect for BedrockDialect {
                 if let Some(code) = error_code(&name) {
                     details.insert("errorCode".into(), json!(code));
                 }
-                format_error(Some(&name), &message)
+                let formatted = format_error(Some(&name), &message);
+                if let Ok(mut rejection) = self.rejection.lock() {
+                    *rejection = Some((name, message));
+                }
+                formatted
             }
             // Not JSON (a gateway's HTML page): the status and the body itself.
             Err(_) => match http::normalize_body(&text) {
@@ -256,49 +266,40 @@ async fn run(
     options: &StreamOptions,
     out: &mut AssistantMessageBuilder,
     state: &mut State,
+    secrets: &mut Secrets,
 ) -> Result<(), Stop> {
-    let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-    let params = adapter_support::apply_on_payload(options, model, params).await;
-    let body = js_json::stringify(&params).into_bytes();
+    let session = options.session_id.as_deref();
+    let mut relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(session);
+    let preferred_strict = prefers_sent_strict(model, &context);
+    let sent = if relaxed { strict_tool_limits::without_preferred_strict(&context) } else { context.clone() };
+    let mut params = build_request_body(model, &sent, options).map_err(Stop::error)?;
     let target = auth::target(model, options).await;
     let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
-
-    let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
-        .into_iter()
-        .chain(adapter_support::option_headers(options))
-        .filter(|(name, _)| !is_reserved_header(name))
-        .collect();
-    let mut headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, options),
-        vec![("content-type".to_owned(), Some("application/json".to_owned()))],
-        custom,
-    ]);
-    match &auth {
-        auth::Auth::Bearer(token) => headers.push(("authorization".to_owned(), format!("Bearer {token}"))),
-        auth::Auth::SigV4(credentials) => {
-            // `user-agent` is not signed (proxies rewrite it); everything else we send is.
-            let signed: Vec<(String, String)> =
-                headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("user-agent")).cloned().collect();
-            let signature = auth::sigv4_headers(
-                credentials,
-                &target.region,
-                &target.url,
-                &signed,
-                &body,
-                std::time::SystemTime::now(),
-            )
-            .map_err(Stop::error)?;
-            headers.extend(signature);
-        }
-    }
-    let request = http::Request { url: target.url, headers, body };
-    let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()) };
-    let response = match http::send(&request, model, options, &dialect).await {
-        Ok(response) => response,
-        Err(failure) => {
+    // Bedrock checks the tool schemas before it streams: a strict-limit rejection is resent once
+    // with the preferring tools non-strict (`strict_tool_limits`).
+    let response = loop {
+        let payload = adapter_support::apply_on_payload(options, model, std::mem::take(&mut params)).await;
+        let body = js_json::stringify(&payload).into_bytes();
+        let request = signed_request(model, options, &target, &auth, body)?;
+        *secrets = Secrets::of(&request, options);
+        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
+        let failure = match http::send(&request, model, options, &dialect).await {
+            Ok(response) => break response,
+            Err(failure) => failure,
+        };
+        let rejection = dialect.rejection.lock().ok().and_then(|mut r| r.take()).filter(|(name, message)| {
+            name == "ValidationException" && strict_tool_limits::is_strict_tool_limit_error_message(message)
+        });
+        let Some((_, message)) = rejection.filter(|_| !failure.aborted && !relaxed && preferred_strict) else {
             state.failure = dialect.failure.lock().map(|f| f.clone()).unwrap_or_default();
             return Err(failure.into());
-        }
+        };
+        relaxed = true;
+        strict_tool_limits::mark_strict_tool_limits_exceeded(session);
+        let diagnostic = strict_tool_limits::fallback_diagnostic("bedrock_strict_tools_fallback", &message);
+        out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+        params = build_request_body(model, &strict_tool_limits::without_preferred_strict(&context), options)
+            .map_err(Stop::error)?;
     };
     state.request_id = request_id_of(response.headers());
 
@@ -341,6 +342,55 @@ async fn run(
         return Err(Stop::aborted("Request was aborted"));
     }
     adapter_support::stop_reason_tail(out.message(), "Bedrock stream ended without a stop reason")
+}
+
+/// The request, its headers signed (SigV4) or carrying the bearer token.
+fn signed_request(
+    model: &Model,
+    options: &StreamOptions,
+    target: &auth::Target,
+    auth: &auth::Auth,
+    body: Vec<u8>,
+) -> Result<http::Request, Stop> {
+    let custom: Vec<(String, Option<String>)> = adapter_support::model_headers(model)
+        .into_iter()
+        .chain(adapter_support::option_headers(options))
+        .filter(|(name, _)| !is_reserved_header(name))
+        .collect();
+    let mut headers = adapter_support::merge_headers(&[
+        adapter_support::identity_headers(model, options),
+        vec![("content-type".to_owned(), Some("application/json".to_owned()))],
+        custom,
+    ]);
+    match auth {
+        auth::Auth::Bearer(token) => headers.push(("authorization".to_owned(), format!("Bearer {token}"))),
+        auth::Auth::SigV4(credentials) => {
+            // `user-agent` is not signed (proxies rewrite it); everything else we send is.
+            let signed: Vec<(String, String)> =
+                headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("user-agent")).cloned().collect();
+            let signature = auth::sigv4_headers(
+                credentials,
+                &target.region,
+                &target.url,
+                &signed,
+                &body,
+                std::time::SystemTime::now(),
+            )
+            .map_err(Stop::error)?;
+            headers.extend(signature);
+        }
+    }
+    Ok(http::Request { url: target.url.clone(), headers, body })
+}
+
+/// Whether some current tool that prefers strict sampling is sent strict.
+fn prefers_sent_strict(model: &Model, context: &TranscriptContext) -> bool {
+    let supports_strict =
+        model.compat.as_ref().and_then(|c| c.get("supportsStrictMode")).and_then(Value::as_bool).unwrap_or(false);
+    pi_types::transcript::current_tool_declarations(context.messages()).into_iter().any(|tool| {
+        strict_tool_limits::prefers_strict(tool)
+            && adapter_support::resolve_strict(tool, supports_strict, None) == Ok(Some(true))
+    })
 }
 
 /// The next whole message of the buffer, if it holds one; its frame is checked (lengths,
@@ -643,7 +693,7 @@ mod tests {
 
     #[test]
     fn http_errors_carry_code_message_and_diagnostics() {
-        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()) };
+        let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
         let mut headers = HeaderMap::new();
         headers.insert("x-amzn-errortype", "ValidationException:http://x/".parse().unwrap());
         headers.insert("x-amzn-requestid", " req-1 ".parse().unwrap());

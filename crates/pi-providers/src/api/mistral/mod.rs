@@ -17,7 +17,7 @@
 //!   models are renamed: their alphanumeric characters when exactly nine, else the first nine
 //!   alphanumerics of the reference's short hash (salted `:<n>` on collision); tool results
 //!   follow the rename.
-//! * **Stream**: server-sent events read with the shared decoder ([`SseDecoder`]); an event's
+//! * **Stream**: server-sent events read with the shared decoder ([`SseDecoder`](crate::transport::sse::SseDecoder)); an event's
 //!   data is trimmed; `[DONE]` ends the stream. Each chunk is a completion chunk: `id`, `usage`
 //!   (`prompt_tokens` minus cached tokens is the input), `choices[0].finish_reason` and
 //!   `choices[0].delta`, whose `content` is a string or a list of parts (`text`, or `thinking`
@@ -43,13 +43,14 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::transform_messages;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
+use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "mistral-conversations";
@@ -84,12 +85,7 @@ pub struct MistralConversations;
 
 impl StreamFn for MistralConversations {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let result = run(&model, context, &options, &mut out).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -226,7 +222,7 @@ fn headers(model: &Model, options: &StreamOptions, key: &str) -> Vec<(String, St
 }
 
 /// How the reference shapes request failures.
-struct MistralDialect {
+pub(crate) struct MistralDialect {
     timeout_ms: u64,
 }
 
@@ -264,85 +260,73 @@ impl Dialect for MistralDialect {
     }
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-) -> Result<(), Stop> {
-    let key = api_key(model, options)?;
-    let context = resolve_transcript(context, supports_mid_convo_system_messages(model));
-    let settings = Settings::new(model, &context, options);
-    let payload = build_payload(model, &context, options, &settings).map_err(Stop::error)?;
-    let payload = adapter_support::apply_on_payload(options, model, payload).await;
-    let request = http::Request {
-        url: endpoint(&model.base_url)?,
-        headers: headers(model, options, &key),
-        body: js_json::stringify(&to_wire_payload(&payload)).into_bytes(),
-    };
-    // The reference's own time-to-headers default. Retries follow `max_retries` as for every
-    // adapter (the reference never retries Mistral; see the docs).
-    let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_HEADERS_TIMEOUT_MS);
-    let mut attempt = options.clone();
-    attempt.timeout_ms = Some(timeout_ms);
-    let response = match http::send(&request, model, &attempt, &MistralDialect { timeout_ms }).await {
-        Ok(response) => response,
-        Err(failure) if failure.aborted => return Err(Stop::aborted(ABORTED)),
-        Err(failure) => return Err(failure.into()),
-    };
-    // `fetch` gives these statuses no body.
-    if matches!(response.status().as_u16(), 204 | 205) {
-        return Err(Stop::error("Mistral response has no body"));
-    }
-    out.start().await;
+/// The wire API behind [`MistralConversations`] (crate-private: its decoding types stay private).
+struct Wire;
 
-    let mut chunks = Chunks::default();
-    // A read, framing or chunk error ends the stream with the blocks left open.
-    read_stream(model, options, response, out, &mut chunks).await?;
-    chunks.finish(out).await?;
-    if options.cancel.as_ref().is_some_and(pi_types::CancellationToken::is_cancelled) {
-        return Err(Stop::aborted("Request was aborted"));
+impl WireApi for Wire {
+    type Dialect = MistralDialect;
+    type Decoder = Chunks;
+    const CANCEL: Cancel = Cancel { read: OnCancel::Fail(ABORTED), before_event: None, after_event: None };
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let key = api_key(model, options)?;
+        let context = resolve_transcript(context, supports_mid_convo_system_messages(model));
+        let settings = Settings::new(model, &context, options);
+        let payload = build_payload(model, &context, options, &settings).map_err(Stop::error)?;
+        let payload = adapter_support::apply_on_payload(options, model, payload).await;
+        let request = http::Request {
+            url: endpoint(&model.base_url)?,
+            headers: headers(model, options, &key),
+            body: js_json::stringify(&to_wire_payload(&payload)).into_bytes(),
+        };
+        // The reference's own time-to-headers default. Retries follow `max_retries` as for every
+        // adapter (the reference never retries Mistral; see the docs).
+        let timeout_ms = options.timeout_ms.unwrap_or(DEFAULT_HEADERS_TIMEOUT_MS);
+        let mut exchange = Exchange::new(request, MistralDialect { timeout_ms }, Chunks::default());
+        exchange.headers_timeout_ms = Some(timeout_ms);
+        Ok(exchange)
     }
-    adapter_support::stop_reason_tail(out.message(), "Mistral stream ended without a finish reason")
+
+    fn refused(&self, _: &mut Chunks, _: &MistralDialect, failure: http::Failure) -> Stop {
+        if failure.aborted {
+            Stop::aborted(ABORTED)
+        } else {
+            failure.into()
+        }
+    }
+
+    fn accept(&self, _: &mut Chunks, response: &reqwest::Response) -> Result<(), Stop> {
+        // `fetch` gives these statuses no body.
+        match response.status().as_u16() {
+            204 | 205 => Err(Stop::error("Mistral response has no body")),
+            _ => Ok(()),
+        }
+    }
 }
 
-/// Read the body to its end or `[DONE]`, handing every chunk to `chunks`.
-async fn read_stream(
-    model: &Model,
-    options: &StreamOptions,
-    response: reqwest::Response,
-    out: &mut AssistantMessageBuilder,
-    chunks: &mut Chunks,
-) -> Result<(), Stop> {
-    let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut events = Vec::new();
-    loop {
-        let ended = match body.next().await {
-            Read::Chunk(bytes) => {
-                decoder.push(&bytes, &mut events);
-                false
-            }
-            Read::End => {
-                decoder.finish(&mut events);
-                true
-            }
-            Read::Aborted => return Err(Stop::aborted(ABORTED)),
-            Read::Failed(message) => return Err(Stop::error(message)),
-        };
-        for event in events.drain(..) {
-            match parse_event(&event.data)? {
-                Parsed::Nothing => {}
-                Parsed::Done => return Ok(()),
-                Parsed::Chunk(chunk) => {
-                    adapter_support::on_event(options, model, &chunk).await;
-                    chunks.handle(model, &chunk, out).await?;
-                }
+impl Decoder for Chunks {
+    type Framing = Sse;
+
+    async fn event<'e>(&mut self, event: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
+    {
+        match parse_event(&event.data)? {
+            Parsed::Nothing => {}
+            Parsed::Done => return Ok(Flow::End),
+            Parsed::Chunk(chunk) => {
+                adapter_support::on_event(cx.options, cx.model, &chunk).await;
+                self.handle(cx.model, &chunk, cx.out).await?;
             }
         }
-        if ended {
-            return Ok(());
-        }
+        Ok(Flow::Continue)
+    }
+
+    // A read, framing or chunk error ends the stream with the blocks left open.
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        self.finish(cx.out).await?;
+        driver::tail(cx, "Mistral stream ended without a finish reason")
     }
 }
 
@@ -385,7 +369,7 @@ enum Open {
 
 /// Stream state: the open text/thinking block and the tool calls by stream key.
 #[derive(Default)]
-struct Chunks {
+pub(crate) struct Chunks {
     current: Option<Open>,
     /// Content index of each tool call, in the order they started.
     calls: Vec<usize>,
@@ -940,6 +924,7 @@ fn wire_message(message: &mut Value) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::transport::sse::{LineMode, SseDecoder};
 
     fn data_of(chunks: &[&[u8]]) -> Vec<String> {
         let mut decoder = SseDecoder::new(LineMode::Standard);

@@ -4,4 +4,5 @@
 pub mod azure;
 pub mod codex;
 pub mod completions;
+pub(crate) mod grammar;
 pub mod responses;

@@ -11,7 +11,7 @@
 //!   `toolChoice`. The API key travels only in the header, never in the body. Headers: the
 //!   identity headers, then the three above, then the request's own headers (later wins).
 //! * **Response**: a 2xx answer is an event stream, read with the shared SSE decoder
-//!   ([`SseDecoder`]: LF, CRLF and CR line ends); an event's data (its `data:` lines joined),
+//!   ([`SseDecoder`](crate::transport::sse::SseDecoder): LF, CRLF and CR line ends); an event's data (its `data:` lines joined),
 //!   trimmed, is one [`PiMessagesEvent`] as JSON (`[DONE]` and events without data are skipped;
 //!   a last event without a blank line after it still counts). The events are the assistant-message events without their `partial` message;
 //!   the client rebuilds the message with [`AssistantMessageBuilder`]. The stream ends at the
@@ -43,11 +43,12 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::own_options;
-use crate::api::support as adapter_support;
+use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
+use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "pi-messages";
@@ -65,79 +66,7 @@ pub struct PiMessages;
 
 impl StreamFn for PiMessages {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let redact = Redact(options.api_key.clone().filter(|key| key.len() >= MIN_REDACTED_KEY_BYTES));
-            match run(&model, &context, options, &mut out).await {
-                Ok(reason) => {
-                    // A backend's error text may quote the request, key included.
-                    if redact.0.is_some() && out.message().error_message.is_some() {
-                        let mut message = out.metadata_mut();
-                        if let Some(text) = message.error_message.take() {
-                            message.error_message = Some(redact.text(text.into()).into_boxed_str());
-                        }
-                    }
-                    out.done(reason).await;
-                }
-                Err(Failure::Aborted(message)) => out.aborted(http::bound_error_message(message)).await,
-                Err(Failure::Error { message, diagnostic }) => {
-                    // The reference reports a failed request or a broken stream with a new
-                    // message: no content, zero usage, only the error (and its diagnostic).
-                    let mut fresh = adapter_support::builder(out.into_sender(), &model, &model.api);
-                    if let Some(diagnostic) = diagnostic {
-                        fresh.metadata_mut().diagnostics = Some(vec![redact.diagnostic(diagnostic)]);
-                    }
-                    fresh.error(http::bound_error_message(redact.text(message))).await;
-                }
-            }
-        })
-    }
-}
-
-/// Keys shorter than this are not searched for in error texts (a short test key would
-/// replace ordinary words).
-const MIN_REDACTED_KEY_BYTES: usize = 8;
-
-/// Replaces the API key, should a backend echo it in an error, with `<redacted>`.
-struct Redact(Option<String>);
-
-impl Redact {
-    fn text(&self, text: String) -> String {
-        match &self.0 {
-            Some(key) if text.contains(key.as_str()) => text.replace(key.as_str(), "<redacted>"),
-            _ => text,
-        }
-    }
-
-    fn diagnostic(&self, mut diagnostic: AssistantMessageDiagnostic) -> AssistantMessageDiagnostic {
-        if let Some(error) = diagnostic.error.as_mut() {
-            error.message = self.text(std::mem::take(&mut error.message));
-        }
-        if let (Some(key), Some(details)) = (&self.0, diagnostic.details.as_mut()) {
-            let text = js_json::stringify(&Value::Object(details.clone()));
-            if text.contains(key.as_str()) {
-                if let Ok(Value::Object(clean)) = js_json::parse(&text.replace(key.as_str(), "<redacted>")) {
-                    *details = clean;
-                }
-            }
-        }
-        diagnostic
-    }
-}
-
-/// Why a response ended early.
-#[derive(Debug)]
-enum Failure {
-    /// The cancellation token fired (the content so far is kept).
-    Aborted(String),
-    /// Anything else.
-    Error { message: String, diagnostic: Option<AssistantMessageDiagnostic> },
-}
-
-impl Failure {
-    fn error(message: impl Into<String>) -> Self {
-        Self::Error { message: message.into(), diagnostic: None }
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -240,67 +169,120 @@ fn request_url(model: &Model, options: &StreamOptions) -> String {
     }
 }
 
-async fn run(
-    model: &Model,
-    context: &TranscriptContext,
-    options: StreamOptions,
-    out: &mut AssistantMessageBuilder,
-) -> Result<StopReason, Failure> {
-    let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
-        return Err(Failure::error(format!("No API key provided for provider \"{}\"", model.provider)));
-    };
-    let body = build_request_body(model, context, &options);
-    let body = adapter_support::apply_on_payload(&options, model, body).await;
-    let base = vec![
-        ("authorization".to_owned(), Some(format!("Bearer {key}"))),
-        ("accept".to_owned(), Some("text/event-stream".to_owned())),
-        ("content-type".to_owned(), Some("application/json".to_owned())),
-    ];
-    let headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, &options),
-        base,
-        adapter_support::option_headers(&options),
-    ]);
-    let url = request_url(model, &options);
-    let request = http::Request { url: url.clone(), headers, body: js_json::stringify(&body).into_bytes() };
-    let dialect = PiDialect { model, url, failure: Mutex::new(None) };
-    let response = match http::send(&request, model, &options, &dialect).await {
-        Ok(response) => response,
-        Err(failure) if failure.aborted => return Err(Failure::Aborted(failure.message)),
-        Err(failure) => {
-            let diagnostic = dialect.failure.lock().ok().and_then(|mut slot| slot.take());
-            return Err(Failure::Error { message: failure.message, diagnostic });
-        }
-    };
+/// The decoding state of one response: the terminal event's stop reason once it came, and the
+/// diagnostic of a refused request.
+#[derive(Default)]
+pub(crate) struct Decode {
+    reason: Option<StopReason>,
+    diagnostic: Option<AssistantMessageDiagnostic>,
+}
 
-    let mut body = Body::new(response, &options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut events = Vec::new();
-    loop {
-        let ended = match body.next().await {
-            Read::Chunk(bytes) => {
-                decoder.push(&bytes, &mut events);
-                false
-            }
-            Read::End => {
-                decoder.finish(&mut events);
-                true
-            }
-            Read::Aborted => return Err(Failure::Aborted("This operation was aborted".to_owned())),
-            Read::Failed(message) => return Err(Failure::error(message)),
+/// The wire API behind [`PiMessages`] (crate-private: its decoding types stay private).
+struct Wire;
+
+impl WireApi for Wire {
+    type Dialect = PiDialect;
+    type Decoder = Decode;
+    const CANCEL: Cancel =
+        Cancel { read: OnCancel::Fail("This operation was aborted"), before_event: None, after_event: None };
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+            return Err(Stop::error(format!("No API key provided for provider \"{}\"", model.provider)));
         };
-        for sse in std::mem::take(&mut events) {
-            let Some(data) = event_data(&sse.data) else { continue };
-            let event = js_json::parse(data).map_err(Failure::error)?;
-            adapter_support::on_event(&options, model, &event).await;
-            if let Some(reason) = apply(out, event).await.map_err(Failure::error)? {
-                return Ok(reason);
-            }
+        let body = build_request_body(model, &context, options);
+        let body = adapter_support::apply_on_payload(options, model, body).await;
+        let base = vec![
+            ("authorization".to_owned(), Some(format!("Bearer {key}"))),
+            ("accept".to_owned(), Some("text/event-stream".to_owned())),
+            ("content-type".to_owned(), Some("application/json".to_owned())),
+        ];
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
+            base,
+            adapter_support::option_headers(options),
+        ]);
+        let url = request_url(model, options);
+        let request = http::Request { url: url.clone(), headers, body: js_json::stringify(&body).into_bytes() };
+        let dialect = PiDialect { model: model.clone(), url, failure: Mutex::new(None) };
+        let mut exchange = Exchange::new(request, dialect, Decode::default());
+        // The protocol carries its own `start`.
+        exchange.start = false;
+        Ok(exchange)
+    }
+
+    fn refused(&self, decode: &mut Decode, dialect: &PiDialect, failure: http::Failure) -> Stop {
+        if !failure.aborted {
+            decode.diagnostic = dialect.failure.lock().ok().and_then(|mut slot| slot.take());
         }
-        if ended {
-            return Err(Failure::error(format!("{} stream ended without a terminal event", model.provider)));
+        failure.into()
+    }
+
+    async fn finish(
+        &self,
+        model: &Model,
+        decode: Option<Decode>,
+        out: AssistantMessageBuilder,
+        result: Result<(), Stop>,
+        secrets: &Secrets,
+    ) {
+        let Decode { reason, diagnostic } = decode.unwrap_or_default();
+        match result {
+            Ok(()) => out.done(reason.unwrap_or(StopReason::Stop)).await,
+            Err(stop) if stop.aborted => out.aborted(http::bound_error_message(stop.message)).await,
+            Err(stop) => {
+                // The reference reports a failed request or a broken stream with a new
+                // message: no content, zero usage, only the error (and its diagnostic).
+                let mut fresh = adapter_support::builder(out.into_sender(), model, &model.api);
+                if let Some(diagnostic) = diagnostic {
+                    fresh.metadata_mut().diagnostics = Some(vec![redact_diagnostic(secrets, diagnostic)]);
+                }
+                fresh.error(http::bound_error_message(stop.message)).await;
+            }
         }
     }
+}
+
+impl Decoder for Decode {
+    type Framing = Sse;
+
+    async fn event<'e>(&mut self, sse: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
+    {
+        let Some(data) = event_data(&sse.data) else { return Ok(Flow::Continue) };
+        let event = js_json::parse(data).map_err(Stop::error)?;
+        adapter_support::on_event(cx.options, cx.model, &event).await;
+        self.reason = apply(cx.out, event).await.map_err(Stop::error)?;
+        Ok(if self.reason.is_some() { Flow::End } else { Flow::Continue })
+    }
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        match self.reason {
+            Some(_) => Ok(()),
+            None => Err(Stop::error(format!("{} stream ended without a terminal event", cx.model.provider))),
+        }
+    }
+}
+
+/// A diagnostic without what the request carried (a backend's error may quote it).
+fn redact_diagnostic(secrets: &Secrets, mut diagnostic: AssistantMessageDiagnostic) -> AssistantMessageDiagnostic {
+    if secrets.is_empty() {
+        return diagnostic;
+    }
+    let redactor = secrets.redactor();
+    if let Some(error) = diagnostic.error.as_mut() {
+        error.message = redactor.text(&error.message).into_owned();
+    }
+    if let Some(details) = diagnostic.details.as_mut() {
+        let mut value = Value::Object(std::mem::take(details));
+        redactor.value(&mut value);
+        if let Value::Object(clean) = value {
+            *details = clean;
+        }
+    }
+    diagnostic
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,16 +290,16 @@ async fn run(
 // ---------------------------------------------------------------------------------------------
 
 /// Error shaping for non-2xx answers; keeps the diagnostic of the failed attempt.
-struct PiDialect<'a> {
-    model: &'a Model,
+pub(crate) struct PiDialect {
+    model: Model,
     url: String,
     failure: Mutex<Option<AssistantMessageDiagnostic>>,
 }
 
-impl Dialect for PiDialect<'_> {
+impl Dialect for PiDialect {
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
         let body = String::from_utf8_lossy(body);
-        let (message, diagnostic) = status_failure(self.model, &self.url, status, &body);
+        let (message, diagnostic) = status_failure(&self.model, &self.url, status, &body);
         if let Ok(mut slot) = self.failure.lock() {
             *slot = Some(diagnostic);
         }
@@ -790,6 +772,7 @@ fn finish_metadata(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::transport::sse::{LineMode, SseDecoder};
 
     fn data_of(chunks: &[&[u8]]) -> Vec<Option<String>> {
         let mut decoder = SseDecoder::new(LineMode::Standard);

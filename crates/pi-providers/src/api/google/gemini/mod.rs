@@ -21,13 +21,14 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, WireApi};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
 use crate::api::typed;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::GeminiFramer;
 
 /// The API id.
@@ -100,13 +101,7 @@ impl GoogleGenerativeAi {
 
 impl StreamFn for GoogleGenerativeAi {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        let ids = Arc::clone(&self.ids);
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let result = run(&model, context, &options, &mut out, ids.as_ref()).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire(self.clone()), model, context, options)
     }
 }
 
@@ -124,6 +119,11 @@ impl Dialect for GoogleDialect {
         let message = if is_json {
             match js_json::parse(&text) {
                 Ok(value) => js_json::stringify(&value),
+                // A body cut at the read cap does not parse: the status and its first bytes
+                // keep the provider's message (the reference's JSON error would lose it).
+                Err(_) if body.len() >= http::MAX_ERROR_BODY_BYTES => {
+                    format!("{status} {}: {}", status_text(status), js_json::js_trim(&text))
+                }
                 Err(message) => return ApiError::other(message),
             }
         } else {
@@ -679,121 +679,155 @@ fn count(value: Option<&Value>) -> u64 {
     value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    ids: &dyn ToolCallIds,
-) -> Result<(), Stop> {
-    let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
-        return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
-    };
-    let context = collapse_system_messages(context);
-    let params = build_params(model, &context, options).map_err(Stop::error)?;
-    let params = adapter_support::apply_on_payload(options, model, params).await;
-    let base = vec![
-        ("Content-Type".to_owned(), Some("application/json".to_owned())),
-        ("x-goog-api-key".to_owned(), Some(key)),
-    ];
-    let headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, options),
-        base,
-        adapter_support::model_headers(model),
-        adapter_support::option_headers(options),
-    ]);
-    let request = http::Request {
-        url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
-        headers,
-        body: js_json::stringify(&params).into_bytes(),
-    };
-    let response = http::send(&request, model, options, &GoogleDialect).await?;
-    stream_response(response, model, options, out, ids, "Google").await
+/// The wire API behind [`GoogleGenerativeAi`] (crate-private: its decoding types stay private).
+struct Wire(GoogleGenerativeAi);
+
+impl WireApi for Wire {
+    type Dialect = GoogleDialect;
+    type Decoder = GoogleDecode;
+    const CANCEL: Cancel = GOOGLE_CANCEL;
+
+    const API_ID: Option<&'static str> = Some(API);
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+            return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+        };
+        let context = collapse_system_messages(context);
+        let params = build_params(model, &context, options).map_err(Stop::error)?;
+        let params = adapter_support::apply_on_payload(options, model, params).await;
+        let base = vec![
+            ("Content-Type".to_owned(), Some("application/json".to_owned())),
+            ("x-goog-api-key".to_owned(), Some(key)),
+        ];
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
+            base,
+            adapter_support::model_headers(model),
+            adapter_support::option_headers(options),
+        ]);
+        let request = http::Request {
+            url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
+            headers,
+            body: js_json::stringify(&params).into_bytes(),
+        };
+        let decode = GoogleDecode::new(Arc::clone(&self.0.ids), options, "Google");
+        Ok(Exchange::new(request, GoogleDialect, decode))
+    }
 }
 
-/// Emit `start` and the events of a 2xx streamed response (shared with Vertex AI; `provider`
-/// names the API in the errors of a stream that ends without a finish reason).
-pub(crate) async fn stream_response(
-    response: reqwest::Response,
-    model: &Model,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    ids: &dyn ToolCallIds,
-    provider: &str,
-) -> Result<(), Stop> {
-    out.start().await;
-    // Chunks received, and the first prompt-block report among them: a stream without a finish
-    // reason ends with one or the other.
-    let mut chunks = 0u64;
-    let mut prompt_blocked: Option<String> = None;
+/// Where a Gemini stream looks at cancellation: on every read and after every chunk.
+pub(crate) const GOOGLE_CANCEL: Cancel = Cancel {
+    read: OnCancel::Fail("This operation was aborted"),
+    before_event: None,
+    after_event: Some(OnCancel::Fail("This operation was aborted")),
+};
 
-    let mut body = Body::new(response, options);
-    let mut framer = GeminiFramer::default();
-    let mut current: Option<usize> = None;
-    // The arguments merged so far of a call streamed in pieces (see below).
-    let mut merged = Value::Null;
-    // Without a hook that sees every chunk as a `Value`, text chunks take the typed decode.
-    let typed = options.on_provider_stream_event.is_none();
-    loop {
-        let ended = match body.next().await {
-            Read::Chunk(bytes) => {
-                if let Some(message) = stream_error_chunk(framer.push_chunk(&bytes)) {
-                    return Err(Stop::error(message));
-                }
-                false
-            }
-            Read::End => {
-                framer.finish().map_err(Stop::error)?;
-                true
-            }
-            Read::Aborted => return Err(Stop::aborted("This operation was aborted")),
-            Read::Failed(message) => return Err(Stop::error(message)),
+/// Gemini's framing (`@google/genai`, [`GeminiFramer`]) with the SDK's check of each network
+/// chunk for a whole error object.
+#[derive(Default)]
+pub(crate) struct GeminiSse(GeminiFramer);
+
+impl Framing for GeminiSse {
+    type Event<'a> = &'a str;
+    const READ: ReadMode = ReadMode::Chunks;
+
+    fn push(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        match stream_error_chunk(self.0.push_chunk(bytes)) {
+            Some(message) => Err(Stop::error(message)),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), Stop> {
+        self.0.finish().map_err(Stop::error)
+    }
+
+    fn next(&mut self) -> Result<Option<&str>, Stop> {
+        Ok(self.0.next_data())
+    }
+}
+
+/// The decoding state of one streamed response (shared with Vertex AI; `provider` names the
+/// API in the errors of a stream that ends without a finish reason).
+pub(crate) struct GoogleDecode {
+    ids: Arc<dyn ToolCallIds>,
+    provider: &'static str,
+    /// Chunks received, and the first prompt-block report among them: a stream without a
+    /// finish reason ends with one or the other.
+    chunks: u64,
+    prompt_blocked: Option<String>,
+    current: Option<usize>,
+    /// The arguments merged so far of a call streamed in pieces (see below).
+    merged: Value,
+    /// Without a hook that sees every chunk as a `Value`, text chunks take the typed decode.
+    typed: bool,
+}
+
+impl GoogleDecode {
+    pub(crate) fn new(ids: Arc<dyn ToolCallIds>, options: &StreamOptions, provider: &'static str) -> Self {
+        Self {
+            ids,
+            provider,
+            chunks: 0,
+            prompt_blocked: None,
+            current: None,
+            merged: Value::Null,
+            typed: options.on_provider_stream_event.is_none(),
+        }
+    }
+}
+
+impl Decoder for GoogleDecode {
+    type Framing = GeminiSse;
+
+    async fn event<'e>(&mut self, text: &'e str, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        GeminiSse: 'e,
+    {
+        let fast = match self.typed {
+            true => typed::decode::<typed::GeminiChunk<'_>>(text),
+            false => None,
         };
-        while let Some(text) = framer.next_data() {
-            let fast = match typed {
-                true => typed::decode::<typed::GeminiChunk<'_>>(text),
-                false => None,
-            };
-            if let Some(chunk) = fast {
-                chunks += 1;
-                handle_typed_chunk(model, chunk, out, &mut current, &mut merged).await?;
-            } else {
-                // One parse for the SDK's error check and the chunk itself.
-                let chunk = js_json::parse(text).map_err(Stop::error)?;
-                if let Some(message) = stream_error(&chunk) {
-                    return Err(Stop::error(message));
-                }
-                chunks += 1;
-                if prompt_blocked.is_none() {
-                    prompt_blocked = prompt_block_error(provider, &chunk);
-                }
-                adapter_support::on_event(options, model, &chunk).await;
-                handle_chunk(model, chunk, out, &mut current, &mut merged, ids).await?;
+        if let Some(chunk) = fast {
+            self.chunks += 1;
+            handle_typed_chunk(cx.model, chunk, cx.out, &mut self.current, &mut self.merged).await?;
+        } else {
+            // One parse for the SDK's error check and the chunk itself.
+            let chunk = js_json::parse(text).map_err(Stop::error)?;
+            if let Some(message) = stream_error(&chunk) {
+                return Err(Stop::error(message));
             }
-            if body.is_cancelled() {
-                return Err(Stop::aborted("This operation was aborted"));
+            self.chunks += 1;
+            if self.prompt_blocked.is_none() {
+                self.prompt_blocked = prompt_block_error(self.provider, &chunk);
             }
+            adapter_support::on_event(cx.options, cx.model, &chunk).await;
+            handle_chunk(cx.model, chunk, cx.out, &mut self.current, &mut self.merged, self.ids.as_ref()).await?;
         }
-        if ended {
-            break;
+        Ok(Flow::Continue)
+    }
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        if let Some(index) = self.current {
+            end_open_block(cx.out, index, &mut self.merged).await?;
         }
-    }
-    if let Some(index) = current {
-        end_open_block(out, index, &mut merged).await?;
-    }
-    if body.is_cancelled() {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    match out.message().stop_reason {
-        StopReason::Pending => Err(Stop::error(prompt_blocked.unwrap_or_else(|| {
-            let unit = if chunks == 1 { "chunk" } else { "chunks" };
-            format!("{provider} stream ended without a finish reason after receiving {chunks} {unit}")
-        }))),
-        StopReason::Aborted | StopReason::Error => Err(Stop::error(match &out.message().raw_stop_reason {
-            Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
-            _ => "An unknown error occurred".to_owned(),
-        })),
-        _ => Ok(()),
+        if cx.cancelled() {
+            return Err(Stop::aborted("Request was aborted"));
+        }
+        match cx.out.message().stop_reason {
+            StopReason::Pending => Err(Stop::error(self.prompt_blocked.take().unwrap_or_else(|| {
+                let (chunks, provider) = (self.chunks, self.provider);
+                let unit = if chunks == 1 { "chunk" } else { "chunks" };
+                format!("{provider} stream ended without a finish reason after receiving {chunks} {unit}")
+            }))),
+            StopReason::Aborted | StopReason::Error => Err(Stop::error(match &cx.out.message().raw_stop_reason {
+                Some(raw) if !raw.is_empty() => format!("Provider stopped with: {raw}"),
+                _ => "An unknown error occurred".to_owned(),
+            })),
+            _ => Ok(()),
+        }
     }
 }
 

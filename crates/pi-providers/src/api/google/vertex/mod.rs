@@ -36,12 +36,11 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use pi_types::{
-    AssistantMessageBuilder, AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext,
-};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::Value;
 
-use crate::api::google::gemini::{self as google, GoogleDialect, ToolCallIds};
+use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
+use crate::api::google::gemini::{self as google, GoogleDecode, GoogleDialect, ToolCallIds, GOOGLE_CANCEL};
 use crate::api::own_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
@@ -116,13 +115,7 @@ impl GoogleVertex {
 
 impl StreamFn for GoogleVertex {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        let ids = Arc::clone(&self.ids);
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let result = run(&model, context, &options, &mut out, ids.as_ref()).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire(self.clone()), model, context, options)
     }
 }
 
@@ -269,36 +262,42 @@ pub fn build_request_body(
     google::build_request_body(model, context, options)
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    ids: &dyn ToolCallIds,
-) -> Result<(), Stop> {
-    let auth = resolve_auth(model, options).map_err(Stop::error)?;
-    let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-    let params = adapter_support::apply_on_payload(options, model, params).await;
-    let url = endpoint(model, &auth).map_err(Stop::error)?;
-    let credential = match auth {
-        VertexAuth::ApiKey(key) => ("x-goog-api-key".to_owned(), Some(key)),
-        VertexAuth::Adc { .. } => {
-            ("Authorization".to_owned(), Some(format!("Bearer {}", adc::access_token(options).await?)))
+/// The wire API behind [`GoogleVertex`] (crate-private: its decoding types stay private).
+struct Wire(GoogleVertex);
+
+impl WireApi for Wire {
+    type Dialect = GoogleDialect;
+    type Decoder = GoogleDecode;
+    const CANCEL: Cancel = GOOGLE_CANCEL;
+
+    const API_ID: Option<&'static str> = Some(API);
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let auth = resolve_auth(model, options).map_err(Stop::error)?;
+        let params = build_request_body(model, &context, options).map_err(Stop::error)?;
+        let params = adapter_support::apply_on_payload(options, model, params).await;
+        let url = endpoint(model, &auth).map_err(Stop::error)?;
+        let credential = match auth {
+            VertexAuth::ApiKey(key) => ("x-goog-api-key".to_owned(), Some(key)),
+            VertexAuth::Adc { .. } => {
+                ("Authorization".to_owned(), Some(format!("Bearer {}", adc::access_token(options).await?)))
+            }
+        };
+        let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
+        // A caller's own credential header wins over the resolved one, as with the SDK.
+        let caller_auth =
+            user_headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&credential.0) && value.is_some());
+        let mut base = vec![("Content-Type".to_owned(), Some("application/json".to_owned()))];
+        if !caller_auth {
+            base.push(credential);
         }
-    };
-    let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
-    // A caller's own credential header wins over the resolved one, as with the SDK.
-    let caller_auth =
-        user_headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&credential.0) && value.is_some());
-    let mut base = vec![("Content-Type".to_owned(), Some("application/json".to_owned()))];
-    if !caller_auth {
-        base.push(credential);
+        let headers =
+            adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
+        let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
+        let decode = GoogleDecode::new(Arc::clone(&self.0.ids), options, "Google Vertex");
+        Ok(Exchange::new(request, GoogleDialect, decode))
     }
-    let headers =
-        adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
-    let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
-    let response = http::send(&request, model, options, &GoogleDialect).await?;
-    google::stream_response(response, model, options, out, ids, "Google Vertex").await
 }
 
 /// Application default credentials. A credentials file (named by

@@ -23,14 +23,15 @@
 
 use indexmap::IndexMap;
 use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
-use pi_types::{
-    AssistantMessageBuilder, AssistantMessageEventStream, Model, StreamFn, StreamOptions, ThinkingLevel,
-    TranscriptContext,
-};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext};
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
 use crate::api::openai::responses::ReasoningSummary;
-use crate::api::openai::responses::{convert_messages, convert_tools, send_and_stream, Compat, Flavor, TierPricing};
+use crate::api::openai::responses::{
+    self, convert_messages, convert_tools, grammar_inputs, Compat, Flavor, ResponsesDecode, ResponsesDialect,
+    TierPricing, RESPONSES_CANCEL,
+};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -345,31 +346,30 @@ fn build_params(
 
 impl StreamFn for AzureOpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        let adapter = self.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let result = adapter.run(&model, context, &options, &mut out).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire(self.clone()), model, context, options)
     }
 }
 
-impl AzureOpenAIResponses {
-    async fn run(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-    ) -> Result<(), Stop> {
-        let deployment = self.resolve_deployment_name(model, options);
+/// The wire API behind [`AzureOpenAIResponses`] (crate-private: its decoding types stay private).
+struct Wire(AzureOpenAIResponses);
+
+impl WireApi for Wire {
+    type Dialect = ResponsesDialect;
+    type Decoder = ResponsesDecode;
+    const CANCEL: Cancel = RESPONSES_CANCEL;
+
+    const API_ID: Option<&'static str> = Some(API);
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let deployment = self.0.resolve_deployment_name(model, options);
         let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
             return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
         };
-        let url = self.request_url(model, options).map_err(Stop::error)?;
+        let url = self.0.request_url(model, options).map_err(Stop::error)?;
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let params = build_params(model, &context, options, &compat, &deployment);
         let params = adapter_support::apply_on_payload(options, model, params).await;
         let base = vec![
@@ -389,8 +389,9 @@ impl AzureOpenAIResponses {
             hints: false,
             no_stop_reason: "Azure OpenAI Responses stream ended without a stop reason",
             tier_pricing: TierPricing::Unpriced,
+            grammar_inputs,
         };
-        send_and_stream(&request, model, options, &flavor, out).await
+        Ok(responses::exchange(request, flavor, options))
     }
 }
 

@@ -30,9 +30,10 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Secrets};
 use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
-    convert_messages_with_effort_baseline, convert_tools, Compat, ResponsesState, TierPricing,
+    convert_messages_with_effort_baseline, convert_tools, grammar_inputs, Compat, ResponsesState, TierPricing,
 };
 use crate::api::own_options;
 use crate::api::request_options;
@@ -484,7 +485,9 @@ impl StreamFn for OpenAICodexResponses {
         let adapter = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| async move {
             let mut out = adapter_support::builder(tx, &model, API);
-            let result = adapter.run(&model, context, &options, &mut out).await;
+            let mut secrets = Secrets::default();
+            let result = adapter.run(&model, context, &options, &mut out, &mut secrets).await;
+            let result = driver::scrub(&secrets, &mut out, result);
             adapter_support::finish(out, result).await;
         })
     }
@@ -497,9 +500,11 @@ impl OpenAICodexResponses {
         context: TranscriptContext,
         options: &StreamOptions,
         out: &mut AssistantMessageBuilder,
+        secrets: &mut Secrets,
     ) -> Result<(), Stop> {
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
         let effort = requested_effort(model, options);
         let update = configuration_update_effort(model, &compat, effort.as_deref());
         if let Some(update) = &update {
@@ -538,6 +543,7 @@ impl OpenAICodexResponses {
             fixed,
         ]);
         let request = http::Request { url: codex_url(&model.base_url), headers, body };
+        *secrets = Secrets::of(&request, options);
         let dialect = CodexDialect { timeout_ms: options.timeout_ms };
         let response = http::send(&request, model, options, &dialect).await.map_err(|failure| {
             if failure.aborted {
@@ -547,8 +553,10 @@ impl OpenAICodexResponses {
             }
         })?;
         out.start().await;
-        let tier_pricing = TierPricing::Codex { requested: self.requested_tier(model, options) };
-        let state = read_stream(Body::new(response, options), model, options, tier_pricing, out).await?;
+        let mut state =
+            ResponsesState::with_pricing(TierPricing::Codex { requested: self.requested_tier(model, options) });
+        state.grammar_inputs = grammar_inputs;
+        let state = read_stream(Body::new(response, options), model, options, state, out).await?;
         if !state.saw_terminal {
             return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));
         }
@@ -573,10 +581,9 @@ async fn read_stream(
     mut body: Body,
     model: &Model,
     options: &StreamOptions,
-    tier_pricing: TierPricing,
+    mut state: ResponsesState,
     out: &mut AssistantMessageBuilder,
 ) -> Result<ResponsesState, Stop> {
-    let mut state = ResponsesState::with_pricing(tier_pricing);
     let mut decoder = SseDecoder::new(LineMode::Standard);
     let mut pending = Vec::new();
     loop {

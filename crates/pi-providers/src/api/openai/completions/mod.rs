@@ -18,14 +18,15 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
 use crate::api::typed;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
+use crate::transport::sse::SseEventRef;
 
 /// The API id.
 pub const API: &str = "openai-completions";
@@ -210,16 +211,7 @@ pub struct OpenAICompletions;
 
 impl StreamFn for OpenAICompletions {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let mut state = StreamState::default();
-            let result = run(&model, context, &options, &mut out, &mut state).await;
-            if result.is_err() {
-                state.apply_reasoning_details(&mut out);
-            }
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -309,7 +301,7 @@ impl StreamState {
     }
 }
 
-struct CompletionsDialect;
+pub(crate) struct CompletionsDialect;
 
 impl Dialect for CompletionsDialect {
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
@@ -356,133 +348,158 @@ fn api_key(model: &Model, options: &StreamOptions) -> Result<String, Stop> {
     Err(Stop::error(format!("No API key for provider: {}", model.provider)))
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    state: &mut StreamState,
-) -> Result<(), Stop> {
-    let key = api_key(model, options)?;
-    let compat = Compat::for_model(model);
-    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
-    let resolved = Resolved::new(model, &context, options);
-    let params = build_params(model, &context, options, &compat, &resolved);
-    let params = adapter_support::apply_on_payload(options, model, params).await;
+/// The decoding state of one response.
+pub(crate) struct Decode {
+    chunks: Chunks,
+    heads: typed::ChunkHeads,
+    state: StreamState,
+    /// Without a hook that sees every chunk as a `Value`, delta chunks take the typed decode.
+    typed: bool,
+    supports_finish_reason: bool,
+}
 
-    let retention = cache_retention(options);
-    let session = options.session_id.clone().filter(|_| retention != pi_types::CacheRetention::None);
-    let mut extra: Vec<(String, Option<String>)> = Vec::new();
-    if let Some(session) = session.filter(|_| compat.send_session_affinity_headers) {
-        if compat.session_affinity_format == "openrouter" {
-            extra.push(("x-session-id".into(), Some(session)));
-        } else {
-            if compat.session_affinity_format == "openai" {
-                extra.push(("session_id".into(), Some(session.clone())));
-            }
-            extra.push(("x-client-request-id".into(), Some(session.clone())));
-            extra.push(("x-session-affinity".into(), Some(session)));
-        }
-    }
-    let base = vec![
-        ("Accept".to_owned(), Some("application/json".to_owned())),
-        ("Content-Type".to_owned(), Some("application/json".to_owned())),
-        ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
-    ];
-    let headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, options),
-        base,
-        adapter_support::model_headers(model),
-        adapter_support::copilot_headers(model, context.messages()),
-        extra,
-        adapter_support::option_headers(options),
-    ]);
-    let request = http::Request {
-        url: format!("{}/chat/completions", model.base_url.trim_end_matches('/')),
-        headers,
-        body: js_json::stringify(&params).into_bytes(),
-    };
-    let response = http::send(&request, model, options, &CompletionsDialect).await?;
-    out.start().await;
+/// The wire API behind [`OpenAICompletions`] (crate-private: its decoding types stay private).
+struct Wire;
 
-    let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut chunks = Chunks::default();
-    let mut heads = typed::ChunkHeads::default();
-    let mut finished_body = false;
-    // Without a hook that sees every chunk as a `Value`, delta chunks take the typed decode.
-    let typed = options.on_provider_stream_event.is_none();
-    'read: while !finished_body {
-        match body.next_piece().await {
-            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
-            Read::End => {
-                decoder.finish_bytes();
-                finished_body = true;
-            }
-            Read::Aborted => break 'read,
-            Read::Failed(message) => return Err(Stop::error(message)),
-        }
-        while let Some(event) = decoder.next_event() {
-            if event.data == "[DONE]" {
-                break 'read;
-            }
-            let is_error = event.event.as_deref() == Some("error");
-            let fast = match typed && !is_error {
-                true => typed::decode_chunk(&event.data, &mut heads),
-                false => None,
-            };
-            let handled = match &fast {
-                Some(chunk) => chunks.handle_typed(model, chunk, out).await?,
-                _ => false,
-            };
-            if !handled {
-                let Ok(data) = js_json::parse(&event.data) else {
-                    return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
-                };
-                if is_error {
-                    let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                    return Err(stream_error(error));
+impl WireApi for Wire {
+    type Dialect = CompletionsDialect;
+    type Decoder = Decode;
+    const CANCEL: Cancel = Cancel { read: OnCancel::Drain, before_event: None, after_event: Some(OnCancel::Drain) };
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let key = api_key(model, options)?;
+        let compat = Compat::for_model(model);
+        let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let resolved = Resolved::new(model, &context, options);
+        let params = build_params(model, &context, options, &compat, &resolved);
+        let params = adapter_support::apply_on_payload(options, model, params).await;
+
+        let retention = cache_retention(options);
+        let session = options.session_id.clone().filter(|_| retention != pi_types::CacheRetention::None);
+        let mut extra: Vec<(String, Option<String>)> = Vec::new();
+        if let Some(session) = session.filter(|_| compat.send_session_affinity_headers) {
+            if compat.session_affinity_format == "openrouter" {
+                extra.push(("x-session-id".into(), Some(session)));
+            } else {
+                if compat.session_affinity_format == "openai" {
+                    extra.push(("session_id".into(), Some(session.clone())));
                 }
-                if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
-                    return Err(stream_error(error));
-                }
-                adapter_support::on_event(options, model, &data).await;
-                chunks.handle(model, &data, out, state).await?;
-            }
-            if body.is_cancelled() {
-                break 'read;
+                extra.push(("x-client-request-id".into(), Some(session.clone())));
+                extra.push(("x-session-affinity".into(), Some(session)));
             }
         }
+        let base = vec![
+            ("Accept".to_owned(), Some("application/json".to_owned())),
+            ("Content-Type".to_owned(), Some("application/json".to_owned())),
+            ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
+        ];
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
+            base,
+            adapter_support::model_headers(model),
+            adapter_support::copilot_headers(model, context.messages()),
+            extra,
+            adapter_support::option_headers(options),
+        ]);
+        let request = http::Request {
+            url: format!("{}/chat/completions", model.base_url.trim_end_matches('/')),
+            headers,
+            body: js_json::stringify(&params).into_bytes(),
+        };
+        let decode = Decode {
+            chunks: Chunks::default(),
+            heads: typed::ChunkHeads::default(),
+            state: StreamState::default(),
+            typed: options.on_provider_stream_event.is_none(),
+            supports_finish_reason: compat.supports_finish_reason,
+        };
+        Ok(Exchange::new(request, CompletionsDialect, decode))
     }
 
-    chunks.finish_blocks(out, state).await?;
-    if body.is_cancelled() {
-        return Err(Stop::aborted("Request was aborted"));
+    async fn finish(
+        &self,
+        _model: &Model,
+        decode: Option<Decode>,
+        mut out: AssistantMessageBuilder,
+        result: Result<(), Stop>,
+        _secrets: &Secrets,
+    ) {
+        if let (Err(_), Some(decode)) = (&result, decode) {
+            decode.state.apply_reasoning_details(&mut out);
+        }
+        adapter_support::finish(out, result).await;
     }
-    let stop = out.message().stop_reason;
-    if !chunks.has_finish_reason && !compat.supports_finish_reason {
-        let has_tool = out.message().tool_calls().next().is_some();
-        out.metadata_mut().stop_reason = if has_tool { StopReason::ToolUse } else { StopReason::Stop };
-    } else if stop == StopReason::Aborted {
-        return Err(Stop::error("Request was aborted"));
-    }
-    if let Some(native) = &chunks.native_finish_reason {
-        flag_openrouter_empty_stop(out, native);
-    }
-    if out.message().stop_reason == StopReason::Error {
-        let message = out
-            .message()
-            .error_message
-            .clone()
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| "Provider returned an error stop reason".to_owned().into());
-        return Err(Stop::error(message));
-    }
-    if (compat.supports_finish_reason && !chunks.has_finish_reason) || out.message().stop_reason == StopReason::Pending
+}
+
+impl Decoder for Decode {
+    type Framing = Sse;
+
+    async fn event<'e>(&mut self, event: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
     {
-        return Err(Stop::error("Stream ended without finish_reason"));
+        if event.data == "[DONE]" {
+            return Ok(Flow::End);
+        }
+        let is_error = event.event.as_deref() == Some("error");
+        let fast = match self.typed && !is_error {
+            true => typed::decode_chunk(&event.data, &mut self.heads),
+            false => None,
+        };
+        let handled = match &fast {
+            Some(chunk) => self.chunks.handle_typed(cx.model, chunk, cx.out).await?,
+            _ => false,
+        };
+        if !handled {
+            let Ok(data) = js_json::parse(&event.data) else {
+                return Err(Stop::error("Error reading response: malformed server-sent event JSON."));
+            };
+            if is_error {
+                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                return Err(stream_error(error));
+            }
+            if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
+                return Err(stream_error(error));
+            }
+            adapter_support::on_event(cx.options, cx.model, &data).await;
+            self.chunks.handle(cx.model, &data, cx.out, &mut self.state).await?;
+        }
+        Ok(Flow::Continue)
     }
-    Ok(())
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        let Decode { chunks, state, supports_finish_reason, .. } = self;
+        let out = &mut *cx.out;
+        chunks.finish_blocks(out, state).await?;
+        if cx.cancelled() {
+            return Err(Stop::aborted("Request was aborted"));
+        }
+        let out = &mut *cx.out;
+        let stop = out.message().stop_reason;
+        if !chunks.has_finish_reason && !*supports_finish_reason {
+            let has_tool = out.message().tool_calls().next().is_some();
+            out.metadata_mut().stop_reason = if has_tool { StopReason::ToolUse } else { StopReason::Stop };
+        } else if stop == StopReason::Aborted {
+            return Err(Stop::error("Request was aborted"));
+        }
+        if let Some(native) = &chunks.native_finish_reason {
+            flag_openrouter_empty_stop(out, native);
+        }
+        if out.message().stop_reason == StopReason::Error {
+            let message = out
+                .message()
+                .error_message
+                .clone()
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| "Provider returned an error stop reason".to_owned().into());
+            return Err(Stop::error(message));
+        }
+        if (*supports_finish_reason && !chunks.has_finish_reason) || out.message().stop_reason == StopReason::Pending {
+            return Err(Stop::error("Stream ended without finish_reason"));
+        }
+        Ok(())
+    }
 }
 
 fn stream_error(error: &Value) -> Stop {

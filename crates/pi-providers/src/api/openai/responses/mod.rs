@@ -17,15 +17,17 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
+use crate::api::openai::grammar;
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::transform::{sanitize_id, take_units, transform_messages};
 use crate::api::typed;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, Dialect};
+use crate::transport::sse::SseEventRef;
 
 mod options;
 pub use options::{OpenAIResponsesOptions, ReasoningEffort, ReasoningSummary, ResponsesToolChoice, ServiceTier};
@@ -65,6 +67,8 @@ pub struct Compat {
     pub tool_call_providers: &'static [&'static str],
     /// The `strict` of a tool that asks for no constrained sampling (`None` sends `null`).
     pub default_strict: Option<bool>,
+    /// Grammar tools are declared as custom tools with their grammar (`grammar` module).
+    pub supports_openai_grammar_tools: bool,
 }
 
 impl Compat {
@@ -89,6 +93,7 @@ impl Compat {
             supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
             tool_call_providers: &TOOL_CALL_PROVIDERS,
             default_strict: Some(false),
+            supports_openai_grammar_tools: flag("supportsOpenAIGrammarTools", false),
         }
     }
 
@@ -110,12 +115,7 @@ pub struct OpenAIResponses;
 
 impl StreamFn for OpenAIResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let result = run(&model, context, &options, &mut out).await;
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -127,6 +127,8 @@ pub(crate) struct Flavor {
     pub(crate) hints: bool,
     pub(crate) no_stop_reason: &'static str,
     pub(crate) tier_pricing: TierPricing,
+    /// The input property of each grammar tool, by name (`grammar::input_properties`).
+    pub(crate) grammar_inputs: HashMap<String, String>,
 }
 
 impl Flavor {
@@ -184,7 +186,7 @@ impl TierPricing {
     }
 }
 
-struct ResponsesDialect {
+pub(crate) struct ResponsesDialect {
     prefix: String,
     hints: bool,
 }
@@ -385,6 +387,9 @@ pub(crate) fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool
     tools
         .iter()
         .map(|tool| {
+            if let Ok(Some(grammar)) = grammar::resolve(tool, compat.supports_openai_grammar_tools) {
+                return grammar::declaration(tool, &grammar, search_result);
+            }
             let strict = adapter_support::resolve_strict(tool, compat.supports_strict_mode, None)
                 .unwrap_or(None)
                 .or(compat.default_strict);
@@ -513,6 +518,9 @@ fn render_transcript(
     let instruction_role = if model.reasoning && compat.supports_developer_role { "developer" } else { "system" };
     let support = compat.tool_support();
     let transcript_tools = resolve_transcript_tools(context.messages(), support);
+    // A grammar tool that cannot be declared fails the request before it is built (see `run`).
+    let grammar_inputs =
+        grammar::input_properties(context.messages(), compat.supports_openai_grammar_tools).unwrap_or_default();
     let mut declared_additional = false;
     let mut unavailable: Vec<String> = Vec::new();
     let mut system_index = 0usize;
@@ -656,9 +664,15 @@ fn render_transcript(
                         AssistantContent::ToolCall(call) => {
                             let mut parts = call.id.split('|');
                             let call_id = parts.next().unwrap_or("");
-                            let item_id = parts.next().filter(|id| id.starts_with("fc_") && !different_model);
+                            let custom = grammar_inputs.get(call.name.as_str());
+                            // Item ids must match the item type (`fc_` / `ctc_`): others are left out.
+                            let prefix = if custom.is_some() { "ctc_" } else { "fc_" };
+                            let item_id = parts.next().filter(|id| id.starts_with(prefix) && !different_model);
                             let mut item = Map::new();
-                            item.insert("type".into(), json!("function_call"));
+                            item.insert(
+                                "type".into(),
+                                json!(if custom.is_some() { "custom_tool_call" } else { "function_call" }),
+                            );
                             if let Some(item_id) = item_id {
                                 item.insert("id".into(), json!(item_id));
                             }
@@ -672,10 +686,20 @@ fn render_transcript(
                             if let Some(namespace) = call.namespace.as_ref().filter(|_| same_model) {
                                 item.insert("namespace".into(), json!(namespace));
                             }
-                            item.insert(
-                                "arguments".into(),
-                                json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
-                            );
+                            match custom {
+                                Some(property) => {
+                                    // A call without its text input was checked in `run`.
+                                    let input =
+                                        grammar::call_input(&call.name, &call.arguments, property).unwrap_or_default();
+                                    item.insert("input".into(), json!(input));
+                                }
+                                None => {
+                                    item.insert(
+                                        "arguments".into(),
+                                        json!(js_json::stringify(&Value::Object(call.arguments.clone()))),
+                                    );
+                                }
+                            }
                             output.push(Value::Object(item));
                         }
                     }
@@ -692,7 +716,12 @@ fn render_transcript(
             }
             Message::ToolResult(result) => {
                 let call_id = result.tool_call_id.split('|').next().unwrap_or("");
-                items.push(json!({"type": "function_call_output", "call_id": call_id, "output": tool_output(model, &result.content)}));
+                let kind = if grammar_inputs.contains_key(result.tool_name.as_str()) {
+                    "custom_tool_call_output"
+                } else {
+                    "function_call_output"
+                };
+                items.push(json!({"type": kind, "call_id": call_id, "output": tool_output(model, &result.content)}));
             }
         }
         if !leading_system {
@@ -739,157 +768,201 @@ fn tool_output(model: &Model, content: &[UserContent]) -> Value {
     Value::Array(output)
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-) -> Result<(), Stop> {
-    let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
-        Some(key) => key,
-        None if adapter_support::has_header(options, "authorization")
-            || adapter_support::has_header(options, "cf-aig-authorization") =>
-        {
-            "unused".to_owned()
-        }
-        None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
-    };
-    let compat = Compat::for_model(model);
-    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
-    let params = build_params(model, &context, options, &compat);
-    if let Some(effort) = configuration_update_effort(model, options, &compat) {
-        out.metadata_mut().provider_thinking_level = Some(effort.into());
-    }
-    let params = adapter_support::apply_on_payload(options, model, params).await;
-    let mut session_headers = Vec::new();
-    if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
-        if compat.session_affinity_format == "openrouter" {
-            session_headers.push(("x-session-id".to_owned(), Some(session)));
-        } else {
-            if compat.session_affinity_format == "openai" {
-                session_headers.push(("session-id".to_owned(), Some(session.clone())));
+/// The wire API behind [`OpenAIResponses`] (crate-private: its decoding types stay private).
+struct Wire;
+
+impl WireApi for Wire {
+    type Dialect = ResponsesDialect;
+    type Decoder = ResponsesDecode;
+    const CANCEL: Cancel = RESPONSES_CANCEL;
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, out } = call;
+        let key = match options.api_key.clone().filter(|k| !k.is_empty()) {
+            Some(key) => key,
+            None if adapter_support::has_header(options, "authorization")
+                || adapter_support::has_header(options, "cf-aig-authorization") =>
+            {
+                "unused".to_owned()
             }
-            session_headers.push(("x-client-request-id".to_owned(), Some(session)));
+            None => return Err(Stop::error(format!("No API key for provider: {}", model.provider))),
+        };
+        let compat = Compat::for_model(model);
+        let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let grammar_inputs = grammar_inputs(&context, &compat)?;
+        let params = build_params(model, &context, options, &compat);
+        if let Some(effort) = configuration_update_effort(model, options, &compat) {
+            out.metadata_mut().provider_thinking_level = Some(effort.into());
         }
+        let params = adapter_support::apply_on_payload(options, model, params).await;
+        let mut session_headers = Vec::new();
+        if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
+            if compat.session_affinity_format == "openrouter" {
+                session_headers.push(("x-session-id".to_owned(), Some(session)));
+            } else {
+                if compat.session_affinity_format == "openai" {
+                    session_headers.push(("session-id".to_owned(), Some(session.clone())));
+                }
+                session_headers.push(("x-client-request-id".to_owned(), Some(session)));
+            }
+        }
+        let base = vec![
+            ("Accept".to_owned(), Some("application/json".to_owned())),
+            ("Content-Type".to_owned(), Some("application/json".to_owned())),
+            ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
+        ];
+        let headers = adapter_support::merge_headers(&[
+            adapter_support::identity_headers(model, options),
+            base,
+            adapter_support::model_headers(model),
+            adapter_support::copilot_headers(model, context.messages()),
+            session_headers,
+            adapter_support::option_headers(options),
+        ]);
+        let request = http::Request {
+            url: format!("{}/responses", model.base_url.trim_end_matches('/')),
+            headers,
+            body: js_json::stringify(&params).into_bytes(),
+        };
+        let flavor = Flavor {
+            prefix: prefix(model),
+            hints: true,
+            no_stop_reason: "OpenAI Responses stream ended without a stop reason",
+            tier_pricing: TierPricing::OpenAI { requested: requested_service_tier(model, options) },
+            grammar_inputs,
+        };
+        Ok(exchange(request, flavor, options))
     }
-    let base = vec![
-        ("Accept".to_owned(), Some("application/json".to_owned())),
-        ("Content-Type".to_owned(), Some("application/json".to_owned())),
-        ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
-    ];
-    let headers = adapter_support::merge_headers(&[
-        adapter_support::identity_headers(model, options),
-        base,
-        adapter_support::model_headers(model),
-        adapter_support::copilot_headers(model, context.messages()),
-        session_headers,
-        adapter_support::option_headers(options),
-    ]);
-    let request = http::Request {
-        url: format!("{}/responses", model.base_url.trim_end_matches('/')),
-        headers,
-        body: js_json::stringify(&params).into_bytes(),
-    };
-    let flavor = Flavor {
-        prefix: prefix(model),
-        hints: true,
-        no_stop_reason: "OpenAI Responses stream ended without a stop reason",
-        tier_pricing: TierPricing::OpenAI { requested: requested_service_tier(model, options) },
-    };
-    send_and_stream(&request, model, options, &flavor, out).await
 }
 
-/// Send a prepared Responses request and turn its event stream into the message, as the
-/// OpenAI SDK and pi-ai's shared Responses stream processing do.
-pub(crate) async fn send_and_stream(
-    request: &http::Request,
-    model: &Model,
-    options: &StreamOptions,
-    flavor: &Flavor,
-    out: &mut AssistantMessageBuilder,
-) -> Result<(), Stop> {
-    let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
-    let fail = |message: String| Stop::error(flavor.hint(message));
-    let response = http::send(request, model, options, &dialect).await?;
-    out.start().await;
+/// The input property of each grammar tool the transcript declares; an error for a grammar
+/// tool that cannot be declared, or an earlier call of one without its text input.
+pub(crate) fn grammar_inputs(context: &TranscriptContext, compat: &Compat) -> Result<HashMap<String, String>, Stop> {
+    let inputs =
+        grammar::input_properties(context.messages(), compat.supports_openai_grammar_tools).map_err(Stop::error)?;
+    for message in context.messages() {
+        let Message::Assistant(assistant) = message else { continue };
+        for block in &assistant.content {
+            if let AssistantContent::ToolCall(call) = block {
+                if let Some(property) = inputs.get(call.name.as_str()) {
+                    grammar::call_input(&call.name, &call.arguments, property).map_err(Stop::error)?;
+                }
+            }
+        }
+    }
+    Ok(inputs)
+}
 
-    let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut heads = typed::EventHeads::default();
+/// Where a Responses stream looks at cancellation: a cancelled read or a cancellation seen
+/// after an event stops reading, and [`ResponsesDecode::end`] reports it.
+pub(crate) const RESPONSES_CANCEL: Cancel =
+    Cancel { read: OnCancel::Drain, before_event: None, after_event: Some(OnCancel::Drain) };
+
+/// The exchange of a prepared Responses request of `flavor`.
+pub(crate) fn exchange<A>(request: http::Request, flavor: Flavor, options: &StreamOptions) -> Exchange<A>
+where
+    A: WireApi<Dialect = ResponsesDialect, Decoder = ResponsesDecode>,
+{
+    let dialect = ResponsesDialect { prefix: flavor.prefix.clone(), hints: flavor.hints };
     let mut state = ResponsesState::with_pricing(flavor.tier_pricing.clone());
-    let mut ended = false;
-    // Without a hook that sees every event as a `Value`, delta events take the typed decode.
-    let typed = options.on_provider_stream_event.is_none();
-    'read: while !ended {
-        match body.next_piece().await {
-            Read::Chunk(bytes) => decoder.push_bytes(&bytes),
-            Read::End => {
-                decoder.finish_bytes();
-                ended = true;
-            }
-            Read::Aborted => break 'read,
-            Read::Failed(message) => return Err(fail(message)),
+    state.grammar_inputs = flavor.grammar_inputs.clone();
+    let decode = ResponsesDecode {
+        heads: typed::EventHeads::default(),
+        state,
+        // Without a hook that sees every event as a `Value`, delta events take the typed decode.
+        typed: options.on_provider_stream_event.is_none(),
+        flavor,
+    };
+    Exchange::new(request, dialect, decode)
+}
+
+/// The decoding state of one SDK-based Responses stream (OpenAI's, Azure's), as the OpenAI SDK
+/// and pi-ai's shared Responses stream processing read it.
+pub(crate) struct ResponsesDecode {
+    flavor: Flavor,
+    heads: typed::EventHeads,
+    state: ResponsesState,
+    typed: bool,
+}
+
+impl ResponsesDecode {
+    fn fail(&self, message: String) -> Stop {
+        Stop::error(self.flavor.hint(message))
+    }
+}
+
+impl Decoder for ResponsesDecode {
+    type Framing = Sse;
+
+    fn read_failed(&mut self, message: String) -> Stop {
+        self.fail(message)
+    }
+
+    async fn event<'e>(&mut self, event: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
+    {
+        if event.data == "[DONE]" {
+            return Ok(Flow::End);
         }
-        while let Some(event) = decoder.next_event() {
-            if event.data == "[DONE]" {
-                break 'read;
+        let flavor = &self.flavor;
+        let is_error = event.event.as_deref() == Some("error");
+        let fast = match self.typed && !is_error {
+            true => typed::decode_event(&event.data, &mut self.heads),
+            false => None,
+        };
+        let handled = match fast {
+            Some(delta) => {
+                self.state.delta(delta, cx.out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
             }
-            let is_error = event.event.as_deref() == Some("error");
-            let fast = match typed && !is_error {
-                true => typed::decode_event(&event.data, &mut heads),
-                false => None,
+            None => false,
+        };
+        if !handled {
+            let Ok(data) = js_json::parse(&event.data) else {
+                return Err(self.fail("Error reading response: malformed server-sent event JSON.".into()));
             };
-            let handled = match fast {
-                Some(delta) => {
-                    state.delta(delta, out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
-                }
-                None => false,
-            };
-            if !handled {
-                let Ok(data) = js_json::parse(&event.data) else {
-                    return Err(fail("Error reading response: malformed server-sent event JSON.".into()));
-                };
-                if is_error {
-                    let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-                }
-                if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
-                    return Err(fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-                }
-                adapter_support::on_event(options, model, &data).await;
-                state
-                    .handle(model, options, &data, out)
-                    .await
-                    .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
-                if state.saw_terminal {
-                    // A terminal response event ends the protocol: nothing after it is read or waited for.
-                    break 'read;
-                }
+            if is_error {
+                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
             }
-            if body.is_cancelled() {
-                break 'read;
+            if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
+                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+            }
+            adapter_support::on_event(cx.options, cx.model, &data).await;
+            self.state
+                .handle(cx.model, cx.options, &data, cx.out)
+                .await
+                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
+            if self.state.saw_terminal {
+                // A terminal response event ends the protocol: nothing after it is read or waited for.
+                return Ok(Flow::End);
             }
         }
+        Ok(Flow::Continue)
     }
-    let aborted = body.is_cancelled();
-    let wrap = |message: &str| if aborted { Stop::aborted(message) } else { fail(message.to_owned()) };
-    if !state.saw_terminal {
-        return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
-    }
-    if out.message().stop_reason == StopReason::ToolUse {
-        if let Some(index) = state.unfinished.iter().min() {
-            if let Some(AssistantContent::ToolCall(call)) = out.message().content.get(*index) {
-                return Err(wrap(&format!(
-                    "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
-                    call.name, call.id
-                )));
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        let aborted = cx.cancelled();
+        let wrap = |message: &str| if aborted { Stop::aborted(message) } else { self.fail(message.to_owned()) };
+        if !self.state.saw_terminal {
+            return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
+        }
+        if cx.out.message().stop_reason == StopReason::ToolUse {
+            if let Some(index) = self.state.unfinished.iter().min() {
+                if let Some(AssistantContent::ToolCall(call)) = cx.out.message().content.get(*index) {
+                    return Err(wrap(&format!(
+                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
+                        call.name, call.id
+                    )));
+                }
             }
         }
+        if aborted {
+            return Err(Stop::aborted("Request was aborted"));
+        }
+        adapter_support::stop_reason_tail(cx.out.message(), self.flavor.no_stop_reason)
+            .map_err(|stop| self.fail(stop.message))
     }
-    if aborted {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    adapter_support::stop_reason_tail(out.message(), flavor.no_stop_reason).map_err(|stop| fail(stop.message))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -953,17 +1026,20 @@ pub(crate) struct ResponsesState {
     pub(crate) tier_pricing: TierPricing,
     /// The input of each open custom tool call, by content index.
     custom_inputs: HashMap<usize, CustomInput>,
+    /// The input property of each grammar tool, by name; other custom tools use `input`.
+    pub(crate) grammar_inputs: HashMap<String, String>,
 }
 
-/// The argument property a custom tool call's input is shown under (the reference's default;
-/// it maps other names only for its grammar tools, which pi-rs does not declare).
+/// The argument property a custom tool call's input is shown under, unless it is a grammar
+/// tool's (whose single required string property it is).
 const CUSTOM_INPUT_PROPERTY: &str = "input";
 
-/// A custom tool call's freeform input, streamed as the JSON text of `{"input": <text>}`: the
-/// opening `{"input":"` goes with the first non-empty piece, each piece follows as escaped JSON
-/// string text, and closing adds the rest of the final input and `"}`.
+/// A custom tool call's freeform input, streamed as the JSON text of `{"<property>": <text>}`:
+/// the opening `{"<property>":"` goes with the first non-empty piece, each piece follows as
+/// escaped JSON string text, and closing adds the rest of the final input and `"}`.
 #[derive(Default)]
 struct CustomInput {
+    property: String,
     input: String,
     started: bool,
     closed: bool,
@@ -976,7 +1052,7 @@ impl CustomInput {
         if std::mem::replace(&mut self.started, true) {
             String::new()
         } else {
-            format!("{{{}:\"", js_json::stringify(&json!(CUSTOM_INPUT_PROPERTY)))
+            format!("{{{}:\"", js_json::stringify(&json!(self.property)))
         }
     }
 
@@ -989,7 +1065,8 @@ impl CustomInput {
     fn append(&mut self, piece: &str) -> Result<Option<String>, Stop> {
         if self.closed {
             return Err(Stop::error(format!(
-                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
             )));
         }
         if piece.is_empty() {
@@ -1007,7 +1084,8 @@ impl CustomInput {
                 return Ok(None);
             }
             return Err(Stop::error(format!(
-                "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed after it was closed"
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
             )));
         }
         let rest = match last {
@@ -1015,7 +1093,8 @@ impl CustomInput {
                 Some(rest) => rest.to_owned(),
                 None => {
                     return Err(Stop::error(format!(
-                        "grammar tool input for property \"{CUSTOM_INPUT_PROPERTY}\" changed non-monotonically"
+                        "grammar tool input for property \"{}\" changed non-monotonically",
+                        self.property
                     )))
                 }
             },
@@ -1128,10 +1207,12 @@ impl ResponsesState {
             }
             "custom_tool_call" => {
                 let initial = item.get("input").and_then(Value::as_str).unwrap_or("");
-                let mut input = CustomInput::default();
+                let name = item.get("name").and_then(Value::as_str).unwrap_or("");
+                let property = self.grammar_inputs.get(name).map_or(CUSTOM_INPUT_PROPERTY, String::as_str);
+                let mut input = CustomInput { property: property.to_owned(), ..CustomInput::default() };
                 input.unsent = input.append(initial).ok().flatten().unwrap_or_default();
                 let mut arguments = Map::new();
-                arguments.insert(CUSTOM_INPUT_PROPERTY.into(), json!(initial));
+                arguments.insert(property.into(), json!(initial));
                 let call = ToolCall {
                     id: format!("{}|{}", id_text(item, "call_id"), id_text(item, "id")).into(),
                     name: item.get("name").and_then(Value::as_str).unwrap_or("").into(),
@@ -1322,9 +1403,12 @@ impl ResponsesState {
                             Some(AssistantContent::ToolCall(call)) => call.clone(),
                             _ => ToolCall::default(),
                         };
-                        let input = self.custom_inputs.remove(&index).map(|i| i.input).unwrap_or_default();
+                        let (property, input) = self.custom_inputs.remove(&index).map_or_else(
+                            || (CUSTOM_INPUT_PROPERTY.to_owned(), String::new()),
+                            |i| (i.property, i.input),
+                        );
                         call.arguments = Map::new();
-                        call.arguments.insert(CUSTOM_INPUT_PROPERTY.into(), Value::String(input));
+                        call.arguments.insert(property, Value::String(input));
                         out.end_tool_call_with(index, call).await?;
                         self.unfinished.remove(&index);
                         self.slots.remove(&key);
