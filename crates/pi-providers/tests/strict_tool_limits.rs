@@ -11,7 +11,7 @@ mod loopback;
 
 use std::sync::{Arc, Mutex};
 
-use pi_providers::anthropic::AnthropicMessages;
+use pi_providers::api::anthropic::AnthropicMessages;
 use pi_providers::cleanup_session_resources;
 use pi_types::{
     transcript::normalize_context, ConstrainedSampling, Context, Message, Model, StopReason, StreamFn, StreamOptions,
