@@ -1,12 +1,12 @@
 //! The `Stream` form's one-event slot, the sink its run delivers to (protocol: [`crate::stream`]).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use pi_types::AgentEvent;
+
+use crate::sink::Delivery;
 
 /// The one-event slot between the run and the consumer: the `Stream` form's sink. Locked only
 /// to move an event in or out, by the run and the consumer in turn, so a spin lock.
@@ -45,10 +45,11 @@ impl Handoff {
         event
     }
 
-    /// A delivery: the event moves into the slot now; the future resolves once the consumer
+    /// A delivery: the event moves into the slot now; the delivery is done once the consumer
     /// took it (and holds no event itself). `awaited_directly`: the loop itself awaits the
-    /// delivery (see the module docs), so it needs no waker and no look at the slot.
-    pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Taken {
+    /// delivery (see the module docs), so it needs no waker and no look at the slot: the
+    /// delivery is done after one yield ([`Delivery::after_yield`]).
+    pub(crate) fn give(&self, event: AgentEvent, awaited_directly: bool) -> Delivery {
         // Deliveries are serialized by the loop, and the run is polled again only after the
         // consumer took the last event, so the slot is empty here.
         let mut slot = self.0.slot.lock();
@@ -57,41 +58,21 @@ impl Handoff {
         self.0.full.store(true, Ordering::Release);
         drop(slot);
         match awaited_directly {
-            true => Taken::Directly { polled: false },
-            false => Taken::Waking(Arc::clone(&self.0)),
+            true => Delivery::after_yield(),
+            false => Delivery::in_slot(Arc::clone(&self.0)),
         }
     }
 }
 
-/// See [`Handoff::give`].
-pub(crate) enum Taken {
-    /// Awaited by the loop itself: pending when first polled, right after the event went in,
-    /// and ready when polled again, which only the consumer's next `poll_next` does, after it
-    /// took the event (it always takes before it polls the run). No reference to the slot: a
-    /// streamed update costs no reference count.
-    Directly { polled: bool },
-    /// Waits with a waker, which taking the event wakes.
-    Waking(Arc<Shared>),
-}
-
-impl Future for Taken {
-    type Output = ();
-
+impl Shared {
+    /// Whether the consumer took the event a delivery put in (ready), or not yet: then the
+    /// taking wakes `cx`'s task.
     #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let handoff = match self.get_mut() {
-            Taken::Directly { polled } => {
-                return match std::mem::replace(polled, true) {
-                    true => Poll::Ready(()),
-                    false => Poll::Pending,
-                };
-            }
-            Taken::Waking(handoff) => handoff,
-        };
-        if !handoff.full.load(Ordering::Acquire) {
+    pub(crate) fn poll_taken(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.full.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
-        let mut slot = handoff.slot.lock();
+        let mut slot = self.slot.lock();
         if slot.event.is_none() {
             return Poll::Ready(());
         }

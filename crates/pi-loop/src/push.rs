@@ -16,14 +16,15 @@
 //! * a sink's error or panic fails the run: it is kept and the response's stream ends at once
 //!   (`Consumed::Stop`), so the loop reports it without waiting for the provider's next event.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use pi_types::{AgentEvent, AssistantMessageEvent, Consumed, EventConsumer, Flow};
+use pi_types::{AgentEvent, AssistantMessageEvent, Consumed, EventConsumer};
 
-use crate::sink::{Delivered, Emitter, EventInfo, Unfinished};
+use crate::sink::{sink_error, Delivery, Emitter, EventInfo, State};
 use crate::LoopError;
 
 /// Delivers one response's updates; see the [module docs](self).
@@ -41,7 +42,7 @@ pub(crate) struct PushDelivery {
 /// A delivery in progress.
 enum Pending {
     /// The sink's.
-    Delivery(Unfinished),
+    Delivery(Delivery),
     /// An update waiting for the emit order, then delivered.
     Queued(BoxFuture<'static, Result<(), LoopError>>),
 }
@@ -96,38 +97,39 @@ impl EventConsumer for PushDelivery {
             let emitter = self.emitter.clone();
             return self.wait_for(Pending::Queued(Box::pin(async move {
                 let _turn = emitter.order().lock().await;
-                match emitter.deliver(update, info) {
-                    Delivered::Now(outcome) => outcome,
-                    Delivered::AfterYield => Unfinished::after_yield().await,
-                    Delivered::Later(unfinished) => unfinished.await,
-                }
+                emitter.deliver(update, info).await
             })));
         }
-        match self.emitter.deliver(update, info) {
-            Delivered::Now(Ok(())) => Consumed::Handled,
-            Delivered::Now(Err(error)) => {
-                self.fail(error);
+        let delivery = self.emitter.deliver(update, info);
+        match delivery.0 {
+            State::Done(Ok(())) => Consumed::Handled,
+            State::Done(Err(error)) => {
+                self.fail(sink_error(error));
                 Consumed::Stop
             }
             // The `Stream` form's slot took it; the delivery completes once the stream was
-            // polled again (`Taken::Directly`), which the stream does for `Yield`: no future is
-            // kept for it.
-            Delivered::AfterYield => Consumed::Yield,
-            Delivered::Later(unfinished) => self.wait_for(Pending::Delivery(unfinished)),
+            // polled again (`State::AfterYield`), which the stream does for `Yield`: no future
+            // is kept for it. It holds nothing to drop; forgotten, it costs no call of its drop
+            // glue per streamed delta.
+            State::AfterYield { polled: false } => {
+                std::mem::forget(delivery);
+                Consumed::Yield
+            }
+            state => self.wait_for(Pending::Delivery(Delivery(state))),
         }
     }
 
-    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Flow> {
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<ControlFlow<()>> {
         if self.failed.load(Ordering::Acquire) {
-            return Poll::Ready(Flow::Stop);
+            return Poll::Ready(ControlFlow::Break(()));
         }
         if !self.waiting.load(Ordering::Acquire) {
-            return Poll::Ready(Flow::Continue);
+            return Poll::Ready(ControlFlow::Continue(()));
         }
         let mut pending = self.pending.lock();
         let outcome = match pending.as_mut() {
             None => Ok(()),
-            Some(Pending::Delivery(unfinished)) => match unfinished.poll_unpin(cx) {
+            Some(Pending::Delivery(delivery)) => match delivery.poll_unpin(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(outcome) => outcome,
             },
@@ -139,10 +141,10 @@ impl EventConsumer for PushDelivery {
         *pending = None;
         self.waiting.store(false, Ordering::Release);
         match outcome {
-            Ok(()) => Poll::Ready(Flow::Continue),
+            Ok(()) => Poll::Ready(ControlFlow::Continue(())),
             Err(error) => {
                 self.fail(error);
-                Poll::Ready(Flow::Stop)
+                Poll::Ready(ControlFlow::Break(()))
             }
         }
     }

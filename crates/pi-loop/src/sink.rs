@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
 use pi_types::{AgentEvent, BoxError};
 
 use crate::emit_order::EmitOrder;
-use crate::handoff::{Handoff, Taken};
+use crate::handoff::{Handoff, Shared};
 use crate::LoopError;
 
 /// Receives every event of a run, one at a time, by value (see docs/architecture.md, "one
@@ -81,15 +80,25 @@ impl EventInfo {
     }
 }
 
-/// What [`AgentEventSink::deliver`] did with an event: handled, or being handled.
+/// What [`AgentEventSink::deliver`] did with an event: handled, or being handled. The one
+/// outcome type of a delivery: the loop awaits it, whoever made it (a sink, the `Stream` form's
+/// slot), and so can a sink that forwards to another sink.
 #[must_use = "the loop awaits the outcome"]
-pub struct Delivery(State);
+pub struct Delivery(pub(crate) State);
 
-enum State {
+pub(crate) enum State {
+    /// Handled, with this outcome.
     Done(Result<(), BoxError>),
+    /// Being handled by this future.
     Pending(BoxFuture<'static, Result<(), BoxError>>),
-    /// In the `Stream` form's handoff until the consumer takes it.
-    Handed(Taken),
+    /// Put into the `Stream` form's slot by an update the loop itself awaits: pending when first
+    /// polled, right after the event went in, and done when polled again, which only the
+    /// consumer's next `poll_next` does, after it took the event (it always takes before it
+    /// polls the run). Holds no reference to the slot: a streamed update costs no reference
+    /// count, and no waker (see [`crate::stream`]).
+    AfterYield { polled: bool },
+    /// In the `Stream` form's slot until the consumer takes it, which wakes the delivery.
+    InSlot(Arc<Shared>),
 }
 
 impl Delivery {
@@ -108,8 +117,12 @@ impl Delivery {
         Self(State::Pending(Box::pin(future)))
     }
 
-    pub(crate) fn handed(taken: Taken) -> Self {
-        Self(State::Handed(taken))
+    pub(crate) fn after_yield() -> Self {
+        Self(State::AfterYield { polled: false })
+    }
+
+    pub(crate) fn in_slot(slot: Arc<Shared>) -> Self {
+        Self(State::InSlot(slot))
     }
 }
 
@@ -117,30 +130,27 @@ impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.0 {
             State::Done(outcome) => f.debug_tuple("Done").field(outcome).finish(),
-            State::Pending(_) | State::Handed(_) => f.write_str("Pending(..)"),
+            State::Pending(_) | State::AfterYield { .. } | State::InSlot(_) => f.write_str("Pending(..)"),
         }
     }
 }
 
-/// A delivery the sink did not finish at once; its error or panic becomes [`LoopError::Sink`].
-pub(crate) struct Unfinished(State);
-
-impl Unfinished {
-    /// A delivery done once the run was polled again, for a caller that awaits
-    /// [`Delivered::AfterYield`].
-    pub(crate) fn after_yield() -> Self {
-        Unfinished(State::Handed(Taken::Directly { polled: false }))
-    }
-}
-
-impl Future for Unfinished {
+/// Awaiting a delivery gives its outcome; the sink's error, or a panic in its future, is
+/// [`LoopError::Sink`].
+impl Future for Delivery {
     type Output = Result<(), LoopError>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let polled = match &mut self.get_mut().0 {
             State::Done(outcome) => return Poll::Ready(sink_outcome(std::mem::replace(outcome, Ok(())))),
-            State::Handed(taken) => return taken.poll_unpin(cx).map(Ok),
+            State::AfterYield { polled } => {
+                return match std::mem::replace(polled, true) {
+                    true => Poll::Ready(Ok(())),
+                    false => Poll::Pending,
+                };
+            }
+            State::InSlot(slot) => return slot.poll_taken(cx).map(Ok),
             State::Pending(future) => std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))),
         };
         match polled {
@@ -160,20 +170,10 @@ fn sink_outcome(outcome: Result<(), BoxError>) -> Result<(), LoopError> {
     }
 }
 
+/// A sink's error as the run's.
 #[cold]
-fn sink_error(error: BoxError) -> LoopError {
+pub(crate) fn sink_error(error: BoxError) -> LoopError {
     LoopError::Sink(error.to_string())
-}
-
-/// How far [`Emitter::deliver`] got.
-pub(crate) enum Delivered {
-    /// Handled at once (the common case): no future to poll.
-    Now(Result<(), LoopError>),
-    /// Done once the run was polled again (see `Taken::Directly`): a caller that yields once
-    /// need not keep a future for it.
-    AfterYield,
-    /// Being handled by this future.
-    Later(Unfinished),
 }
 
 /// A synchronous closure sink: `|event| { ... }`.
@@ -201,8 +201,7 @@ impl AgentEventSink for NullSink {
 
 impl AgentEventSink for Handoff {
     fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
-        // An `Arc<Handoff>` is what the run holds; the handed-out `Taken` looks at the slot.
-        Delivery::handed(self.give(event, info.awaited_directly()))
+        self.give(event, info.awaited_directly())
     }
 }
 
@@ -238,28 +237,18 @@ impl Emitter {
         &self.order
     }
 
-    /// Hand one event to the sink; a sink error or panic becomes [`LoopError::Sink`]. A plain
+    /// Hand one event to the sink; a panic in its `deliver` is its failed delivery. A plain
     /// function, so that an event the sink handles at once costs no future of its own. The
     /// caller holds the emit order (or knows nobody else delivers).
     #[inline(always)]
-    pub(crate) fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivered {
-        let state = match &self.target {
+    pub(crate) fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
+        match &self.target {
             // Our own code, which does not panic: no guard.
-            EventTarget::Handoff(handoff) => handoff.deliver(event, info).0,
+            EventTarget::Handoff(handoff) => handoff.deliver(event, info),
             EventTarget::Sink(sink) => match std::panic::catch_unwind(AssertUnwindSafe(|| sink.deliver(event, info))) {
-                Ok(Delivery(state)) => state,
-                Err(payload) => return Delivered::Now(Err(LoopError::Sink(pi_types::panic_message(payload.as_ref())))),
+                Ok(delivery) => delivery,
+                Err(payload) => Delivery::ready(Err(pi_types::panic_message(payload.as_ref()).into())),
             },
-        };
-        match state {
-            State::Done(outcome) => Delivered::Now(sink_outcome(outcome)),
-            State::Handed(Taken::Directly { polled: false }) => {
-                // Holds nothing to drop; forgotten, it costs no call of `State`'s drop glue
-                // per streamed delta.
-                std::mem::forget(state);
-                Delivered::AfterYield
-            }
-            pending => Delivered::Later(Unfinished(pending)),
         }
     }
 
@@ -268,11 +257,7 @@ impl Emitter {
     pub(crate) fn emit(&self, event: AgentEvent) -> impl Future<Output = Result<(), LoopError>> + Send + '_ {
         async move {
             let _turn = self.order.lock().await;
-            match self.deliver(event, EventInfo::EVENT) {
-                Delivered::Now(outcome) => outcome,
-                Delivered::AfterYield => Unfinished::after_yield().await,
-                Delivered::Later(unfinished) => unfinished.await,
-            }
+            self.deliver(event, EventInfo::EVENT).await
         }
     }
 

@@ -163,13 +163,14 @@ impl Executed {
     }
 }
 
-/// An update's delivery to the event sink: a future that borrows nothing.
-type Delivery = BoxFuture<'static, Result<(), LoopError>>;
+/// An update's emit: a future that borrows nothing (its turn in the emit order, then the
+/// sink's delivery).
+type UpdateEmit = BoxFuture<'static, Result<(), LoopError>>;
 
-/// What starts an update's delivery ([`UpdateDispatch`]).
-trait UpdateDelivery: Fn(AgentToolResult) -> Delivery + Send + Sync + 'static {}
+/// What starts an update's emit ([`UpdateDispatch`]).
+trait EmitUpdate: Fn(AgentToolResult) -> UpdateEmit + Send + Sync + 'static {}
 
-impl<D: Fn(AgentToolResult) -> Delivery + Send + Sync + 'static> UpdateDelivery for D {}
+impl<D: Fn(AgentToolResult) -> UpdateEmit + Send + Sync + 'static> EmitUpdate for D {}
 
 /// Tool progress updates, delivered while the tool runs.
 ///
@@ -189,11 +190,11 @@ struct UpdateDispatch<D> {
 struct DispatchState {
     accepting: bool,
     waker: Option<Waker>,
-    pending: VecDeque<Delivery>,
+    pending: VecDeque<UpdateEmit>,
     failure: Option<LoopError>,
 }
 
-impl<D: UpdateDelivery> UpdateDispatch<D> {
+impl<D: EmitUpdate> UpdateDispatch<D> {
     fn state(&self) -> std::sync::MutexGuard<'_, DispatchState> {
         // A poisoned lock only means a listener panicked while we held it; the state is
         // still consistent (every field is written in one step).
@@ -277,7 +278,7 @@ fn start_execution<'a, D>(
     yield_after_execute: bool,
 ) -> Execution<impl Future<Output = Result<AgentToolResult, String>> + Send + 'a, D>
 where
-    D: UpdateDelivery,
+    D: EmitUpdate,
 {
     let dispatch = Arc::new(UpdateDispatch {
         state: Mutex::new(DispatchState { accepting: true, ..DispatchState::default() }),
@@ -332,7 +333,7 @@ struct Execution<F, D> {
 impl<F, D> Future for Execution<F, D>
 where
     F: Future<Output = Result<AgentToolResult, String>>,
-    D: UpdateDelivery,
+    D: EmitUpdate,
 {
     type Output = Result<Executed, LoopError>;
 
@@ -579,7 +580,7 @@ impl Batch<'_> {
         call: &'a ToolCall,
         tool: Arc<dyn AgentTool>,
         args: Value,
-    ) -> StartedCall<impl Future<Output = Result<AgentToolResult, String>> + Send + 'a, impl UpdateDelivery>
+    ) -> StartedCall<impl Future<Output = Result<AgentToolResult, String>> + Send + 'a, impl EmitUpdate>
     where
         Self: 'a,
     {
@@ -587,7 +588,7 @@ impl Batch<'_> {
         let kept = KeptCall::new(self.assistant, call);
         let deliver = move |update| match kept.get() {
             Some(call) => emitter.emit(update_event(call, update)),
-            None => Box::pin(std::future::ready(Ok(()))) as Delivery,
+            None => Box::pin(std::future::ready(Ok(()))) as UpdateEmit,
         };
         // Only the hook needs the arguments afterwards (boxed: rare, and large).
         let hook_args = self.hooks.after_tool_call.is_some().then(|| Box::new(args.clone()));
@@ -708,7 +709,7 @@ impl Batch<'_> {
     ) -> impl Future<Output = Result<Box<Finished>, LoopError>> + 's
     where
         F: Future<Output = Result<AgentToolResult, String>> + 's,
-        D: UpdateDelivery,
+        D: EmitUpdate,
     {
         async move {
             let outcome = if self.cancel.is_cancelled() {
@@ -787,7 +788,7 @@ async fn run_tool_call_in_span(tool_call: &ToolCall, options: RunToolCallOptions
     // Only the `after_tool_call` hook reads the arguments once the tool took them.
     let hook_args = if hooks.after_tool_call.is_some() { args.clone() } else { Value::Null };
     let forward = options.on_update.clone();
-    let deliver = move |update: AgentToolResult| -> Delivery {
+    let deliver = move |update: AgentToolResult| -> UpdateEmit {
         if let Some(forward) = &forward {
             forward(update);
         }
@@ -835,7 +836,7 @@ mod tests {
             Arc::clone(&tool),
             Value::Null,
             &cancel,
-            |_| -> Delivery { Box::pin(std::future::ready(Ok(()))) },
+            |_| -> UpdateEmit { Box::pin(std::future::ready(Ok(()))) },
             true,
         );
         // The result (256 bytes) and what drives the call around it.

@@ -62,7 +62,7 @@ pub use options::{
 pub use pi_schema::schema_for;
 // The push protocol between a response's stream and the agent loop: public because pi-loop,
 // another crate, registers its consumer with it (see `EventConsumer`).
-pub use push::{Consumed, EventConsumer, Flow};
+pub use push::{Consumed, EventConsumer};
 pub use reduce::StreamFollower;
 pub use stream::{AssistantMessageEventStream, EventSender, Layered, SendEvent, SendOwned, StreamFn, StreamLayer};
 pub use tool::{

@@ -1,6 +1,7 @@
 //! Handing a response's block events to their consumer as they are made (the protocol is
 //! [`EventConsumer`]'s).
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -23,7 +24,7 @@ use crate::event::AssistantMessageEvent;
 ///   until [`EventConsumer::poll_ready`] is ready (the stream polls that, and nothing else, until
 ///   it is); [`Consumed::Yield`] makes the stream's `poll_next` return `Pending` once, waking
 ///   nobody, and the producer goes on when the stream is polled next; [`Consumed::Stop`] (or
-///   [`Flow::Stop`] from `poll_ready`) ends the stream at once, without a terminal event: the
+///   `ControlFlow::Break` from `poll_ready`) ends the stream at once, without a terminal event: the
 ///   consumer wants no more (its sink failed, say) and should not wait for the provider's next
 ///   event to say so;
 /// * `start`, `done` and `error` are still yielded, so the stream's owner sees the response
@@ -42,17 +43,10 @@ pub trait EventConsumer: Send + Sync {
     fn consume(&self, event: AssistantMessageEvent, metadata_changed: bool) -> Consumed;
 
     /// Finish what a [`Consumed::Waiting`] left to do; ready when nothing is left, with whether
-    /// the stream goes on. The stream polls this before it polls its producer again.
-    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Flow>;
-}
-
-/// Whether a stream goes on after [`EventConsumer::poll_ready`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
-    /// The producer is polled again.
-    Continue,
-    /// The stream ends now, without a terminal event.
-    Stop,
+    /// the stream goes on: `Continue` polls the producer again, `Break` ends the stream now,
+    /// without a terminal event (as [`Consumed::Stop`] does). The stream polls this before it
+    /// polls its producer again.
+    fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<ControlFlow<()>>;
 }
 
 /// What [`EventConsumer::consume`] did with an event.

@@ -13,6 +13,7 @@
 //! producer's events are followed by a copy of its own ([`StreamFollower`](crate::StreamFollower)).
 
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -26,7 +27,7 @@ use crate::event::AssistantMessageEvent;
 use crate::message::AssistantMessage;
 use crate::model::Model;
 use crate::options::StreamOptions;
-use crate::push::{is_block_event, Consumed, EventConsumer, Flow, Registered};
+use crate::push::{is_block_event, Consumed, EventConsumer, Registered};
 use crate::reduce::StreamFollower;
 use crate::transcript::TranscriptContext;
 
@@ -362,8 +363,8 @@ fn poll_pushing_producer(
         match *consumer {
             CONSUMED_WAITING => match guarded(|| registered.poll_ready(cx), panicked) {
                 Some(Poll::Pending) => return Poll::Pending,
-                Some(Poll::Ready(Flow::Continue)) => *consumer = CONSUMED_NOTHING,
-                Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
+                Some(Poll::Ready(ControlFlow::Continue(()))) => *consumer = CONSUMED_NOTHING,
+                Some(Poll::Ready(ControlFlow::Break(()))) | None => return Poll::Ready(None),
             },
             CONSUMED_STOP => return Poll::Ready(None),
             _ => {}
@@ -401,8 +402,8 @@ fn poll_events(
             if let Some(Registered(consumer)) = &follow.consumer {
                 match guarded(|| consumer.poll_ready(cx), panicked) {
                     Some(Poll::Pending) => return Poll::Pending,
-                    Some(Poll::Ready(Flow::Continue)) => {}
-                    Some(Poll::Ready(Flow::Stop)) | None => return Poll::Ready(None),
+                    Some(Poll::Ready(ControlFlow::Continue(()))) => {}
+                    Some(Poll::Ready(ControlFlow::Break(()))) | None => return Poll::Ready(None),
                 }
             }
             follow.waiting = false;

@@ -18,9 +18,9 @@ use crate::agent_message::AgentMessage;
 use crate::message::{Message, SystemContent, SystemMessage};
 use crate::tool::{Tool, ToolReference};
 
-/// A transcript as a provider receives it: the prompt and tool declarations are carried by
-/// system messages. Only [`normalize_context`] (or [`TranscriptContext::from_messages`] for
-/// lists that are already normalized) builds one.
+/// The normalized context, as a provider receives it: the prompt and tool declarations are
+/// carried by system messages. Only [`normalize_context`] (or [`TranscriptContext::from_messages`]
+/// for lists that are already normalized) builds one.
 ///
 /// The list is shared (`Arc`): the agent loop keeps the converted transcript between
 /// requests and only appends to it, so handing it to a provider copies nothing.
@@ -51,7 +51,9 @@ impl TranscriptContext {
     }
 }
 
-/// A raw request context: `system_prompt` and `tools` are shorthand for a leading system message.
+/// The raw (not normalized) request context, as a caller writes it: `system_prompt` and `tools`
+/// are shorthand for a leading system message; [`normalize_context`] turns it into the
+/// [`TranscriptContext`] a provider takes.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Context {

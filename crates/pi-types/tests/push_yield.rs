@@ -2,6 +2,7 @@
 //! at the next poll, for a producer's stream and for a stream of ready events alike.
 #![allow(clippy::unwrap_used)]
 
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use futures::Stream;
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, Consumed, EventConsumer, Flow, StopReason,
+    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, Consumed, EventConsumer, StopReason,
 };
 
 /// Takes every block event and asks the stream to yield; counts its `poll_ready` calls.
@@ -29,9 +30,9 @@ impl EventConsumer for Yielding {
         Consumed::Yield
     }
 
-    fn poll_ready(&self, _cx: &mut Context<'_>) -> Poll<Flow> {
+    fn poll_ready(&self, _cx: &mut Context<'_>) -> Poll<ControlFlow<()>> {
         self.ready_polls.fetch_add(1, Ordering::Relaxed);
-        Poll::Ready(Flow::Continue)
+        Poll::Ready(ControlFlow::Continue(()))
     }
 }
 

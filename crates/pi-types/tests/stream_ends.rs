@@ -2,13 +2,14 @@
 //! constructors: a producer, a wrapped stream, a deferred start and a pushed consumer.
 #![allow(clippy::unwrap_used)]
 
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use pi_types::{
-    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, Consumed, EventConsumer, Flow, StopReason,
+    AssistantMessage, AssistantMessageEvent, AssistantMessageEventStream, Consumed, EventConsumer, StopReason,
 };
 
 fn ended(timestamp: u64) -> AssistantMessageEvent {
@@ -94,8 +95,8 @@ fn a_panicking_consumer_ends_the_stream_with_its_message() {
         fn consume(&self, _event: AssistantMessageEvent, _metadata_changed: bool) -> Consumed {
             panic!("consumer exploded")
         }
-        fn poll_ready(&self, _cx: &mut Context<'_>) -> Poll<Flow> {
-            Poll::Ready(Flow::Continue)
+        fn poll_ready(&self, _cx: &mut Context<'_>) -> Poll<ControlFlow<()>> {
+            Poll::Ready(ControlFlow::Continue(()))
         }
     }
     let delta = || {
