@@ -119,7 +119,22 @@ impl AgentEventSink for Sink {
 /// The events and the run's outcome.
 type Run = (Vec<serde_json::Value>, Result<usize, String>);
 
+/// A sink that hands each event on to another sink and awaits that delivery.
+struct Forward(Sink);
+
+impl AgentEventSink for Forward {
+    fn deliver(&self, event: AgentEvent, info: EventInfo) -> Delivery {
+        let inner = self.0.deliver(event, info);
+        Delivery::pending(async move { inner.await.map_err(BoxError::from) })
+    }
+}
+
 async fn run(ready_events: bool, asynchronous: bool, twist: Twist) -> Run {
+    run_through(ready_events, asynchronous, twist, false).await
+}
+
+/// [`run`], through a [`Forward`] sink if `forward`.
+async fn run_through(ready_events: bool, asynchronous: bool, twist: Twist, forward: bool) -> Run {
     let cancel = CancellationToken::new();
     let recorder = Recorder::new(asynchronous, twist, cancel.clone());
     let stream_fn: Arc<dyn pi_types::StreamFn> = match ready_events {
@@ -128,7 +143,10 @@ async fn run(ready_events: bool, asynchronous: bool, twist: Twist) -> Run {
     };
     let config = LoopConfig::new(Arc::new(Model::new("m").with_api("api").with_provider("p")), stream_fn);
     let prompts = vec![AgentMessage::from(UserMessage::text("hi"))];
-    let sink: Arc<dyn AgentEventSink> = Arc::new(Sink(Arc::clone(&recorder)));
+    let sink: Arc<dyn AgentEventSink> = match forward {
+        true => Arc::new(Forward(Sink(Arc::clone(&recorder)))),
+        false => Arc::new(Sink(Arc::clone(&recorder))),
+    };
     let outcome = run_agent_loop(prompts, AgentContext::default(), config, sink, cancel).await;
     let outcome = outcome.map(|messages| messages.len()).map_err(|error: LoopError| error.to_string());
     let events = recorder.events();
@@ -193,6 +211,18 @@ async fn a_failing_sink_fails_the_run_at_the_same_event() {
     let (events, outcome) = same_either_way(Twist::Fail(6)).await;
     assert_eq!(updates(&events), 6);
     assert_eq!(outcome, Err(LoopError::Sink("listener failed".into()).to_string()));
+}
+
+#[tokio::test]
+async fn a_sink_that_forwards_awaits_the_delivery_it_forwards() {
+    for asynchronous in [false, true] {
+        let (events, outcome) = run_through(false, asynchronous, Twist::Fail(6), true).await;
+        let direct = run(false, asynchronous, Twist::Fail(6)).await;
+        assert_same_run(&(events, Ok(0)), &(direct.0, Ok(0)));
+        // The inner delivery's failure, as the run's, is the outer sink's failure.
+        let inner = LoopError::Sink("listener failed".into()).to_string();
+        assert_eq!(outcome, Err(LoopError::Sink(inner).to_string()));
+    }
 }
 
 #[tokio::test]
