@@ -74,36 +74,11 @@ pub(crate) fn clock_id(name: &str, counter: &AtomicU64) -> String {
     format!("{name}_{}_{n}", pi_types::now_ms())
 }
 
-/// The Gemini adapter.
-#[derive(Clone)]
-pub struct GoogleGenerativeAi {
-    ids: Arc<dyn ToolCallIds>,
-}
-
-impl std::fmt::Debug for GoogleGenerativeAi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GoogleGenerativeAi").finish_non_exhaustive()
-    }
-}
-
-impl Default for GoogleGenerativeAi {
-    fn default() -> Self {
-        Self { ids: Arc::new(ProcessToolCallIds) }
-    }
-}
-
-impl GoogleGenerativeAi {
-    /// An adapter that takes synthesized tool-call ids from `ids`.
-    pub fn with_ids(ids: Arc<dyn ToolCallIds>) -> Self {
-        Self { ids }
-    }
-}
-
-impl StreamFn for GoogleGenerativeAi {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        driver::stream(Wire(self.clone()), model, context, options)
-    }
-}
+google_adapter!(
+    /// The Gemini adapter.
+    GoogleGenerativeAi,
+    ProcessToolCallIds
+);
 
 pub(crate) struct GoogleDialect;
 
@@ -339,7 +314,10 @@ fn thinking_config(model: &Model, options: &StreamOptions) -> Result<Option<Valu
     }
 }
 
-/// The request body the adapter sends (for tests and debugging).
+/// The request body the adapter sends for a context.
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(
     model: &Model,
     context: &TranscriptContext,
@@ -679,42 +657,42 @@ fn count(value: Option<&Value>) -> u64 {
     value.and_then(Value::as_f64).filter(|f| *f > 0.0).map_or(0, |f| f as u64)
 }
 
-/// The wire API behind [`GoogleGenerativeAi`] (crate-private: its decoding types stay private).
-struct Wire(GoogleGenerativeAi);
+/// Gemini's request: the key in `x-goog-api-key`, the model's streaming endpoint under its base URL.
+async fn prepare(ids: &Arc<dyn ToolCallIds>, call: Call<'_>) -> Result<Exchange<Wire>, Stop> {
+    let Call { model, context, options, .. } = call;
+    let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
+        return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+    };
+    let context = collapse_system_messages(context);
+    let params = build_params(model, &context, options).map_err(Stop::error)?;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
+    let url = format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id);
+    let credential = ("x-goog-api-key".to_owned(), Some(key));
+    let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
+    Ok(exchange(ids, model, options, params, url, Some(credential), user_headers, "Google"))
+}
 
-impl WireApi for Wire {
-    type Dialect = GoogleDialect;
-    type Decoder = GoogleDecode;
-    const CANCEL: Cancel = GOOGLE_CANCEL;
-
-    const API_ID: Option<&'static str> = Some(API);
-
-    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
-        let Call { model, context, options, .. } = call;
-        let Some(key) = options.api_key.clone().filter(|k| !k.is_empty()) else {
-            return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
-        };
-        let context = collapse_system_messages(context);
-        let params = build_params(model, &context, options).map_err(Stop::error)?;
-        let params = adapter_support::apply_on_payload(options, model, params).await;
-        let base = vec![
-            ("Content-Type".to_owned(), Some("application/json".to_owned())),
-            ("x-goog-api-key".to_owned(), Some(key)),
-        ];
-        let headers = adapter_support::merge_headers(&[
-            adapter_support::identity_headers(model, options),
-            base,
-            adapter_support::model_headers(model),
-            adapter_support::option_headers(options),
-        ]);
-        let request = http::Request {
-            url: format!("{}/models/{}:streamGenerateContent?alt=sse", model.base_url.trim_end_matches('/'), model.id),
-            headers,
-            body: js_json::stringify(&params).into_bytes(),
-        };
-        let decode = GoogleDecode::new(Arc::clone(&self.0.ids), options, "Google");
-        Ok(Exchange::new(request, GoogleDialect, decode))
-    }
+/// What Gemini and Vertex send alike: `params` (the caller's `on_payload` applied) as JSON to
+/// `url`; the identity headers, then `Content-Type` and `credential` (if any), then
+/// `user_headers` (the model's and the caller's) on top. The response is decoded with `ids`'
+/// synthesized call ids and its errors are `provider`'s.
+#[allow(clippy::too_many_arguments)] // one call per API, each naming what differs
+pub(crate) fn exchange<W: WireApi<Dialect = GoogleDialect, Decoder = GoogleDecode>>(
+    ids: &Arc<dyn ToolCallIds>,
+    model: &Model,
+    options: &StreamOptions,
+    params: Value,
+    url: String,
+    credential: Option<(String, Option<String>)>,
+    user_headers: Vec<(String, Option<String>)>,
+    provider: &'static str,
+) -> Exchange<W> {
+    let mut base = vec![("Content-Type".to_owned(), Some("application/json".to_owned()))];
+    base.extend(credential);
+    let headers =
+        adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
+    let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
+    Exchange::new(request, GoogleDialect, GoogleDecode::new(Arc::clone(ids), options, provider))
 }
 
 /// Where a Gemini stream looks at cancellation: on every read and after every chunk.

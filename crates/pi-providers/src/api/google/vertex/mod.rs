@@ -44,7 +44,6 @@ use crate::api::google::gemini::{self as google, GoogleDecode, GoogleDialect, To
 use crate::api::own_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "google-vertex";
@@ -88,36 +87,11 @@ impl ToolCallIds for VertexToolCallIds {
     }
 }
 
-/// The Vertex AI adapter.
-#[derive(Clone)]
-pub struct GoogleVertex {
-    ids: Arc<dyn ToolCallIds>,
-}
-
-impl std::fmt::Debug for GoogleVertex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GoogleVertex").finish_non_exhaustive()
-    }
-}
-
-impl Default for GoogleVertex {
-    fn default() -> Self {
-        Self { ids: Arc::new(VertexToolCallIds) }
-    }
-}
-
-impl GoogleVertex {
-    /// An adapter that takes synthesized tool-call ids from `ids`.
-    pub fn with_ids(ids: Arc<dyn ToolCallIds>) -> Self {
-        Self { ids }
-    }
-}
-
-impl StreamFn for GoogleVertex {
-    fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        driver::stream(Wire(self.clone()), model, context, options)
-    }
-}
+google_adapter!(
+    /// The Vertex AI adapter.
+    GoogleVertex,
+    VertexToolCallIds
+);
 
 /// How a request is authenticated (the key is never printed).
 #[derive(Clone, PartialEq, Eq)]
@@ -252,8 +226,11 @@ pub fn endpoint(model: &Model, auth: &VertexAuth) -> Result<String, String> {
     })
 }
 
-/// The request body the adapter sends (for tests and debugging): Gemini's (the two share the
-/// thinking budgets too).
+/// The request body the adapter sends for a context: Gemini's (the two share the thinking
+/// budgets too).
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(
     model: &Model,
     context: &TranscriptContext,
@@ -262,42 +239,25 @@ pub fn build_request_body(
     google::build_request_body(model, context, options)
 }
 
-/// The wire API behind [`GoogleVertex`] (crate-private: its decoding types stay private).
-struct Wire(GoogleVertex);
-
-impl WireApi for Wire {
-    type Dialect = GoogleDialect;
-    type Decoder = GoogleDecode;
-    const CANCEL: Cancel = GOOGLE_CANCEL;
-
-    const API_ID: Option<&'static str> = Some(API);
-
-    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
-        let Call { model, context, options, .. } = call;
-        let auth = resolve_auth(model, options).map_err(Stop::error)?;
-        let params = build_request_body(model, &context, options).map_err(Stop::error)?;
-        let params = adapter_support::apply_on_payload(options, model, params).await;
-        let url = endpoint(model, &auth).map_err(Stop::error)?;
-        let credential = match auth {
-            VertexAuth::ApiKey(key) => ("x-goog-api-key".to_owned(), Some(key)),
-            VertexAuth::Adc { .. } => {
-                ("Authorization".to_owned(), Some(format!("Bearer {}", adc::access_token(options).await?)))
-            }
-        };
-        let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
-        // A caller's own credential header wins over the resolved one, as with the SDK.
-        let caller_auth =
-            user_headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&credential.0) && value.is_some());
-        let mut base = vec![("Content-Type".to_owned(), Some("application/json".to_owned()))];
-        if !caller_auth {
-            base.push(credential);
+/// Vertex's request: authenticated and addressed as the module docs say.
+async fn prepare(ids: &Arc<dyn ToolCallIds>, call: Call<'_>) -> Result<Exchange<Wire>, Stop> {
+    let Call { model, context, options, .. } = call;
+    let auth = resolve_auth(model, options).map_err(Stop::error)?;
+    let params = build_request_body(model, &context, options).map_err(Stop::error)?;
+    let params = adapter_support::apply_on_payload(options, model, params).await;
+    let url = endpoint(model, &auth).map_err(Stop::error)?;
+    let credential = match auth {
+        VertexAuth::ApiKey(key) => ("x-goog-api-key".to_owned(), Some(key)),
+        VertexAuth::Adc { .. } => {
+            ("Authorization".to_owned(), Some(format!("Bearer {}", adc::access_token(options).await?)))
         }
-        let headers =
-            adapter_support::merge_headers(&[adapter_support::identity_headers(model, options), base, user_headers]);
-        let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
-        let decode = GoogleDecode::new(Arc::clone(&self.0.ids), options, "Google Vertex");
-        Ok(Exchange::new(request, GoogleDialect, decode))
-    }
+    };
+    let user_headers = [adapter_support::model_headers(model), adapter_support::option_headers(options)].concat();
+    // A caller's own credential header wins over the resolved one, as with the SDK.
+    let caller_auth =
+        user_headers.iter().any(|(name, value)| name.eq_ignore_ascii_case(&credential.0) && value.is_some());
+    let credential = (!caller_auth).then_some(credential);
+    Ok(google::exchange(ids, model, options, params, url, credential, user_headers, "Google Vertex"))
 }
 
 /// Application default credentials. A credentials file (named by
