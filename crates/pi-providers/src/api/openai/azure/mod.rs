@@ -23,20 +23,19 @@
 
 use indexmap::IndexMap;
 use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
-use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext};
+use pi_types::{AssistantMessageEventStream, Model, StreamFn, StreamOptions, TranscriptContext};
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Exchange, WireApi};
-use crate::api::openai::responses::ReasoningSummary;
+use crate::api::openai;
 use crate::api::openai::responses::{
-    self, convert_messages, convert_tools, grammar_inputs, Compat, Flavor, ResponsesDecode, ResponsesDialect,
+    self, convert_messages, convert_tools, grammar_inputs, Compat, Endpoint, Flavor, ResponsesDecode, ResponsesDialect,
     TierPricing, RESPONSES_CANCEL,
 };
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::transport::http;
 
 /// The API id.
 pub const API: &str = "azure-openai-responses";
@@ -170,7 +169,10 @@ impl AzureOpenAIResponses {
         Ok(responses_url(&base, &self.resolve_api_version(model, options)))
     }
 
-    /// The request body the adapter sends (for tests and debugging).
+    /// The request body the adapter sends for a context (its deployment as the `model`).
+    /// Public so that an application can see what its model and options put on the wire without a
+    /// server (this crate's own tests of the request fields use it, and cannot reach private items);
+    /// the body is the one sent when no `on_payload` hook changes it.
     pub fn build_request_body(&self, model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
         let compat = compat(model);
         let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
@@ -259,23 +261,6 @@ fn compat(model: &Model) -> Compat {
     compat
 }
 
-/// The requested effort: the API options' own, else, unless they are a `stream()` call's, the
-/// neutral `reasoning` clamped to the model.
-fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
-    let api = own_options::lookup::<AzureOpenAIResponsesOptions>(model, options);
-    if let Some(effort) = api.field(|api| &api.reasoning_effort) {
-        return effort.level();
-    }
-    if api.is_own() {
-        return None;
-    }
-    options
-        .reasoning
-        .filter(|l| *l != ThinkingLevel::Off)
-        .map(|l| request_options::clamp_thinking_level(model, l))
-        .filter(|l| *l != ThinkingLevel::Off)
-}
-
 fn build_params(
     model: &Model,
     context: &TranscriptContext,
@@ -309,39 +294,14 @@ fn build_params(
     if !tools.request_tools.is_empty() {
         params.insert("tools".into(), Value::Array(convert_tools(&tools.request_tools, compat, false)));
     }
-    if let Some(choice) = api.field(|api| &api.tool_choice) {
-        params.insert("tool_choice".into(), choice.to_wire());
-    } else if let Some(choice) = options.tool_choice {
-        params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
-    }
-    let requested = effort_of(model, options);
-    let summary = api.field(|api| &api.reasoning_summary);
-    // A summary alone asks for reasoning at "medium" (sent as is, not mapped).
-    let effort = requested.or(summary.map(|_| ThinkingLevel::Medium));
-    if model.reasoning {
-        if let Some(level) = effort {
-            let effort = match requested {
-                Some(_) => request_options::mapped_or_level(model, level),
-                None => "medium".to_owned(),
-            };
-            let summary = summary.map_or("auto", ReasoningSummary::as_str);
-            params.insert("reasoning".into(), json!({"effort": effort, "summary": summary}));
-            params.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else if !request_options::off_is_null(model) {
-            let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
-            params.insert("reasoning".into(), json!({"effort": off}));
-        }
-    }
-    if let Some(sampling) = request_options::resolve_sampling_params(
-        model,
-        effort.unwrap_or(ThinkingLevel::Off),
-        options.sampling_params.as_deref(),
-    ) {
-        for (k, v) in sampling {
-            params.insert(k, v);
-        }
-    }
+    responses::insert_choice_and_reasoning::<AzureOpenAIResponsesOptions>(&mut params, model, options, Endpoint::Azure);
     Value::Object(params)
+}
+
+impl responses::OwnOptions for AzureOpenAIResponsesOptions {
+    fn reasoning(&self) -> responses::Reasoning<'_> {
+        (&self.reasoning_effort, &self.reasoning_summary, &self.tool_choice)
+    }
 }
 
 impl StreamFn for AzureOpenAIResponses {
@@ -372,18 +332,7 @@ impl WireApi for Wire {
         let grammar_inputs = grammar_inputs(&context, &compat)?;
         let params = build_params(model, &context, options, &compat, &deployment);
         let params = adapter_support::apply_on_payload(options, model, params).await;
-        let base = vec![
-            ("Accept".to_owned(), Some("application/json".to_owned())),
-            ("Content-Type".to_owned(), Some("application/json".to_owned())),
-            ("api-key".to_owned(), Some(key)),
-        ];
-        let headers = adapter_support::merge_headers(&[
-            adapter_support::identity_headers(model, options),
-            base,
-            adapter_support::model_headers(model),
-            adapter_support::option_headers(options),
-        ]);
-        let request = http::Request { url, headers, body: js_json::stringify(&params).into_bytes() };
+        let request = openai::json_request(model, options, url, ("api-key", key), Vec::new(), &params);
         let flavor = Flavor {
             prefix: ERROR_PREFIX.to_owned(),
             hints: false,

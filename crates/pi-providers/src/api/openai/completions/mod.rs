@@ -19,6 +19,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
+use crate::api::openai;
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -215,7 +216,10 @@ impl StreamFn for OpenAICompletions {
     }
 }
 
-/// The request body the adapter sends for a context (for tests and debugging).
+/// The request body the adapter sends for a context.
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
     let compat = Compat::for_model(model);
     let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
@@ -376,37 +380,12 @@ impl WireApi for Wire {
         let params = adapter_support::apply_on_payload(options, model, params).await;
 
         let retention = cache_retention(options);
-        let session = options.session_id.clone().filter(|_| retention != pi_types::CacheRetention::None);
-        let mut extra: Vec<(String, Option<String>)> = Vec::new();
-        if let Some(session) = session.filter(|_| compat.send_session_affinity_headers) {
-            if compat.session_affinity_format == "openrouter" {
-                extra.push(("x-session-id".into(), Some(session)));
-            } else {
-                if compat.session_affinity_format == "openai" {
-                    extra.push(("session_id".into(), Some(session.clone())));
-                }
-                extra.push(("x-client-request-id".into(), Some(session.clone())));
-                extra.push(("x-session-affinity".into(), Some(session)));
-            }
-        }
-        let base = vec![
-            ("Accept".to_owned(), Some("application/json".to_owned())),
-            ("Content-Type".to_owned(), Some("application/json".to_owned())),
-            ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
-        ];
-        let headers = adapter_support::merge_headers(&[
-            adapter_support::identity_headers(model, options),
-            base,
-            adapter_support::model_headers(model),
-            adapter_support::copilot_headers(model, context.messages()),
-            extra,
-            adapter_support::option_headers(options),
-        ]);
-        let request = http::Request {
-            url: format!("{}/chat/completions", model.base_url.trim_end_matches('/')),
-            headers,
-            body: js_json::stringify(&params).into_bytes(),
-        };
+        let session = options
+            .session_id
+            .clone()
+            .filter(|_| retention != pi_types::CacheRetention::None && compat.send_session_affinity_headers);
+        let session = openai::session_headers(session, &compat.session_affinity_format, "session_id", true);
+        let request = openai::bearer_request(model, options, &context, &key, "chat/completions", session, &params);
         let decode = Decode {
             chunks: Chunks::default(),
             heads: typed::ChunkHeads::default(),

@@ -18,6 +18,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
+use crate::api::openai;
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
 use crate::api::openai::grammar;
 use crate::api::own_options;
@@ -232,11 +233,27 @@ fn cache_retention(options: &StreamOptions) -> CacheRetention {
     })
 }
 
+/// What a Responses body reads from an endpoint's own options: OpenAI's and Azure's.
+pub(crate) trait OwnOptions: std::any::Any {
+    /// The requested reasoning effort, reasoning summary and tool choice.
+    fn reasoning(&self) -> Reasoning<'_>;
+}
+
+/// See [`OwnOptions::reasoning`].
+pub(crate) type Reasoning<'a> =
+    (&'a Option<ReasoningEffort>, &'a Option<ReasoningSummary>, &'a Option<ResponsesToolChoice>);
+
+impl OwnOptions for OpenAIResponsesOptions {
+    fn reasoning(&self) -> Reasoning<'_> {
+        (&self.reasoning_effort, &self.reasoning_summary, &self.tool_choice)
+    }
+}
+
 /// The requested effort (the reference's `options.reasoningEffort`): the API options' own, else,
 /// unless they are a `stream()` call's, the neutral `reasoning` clamped to the model.
-fn effort_of(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
-    let api = own_options::lookup::<OpenAIResponsesOptions>(model, options);
-    if let Some(effort) = api.field(|api| &api.reasoning_effort) {
+fn effort_of<O: OwnOptions>(model: &Model, options: &StreamOptions) -> Option<ThinkingLevel> {
+    let api = own_options::lookup::<O>(model, options);
+    if let Some(effort) = api.field(|api| api.reasoning().0) {
         return effort.level();
     }
     if api.is_own() {
@@ -280,7 +297,10 @@ pub fn stream(
     own_options::stream_own(&OpenAIResponses, model, context, options, api)
 }
 
-/// The request body the adapter sends (for tests and debugging).
+/// The request body the adapter sends for a context.
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
     let compat = Compat::for_model(model);
     let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
@@ -292,7 +312,7 @@ fn configuration_update_effort(model: &Model, options: &StreamOptions, compat: &
     if !compat.supports_mid_convo_effort || is_chatgpt_sign_in(model, options) {
         return None;
     }
-    effort_of(model, options).map(|level| request_options::mapped_or_level(model, level))
+    effort_of::<OpenAIResponsesOptions>(model, options).map(|level| request_options::mapped_or_level(model, level))
 }
 
 fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOptions, compat: &Compat) -> Value {
@@ -342,32 +362,59 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
     if let Some(tier) = api.field(|api| &api.service_tier) {
         params.insert("service_tier".into(), json!(tier.as_str()));
     }
-    if let Some(choice) = api.field(|api| &api.tool_choice) {
+    let rules = Endpoint::OpenAI { update_effort: update_effort.is_some() };
+    insert_choice_and_reasoning::<OpenAIResponsesOptions>(&mut params, model, options, rules);
+    Value::Object(params)
+}
+
+/// Whose `reasoning` rules a Responses body follows.
+#[derive(Clone, Copy)]
+pub(crate) enum Endpoint {
+    /// OpenAI's (and the providers that speak it): `update_effort`, the effort goes in
+    /// mid-conversation `configuration_update` items and `reasoning` asks for "medium"; GitHub
+    /// Copilot is sent no "off" effort; xAI always gets the encrypted reasoning back.
+    OpenAI { update_effort: bool },
+    /// Azure's: what was asked, as asked.
+    Azure,
+}
+
+/// The end of a Responses body: the tool choice, `reasoning` (and `include`) from the
+/// requested effort and summary of the endpoint's own options `O`, then the sampling
+/// parameters.
+pub(crate) fn insert_choice_and_reasoning<O: OwnOptions>(
+    params: &mut Map<String, Value>,
+    model: &Model,
+    options: &StreamOptions,
+    rules: Endpoint,
+) {
+    let api = own_options::lookup::<O>(model, options);
+    if let Some(choice) = api.field(|api| api.reasoning().2) {
         params.insert("tool_choice".into(), choice.to_wire());
     } else if let Some(choice) = options.tool_choice {
         params.insert("tool_choice".into(), serde_json::to_value(choice).unwrap_or(Value::Null));
     }
-    let requested = effort_of(model, options);
-    let summary = api.field(|api| &api.reasoning_summary);
+    let requested = effort_of::<O>(model, options);
+    let summary = api.field(|api| api.reasoning().1);
     // A summary alone asks for reasoning at "medium" (sent as is, not mapped).
     let effort = requested.or(summary.map(|_| ThinkingLevel::Medium));
+    let (update_effort, openai) = match rules {
+        Endpoint::OpenAI { update_effort } => (update_effort, true),
+        Endpoint::Azure => (false, false),
+    };
     if model.reasoning {
         if let Some(level) = effort {
-            let effort = if update_effort.is_some() {
-                "medium".to_owned()
-            } else if requested.is_some() {
-                request_options::mapped_or_level(model, level)
-            } else {
-                "medium".to_owned()
+            let effort = match requested {
+                Some(_) if !update_effort => request_options::mapped_or_level(model, level),
+                _ => "medium".to_owned(),
             };
             let summary = summary.map_or("auto", ReasoningSummary::as_str);
             params.insert("reasoning".into(), json!({"effort": effort, "summary": summary}));
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
-        } else if model.provider != "github-copilot" && !request_options::off_is_null(model) {
+        } else if (!openai || model.provider != "github-copilot") && !request_options::off_is_null(model) {
             let off = request_options::mapped_level(model, ThinkingLevel::Off).flatten().unwrap_or("none");
             params.insert("reasoning".into(), json!({"effort": off}));
         }
-        if model.provider == "xai" {
+        if openai && model.provider == "xai" {
             params.insert("include".into(), json!(["reasoning.encrypted_content"]));
         }
     }
@@ -380,7 +427,6 @@ fn build_params(model: &Model, context: &TranscriptContext, options: &StreamOpti
             params.insert(k, v);
         }
     }
-    Value::Object(params)
 }
 
 pub(crate) fn convert_tools(tools: &[Tool], compat: &Compat, search_result: bool) -> Vec<Value> {
@@ -795,35 +841,9 @@ impl WireApi for Wire {
             out.metadata_mut().provider_thinking_level = Some(effort.into());
         }
         let params = adapter_support::apply_on_payload(options, model, params).await;
-        let mut session_headers = Vec::new();
-        if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
-            if compat.session_affinity_format == "openrouter" {
-                session_headers.push(("x-session-id".to_owned(), Some(session)));
-            } else {
-                if compat.session_affinity_format == "openai" {
-                    session_headers.push(("session-id".to_owned(), Some(session.clone())));
-                }
-                session_headers.push(("x-client-request-id".to_owned(), Some(session)));
-            }
-        }
-        let base = vec![
-            ("Accept".to_owned(), Some("application/json".to_owned())),
-            ("Content-Type".to_owned(), Some("application/json".to_owned())),
-            ("Authorization".to_owned(), Some(format!("Bearer {key}"))),
-        ];
-        let headers = adapter_support::merge_headers(&[
-            adapter_support::identity_headers(model, options),
-            base,
-            adapter_support::model_headers(model),
-            adapter_support::copilot_headers(model, context.messages()),
-            session_headers,
-            adapter_support::option_headers(options),
-        ]);
-        let request = http::Request {
-            url: format!("{}/responses", model.base_url.trim_end_matches('/')),
-            headers,
-            body: js_json::stringify(&params).into_bytes(),
-        };
+        let session = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None);
+        let session = openai::session_headers(session, &compat.session_affinity_format, "session-id", false);
+        let request = openai::bearer_request(model, options, &context, &key, "responses", session, &params);
         let flavor = Flavor {
             prefix: prefix(model),
             hints: true,
