@@ -8,6 +8,9 @@
 ///
 /// Eight bytes at a time: a string's bytes are mostly plain.
 ///
+/// Public because `pi-providers`' typed decoders scan JSON strings with it too (through
+/// `pi_types::json`): one implementation of the rule for every JSON reader of the workspace.
+///
 /// ```
 /// assert_eq!(pi_json::plain_run_end(br#"abc"def"#, 0), 3);
 /// assert_eq!(pi_json::plain_run_end(b"tab\there", 1), 3);

@@ -89,8 +89,11 @@ impl StreamFn for MistralConversations {
     }
 }
 
-/// The request body the adapter sends for a context (for tests and debugging), or why it
-/// cannot be built (a tool that requires strict sampling).
+/// The request body the adapter sends for a context, or why it cannot be built (a tool that
+/// requires strict sampling).
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(
     model: &Model,
     context: &TranscriptContext,
