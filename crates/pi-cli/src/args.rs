@@ -68,6 +68,11 @@ pub enum Command {
         /// Which catalog: chat (the default), classifier or image.
         #[arg(long = "type", value_name = "TYPE", value_parser = ["chat", "classifier", "image"])]
         kind: Option<String>,
+        /// Fetch the live catalogs (Radius' gateway) with the stored credentials first, keep
+        /// them in $PI_MODELS_STORE or ~/.pi/agent/models-store.json, and list those providers'
+        /// models of every type.
+        #[arg(long)]
+        refresh: bool,
     },
     /// Sign in to a provider and keep its credential in $PI_AUTH_FILE or ~/.pi/agent/auth.json
     /// (owner-only): anthropic (Claude Pro/Max), openrouter and openai-codex (a ChatGPT plan)
@@ -388,9 +393,9 @@ mod tests {
             assert_eq!(cli.prompt_text().as_deref(), Some(prompt), "{args:?}");
         }
         assert!(matches!(run(&["chat"]).command, Some(Command::Chat)));
-        assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models { kind: None })));
+        assert!(matches!(run(&["models", "--json"]).command, Some(Command::Models { kind: None, .. })));
         assert!(
-            matches!(run(&["models", "--type", "image"]).command, Some(Command::Models { kind: Some(ref k) }) if k == "image")
+            matches!(run(&["models", "--type", "image"]).command, Some(Command::Models { kind: Some(ref k), .. }) if k == "image")
         );
         assert!(matches!(run(&["login", "openai-codex"]).command, Some(Command::Login { .. })));
         assert!(matches!(run(&["logout", "anthropic"]).command, Some(Command::Logout { .. })));

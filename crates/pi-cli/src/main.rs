@@ -55,12 +55,23 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             let backend = setup::resolve(&cli.model).await?;
             chat::chat(backend, &cli.model, mode).await
         }
-        Some(Command::Models { kind }) => {
+        Some(Command::Models { kind, refresh }) => {
             if !cli.prompt.is_empty() {
                 return Err(CliError::Usage("`pi models` takes no prompt".into()));
             }
             let json = mode == args::OutputMode::Json;
+            let mut failure = None;
             let listing = match (cli.model.proxy.is_some(), kind.as_deref()) {
+                (true, _) if refresh => {
+                    return Err(CliError::Usage(
+                        "`pi models --refresh` refreshes this machine's catalogs; it takes no --proxy".into(),
+                    ))
+                }
+                (false, _) if refresh => {
+                    let (listing, error) = models::refreshed_listing(cli.model.provider.as_deref(), json).await?;
+                    failure = error;
+                    listing
+                }
                 (true, Some(kind @ ("classifier" | "image"))) => {
                     return Err(CliError::Usage(format!(
                         "`pi models --type {kind}` lists the built-in catalog; it takes no --proxy"
@@ -80,7 +91,8 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 // The reader has gone (`pi models | head -1`): output ends quietly, as Unix tools do.
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
                 result => result.map_err(|e| CliError::Io(format!("cannot write the listing: {e}"))),
-            }
+            }?;
+            failure.map_or(Ok(()), Err)
         }
         Some(Command::Login { provider }) => {
             if !cli.prompt.is_empty() {

@@ -4,7 +4,8 @@
 //! output tokens, `reasoning` for reasoning models; a closing line counts the models and
 //! providers and names the providers whose credentials the environment holds. `--json` prints
 //! the catalog (or one provider's list) as the reference's `getBuiltinModels` returns it.
-//! With `--proxy URL` the listing is what that proxy serves (its `GET /api/models`).
+//! With `--proxy URL` the listing is what that proxy serves (its `GET /api/models`); with
+//! `--refresh`, the live catalogs fetched with the stored credentials.
 
 use std::fmt::Write;
 
@@ -110,6 +111,68 @@ pub fn typed_listing(kind: &str, provider: Option<&str>, json: bool) -> Result<S
     let _ =
         writeln!(out, "{count} {kind} models from {} provider{}", rows.len(), if rows.len() == 1 { "" } else { "s" });
     Ok(out)
+}
+
+/// `pi models --refresh`: refresh the providers with a live catalog (all, or `provider`) with
+/// the auth file's credentials, persisting to the models store file, then list their models of
+/// every type, one a line (`type provider/model  api`), and a line per provider saying what
+/// the refresh did. With `json`, `{"models": {provider: [model, ...]}, "errors": {provider:
+/// text}}`. The error, when a provider's refresh failed, is returned beside the listing.
+pub async fn refreshed_listing(provider: Option<&str>, json: bool) -> Result<(String, Option<CliError>), CliError> {
+    use pi_providers::models_store::{FileModelsStore, RefreshOptions};
+    let (authenticator, _) = crate::login::authenticator();
+    let registry = pi_providers::Models::with_builtins()
+        .with_authenticator(authenticator)
+        .with_models_store(std::sync::Arc::new(FileModelsStore::default_location()));
+    let refreshable: Vec<String> = registry
+        .providers()
+        .iter()
+        .filter(|p| p.source().is_some() && provider.is_none_or(|id| id == p.id()))
+        .map(|p| p.id().to_owned())
+        .collect();
+    if let (Some(id), true) = (provider, refreshable.is_empty()) {
+        return Err(CliError::Usage(format!("provider `{id}` has no live catalog to refresh")));
+    }
+    let options = RefreshOptions { providers: Some(refreshable.clone()), ..RefreshOptions::default() };
+    let result = registry.refresh(options).await;
+    let failure = (!result.errors.is_empty()).then(|| {
+        let failed: Vec<String> = result.errors.iter().map(|(id, error)| format!("{id}: {error}")).collect();
+        CliError::Run(format!("model refresh failed: {}", failed.join("; ")))
+    });
+    if json {
+        let models: serde_json::Map<String, serde_json::Value> = refreshable
+            .iter()
+            .map(|id| (id.clone(), serde_json::to_value(registry.all_models(Some(id))).unwrap_or_default()))
+            .collect();
+        let errors: serde_json::Map<String, serde_json::Value> =
+            result.errors.iter().map(|(id, error)| (id.clone(), error.to_string().into())).collect();
+        let value = serde_json::json!({"models": models, "errors": errors});
+        return Ok((format!("{}\n", pi_types::json::stringify(&value)), failure));
+    }
+    let mut out = String::new();
+    let rows: Vec<(String, String)> = refreshable
+        .iter()
+        .flat_map(|id| registry.all_models(Some(id)))
+        .map(|m| {
+            let api = serde_json::to_value(&m).ok().and_then(|v| v["api"].as_str().map(str::to_owned));
+            (format!("{:10} {}/{}", m.kind(), m.provider(), m.id()), api.unwrap_or_default())
+        })
+        .collect();
+    let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
+    for (name, api) in &rows {
+        let _ = writeln!(out, "{name:width$}  {api}");
+    }
+    for id in &refreshable {
+        match result.errors.get(id) {
+            Some(error) => {
+                let _ = writeln!(out, "{id}: refresh failed, kept the last catalog: {error}");
+            }
+            None => {
+                let _ = writeln!(out, "{id}: {} models", registry.all_models(Some(id)).len());
+            }
+        }
+    }
+    Ok((out, failure))
 }
 
 /// `pi models --provider faux`: the offline demo's one model.

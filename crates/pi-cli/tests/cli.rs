@@ -990,3 +990,37 @@ fn login_asks_the_first_question_of_the_copilot_and_radius_sign_ins() {
     }
     assert!(!auth.exists());
 }
+
+/// `pi models --refresh` restores the models store's catalog (Radius' replaces the shipped
+/// one); without a credential it goes to no network, and a provider without a live catalog is
+/// a usage error.
+#[test]
+fn models_refresh_restores_the_stored_catalog() {
+    let dir = std::env::temp_dir().join(format!("pi-cli-models-refresh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = dir.join("models-store.json");
+    let kept = serde_json::json!({"radius": {"checkedAt": 1, "models": [{
+        "id": "kept", "name": "Kept", "api": "pi-messages", "provider": "radius", "baseUrl": "https://gw.example/v1",
+        "reasoning": false, "input": ["text"], "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
+        "contextWindow": 1000, "maxTokens": 100}]}});
+    std::fs::write(&store, kept.to_string()).unwrap();
+    let refresh = |provider: &str| {
+        pi().args(["models", "--refresh", "--provider", provider])
+            .env("PI_AUTH_FILE", dir.join("auth.json"))
+            .env("PI_MODELS_STORE", &store)
+            .output()
+            .unwrap()
+    };
+    let output = refresh("radius");
+    assert!(output.status.success(), "{output:?}");
+    let lines: Vec<String> =
+        text(&output.stdout).lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
+    assert_eq!(lines, ["chat radius/kept pi-messages", "radius: 1 models"]);
+    fails_with(
+        &mut pi().args(["models", "--refresh", "--provider", "mistral"]),
+        2,
+        "provider `mistral` has no live catalog to refresh",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

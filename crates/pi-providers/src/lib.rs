@@ -93,6 +93,7 @@ pub mod faux;
 pub mod images;
 #[cfg(feature = "http")]
 mod layer;
+pub mod models_store;
 pub mod registry;
 pub mod session_resources;
 pub mod transport;

@@ -37,8 +37,11 @@ use pi_types::{
     TranscriptContext,
 };
 
+use crate::classifier::ClassifierModel;
 use crate::failure::failed_stream;
 pub use crate::failure::KeyResolver;
+use crate::images::ImageModel;
+use crate::models_store::AnyModel;
 
 /// Where a provider's API key comes from. A key given in the request options always wins.
 #[derive(Clone, Default)]
@@ -153,8 +156,16 @@ pub struct Provider {
     name: String,
     auth: Auth,
     models: Vec<Model>,
+    classifiers: Vec<ClassifierModel>,
+    images: Vec<ImageModel>,
+    /// The models before the first published live catalog (what an overlay merges onto).
+    baseline: Option<Arc<Vec<AnyModel>>>,
     apis: HashMap<String, Arc<dyn StreamFn>>,
     http_client: Option<HttpClientHandle>,
+    #[cfg(feature = "http")]
+    source: Option<Arc<dyn crate::models_store::ModelSource>>,
+    #[cfg(feature = "http")]
+    filter: Option<Arc<dyn crate::models_store::ModelFilter>>,
 }
 
 impl fmt::Debug for Provider {
@@ -165,6 +176,8 @@ impl fmt::Debug for Provider {
             .field("id", &self.id)
             .field("auth", &self.auth)
             .field("models", &self.models.len())
+            .field("classifiers", &self.classifiers.len())
+            .field("images", &self.images.len())
             .field("apis", &apis)
             .field("http_client", &self.http_client.is_some())
             .finish()
@@ -175,7 +188,21 @@ impl Provider {
     /// An empty provider.
     pub fn new(id: impl Into<String>) -> Self {
         let id = id.into();
-        Self { name: id.clone(), id, auth: Auth::None, models: Vec::new(), apis: HashMap::new(), http_client: None }
+        Self {
+            name: id.clone(),
+            id,
+            auth: Auth::None,
+            models: Vec::new(),
+            classifiers: Vec::new(),
+            images: Vec::new(),
+            baseline: None,
+            apis: HashMap::new(),
+            http_client: None,
+            #[cfg(feature = "http")]
+            source: None,
+            #[cfg(feature = "http")]
+            filter: None,
+        }
     }
 
     /// A built-in provider: catalog models, the HTTP adapters, key from the environment.
@@ -184,8 +211,17 @@ impl Provider {
         // A catalog provider may list no chat models (`typesafe`): it still exists.
         let models = crate::catalog::catalog().get(id)?.clone();
         let vars = env_api_key_vars(id).into_iter().map(str::to_owned).collect();
-        let provider = Self::new(id).with_auth(Auth::Env(vars)).with_models(models).with_http_apis();
+        let provider = Self::new(id)
+            .with_auth(Auth::Env(vars))
+            .with_models(models)
+            .with_classifier_models(crate::classifier::catalog::models(id))
+            .with_image_models(crate::images::catalog::models(id))
+            .with_http_apis();
         Some(match id {
+            // Its gateway's catalog replaces the shipped one once fetched (`Models::refresh`).
+            "radius" => provider.with_model_source(Arc::new(crate::models_store::radius::RadiusCatalog::default())),
+            // An account uses the models its sign-in recorded.
+            "github-copilot" => provider.with_model_filter(Arc::new(crate::models_store::copilot::AccountModels)),
             // Their catalog URLs name the account (and gateway): filled per request.
             "cloudflare-workers-ai" | "cloudflare-ai-gateway" => provider.map_apis(|adapter| {
                 Arc::new(Layered::new(crate::layer::cloudflare::CloudflareEndpoint, adapter)) as Arc<dyn StreamFn>
@@ -270,6 +306,92 @@ impl Provider {
         models.into_iter().fold(self, Self::with_model)
     }
 
+    /// Add classifier models (replacing ones with the same id).
+    pub fn with_classifier_models(mut self, models: impl IntoIterator<Item = ClassifierModel>) -> Self {
+        for model in models {
+            self.classifiers.retain(|m| m.id != model.id);
+            self.classifiers.push(model);
+        }
+        self
+    }
+
+    /// Add image models (replacing ones with the same id).
+    pub fn with_image_models(mut self, models: impl IntoIterator<Item = ImageModel>) -> Self {
+        for model in models {
+            self.images.retain(|m| m.id != model.id);
+            self.images.push(model);
+        }
+        self
+    }
+
+    /// Keep this provider's catalog current from `source` (see [`Models::refresh`]).
+    #[cfg(feature = "http")]
+    pub fn with_model_source(mut self, source: Arc<dyn crate::models_store::ModelSource>) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    /// Restrict the models an account may use (see [`Models::available_models`]).
+    #[cfg(feature = "http")]
+    pub fn with_model_filter(mut self, filter: Arc<dyn crate::models_store::ModelFilter>) -> Self {
+        self.filter = Some(filter);
+        self
+    }
+
+    /// The live catalog source, if the provider has one.
+    #[cfg(feature = "http")]
+    pub fn source(&self) -> Option<&Arc<dyn crate::models_store::ModelSource>> {
+        self.source.as_ref()
+    }
+
+    /// The per-account model filter, if the provider has one.
+    #[cfg(feature = "http")]
+    pub fn filter(&self) -> Option<&Arc<dyn crate::models_store::ModelFilter>> {
+        self.filter.as_ref()
+    }
+
+    /// The key source.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// The classifier models.
+    pub fn classifier_models(&self) -> &[ClassifierModel] {
+        &self.classifiers
+    }
+
+    /// The image models.
+    pub fn image_models(&self) -> &[ImageModel] {
+        &self.images
+    }
+
+    /// Every model: chat, then classifier, then image models.
+    pub fn all_models(&self) -> Vec<AnyModel> {
+        let chat = self.models.iter().cloned().map(AnyModel::Chat);
+        let classifiers = self.classifiers.iter().cloned().map(AnyModel::Classifier);
+        chat.chain(classifiers).chain(self.images.iter().cloned().map(AnyModel::Image)).collect()
+    }
+
+    /// This provider with a live catalog: `live` replaces the models it had before its first
+    /// live catalog (`replace`) or overlays them by type and id.
+    pub(crate) fn with_live_models(&self, live: Vec<AnyModel>, replace: bool) -> Self {
+        let baseline = self.baseline.clone().unwrap_or_else(|| Arc::new(self.all_models()));
+        let all = if replace { live } else { crate::models_store::merge_models(&baseline, &live) };
+        let mut next = self.clone();
+        next.baseline = Some(baseline);
+        next.models.clear();
+        next.classifiers.clear();
+        next.images.clear();
+        for model in all {
+            match model {
+                AnyModel::Chat(m) => next.models.push(m),
+                AnyModel::Classifier(m) => next.classifiers.push(m),
+                AnyModel::Image(m) => next.images.push(m),
+            }
+        }
+        next
+    }
+
     /// Register the adapter for an API id.
     pub fn with_api(mut self, api: impl Into<String>, adapter: Arc<dyn StreamFn>) -> Self {
         self.apis.insert(api.into(), adapter);
@@ -329,6 +451,7 @@ pub struct Models {
     http_client: RwLock<Option<HttpClientHandle>>,
     #[cfg(feature = "http")]
     authenticator: RwLock<Option<Arc<crate::auth::Authenticator>>>,
+    catalogs: crate::models_store::Catalogs,
 }
 
 impl Models {
@@ -400,9 +523,10 @@ impl Models {
         self.authenticator.read().ok()?.clone()
     }
 
-    /// Add or replace a provider.
+    /// Add or replace a provider (a refresh of the one it replaces publishes nothing).
     pub fn set_provider(&self, provider: Provider) {
         if let Ok(mut providers) = self.providers.write() {
+            self.catalogs.begin(&provider.id);
             providers.insert(provider.id.clone(), Arc::new(provider));
         }
     }
@@ -410,8 +534,55 @@ impl Models {
     /// Remove a provider.
     pub fn delete_provider(&self, id: &str) {
         if let Ok(mut providers) = self.providers.write() {
+            self.catalogs.begin(id);
             providers.shift_remove(id);
         }
+    }
+
+    /// Persist live catalogs in `store` (default: in memory): see [`Models::set_models_store`].
+    pub fn with_models_store(self, store: Arc<dyn crate::models_store::ModelsStore>) -> Self {
+        self.set_models_store(store);
+        self
+    }
+
+    /// Where refreshed catalogs are persisted and restored from.
+    pub fn set_models_store(&self, store: Arc<dyn crate::models_store::ModelsStore>) {
+        self.catalogs.set_store(store);
+    }
+
+    pub(crate) fn catalogs(&self) -> &crate::models_store::Catalogs {
+        &self.catalogs
+    }
+
+    /// Publish a provider's live catalog if `generation` is still its latest refresh: the
+    /// entry is persisted first, then the provider is swapped for one with the new models in
+    /// one step. `Ok(false)`: superseded, nothing changed.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn publish_models(
+        &self,
+        provider_id: &str,
+        generation: u64,
+        persist: Option<&crate::models_store::ModelsStoreEntry>,
+        live: Vec<AnyModel>,
+    ) -> Result<bool, crate::models_store::ModelsStoreError> {
+        if self.catalogs.current(provider_id) != generation {
+            return Ok(false);
+        }
+        if let Some(entry) = persist {
+            self.catalogs.store().write(provider_id, entry)?;
+        }
+        let Ok(mut providers) = self.providers.write() else { return Ok(false) };
+        if self.catalogs.current(provider_id) != generation {
+            return Ok(false);
+        }
+        let Some(current) = providers.get(provider_id) else { return Ok(false) };
+        #[cfg(feature = "http")]
+        let replace = current.source.as_ref().is_some_and(|s| s.replaces_baseline());
+        #[cfg(not(feature = "http"))]
+        let replace = false;
+        let next = current.with_live_models(live, replace);
+        providers.insert(provider_id.to_owned(), Arc::new(next));
+        Ok(true)
     }
 
     /// A provider by id.
@@ -435,6 +606,19 @@ impl Models {
     /// A model by provider and id.
     pub fn get_model(&self, provider: &str, id: &str) -> Option<Model> {
         self.provider(provider)?.models.iter().find(|m| m.id == id).cloned()
+    }
+
+    /// The models of every type of one provider, or of all providers.
+    pub fn all_models(&self, provider: Option<&str>) -> Vec<AnyModel> {
+        match provider {
+            Some(id) => self.provider(id).map(|p| p.all_models()).unwrap_or_default(),
+            None => self.providers().iter().flat_map(|p| p.all_models()).collect(),
+        }
+    }
+
+    /// A classifier model by provider and id.
+    pub fn get_classifier_model(&self, provider: &str, id: &str) -> Option<ClassifierModel> {
+        self.provider(provider)?.classifiers.iter().find(|m| m.id == id).cloned()
     }
 
     /// Stream a request for a raw context (system prompt and tools folded into the transcript).

@@ -28,7 +28,7 @@ mod interaction;
 mod pkce;
 pub(crate) mod request;
 mod store;
-mod web;
+pub(crate) mod web;
 
 pub mod anthropic;
 pub mod codex;
