@@ -13,7 +13,9 @@
 //! Beyond chat, [`classifier`] (structured questions answered with probabilities, five APIs)
 //! and [`images`] (image generation over OpenRouter) port pi-ai 1.6.1's one-shot calls,
 //! `Models::classify` and `Models::generate_images`, with their catalogs (see
-//! `docs/classifiers.md`).
+//! `docs/classifiers.md`). [`deferred`] responses (`Models::stream_deferred`,
+//! `fetch_deferred`, `cancel_deferred`) are dispatched per API like streams; the faux provider
+//! implements them, as the reference's does.
 //!
 //! # Features
 //!
@@ -89,6 +91,7 @@ pub mod auth;
 pub mod cache_warming;
 pub mod catalog;
 pub mod classifier;
+pub mod deferred;
 pub mod faux;
 pub mod images;
 #[cfg(feature = "http")]

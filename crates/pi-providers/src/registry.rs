@@ -38,6 +38,7 @@ use pi_types::{
 };
 
 use crate::classifier::ClassifierModel;
+use crate::deferred::DeferredResponses;
 use crate::failure::failed_stream;
 pub use crate::failure::KeyResolver;
 use crate::images::ImageModel;
@@ -144,6 +145,28 @@ pub enum ProviderError {
         /// The resolver's error text.
         reason: String,
     },
+    /// The provider has no deferred responses for any of its APIs.
+    #[error("Provider {0} does not support deferred responses")]
+    DeferredUnsupported(String),
+    /// The provider has deferred responses, but not for the model's API.
+    #[error("Provider {provider} does not support deferred responses for \"{api}\"")]
+    DeferredUnsupportedForApi {
+        /// Provider id.
+        provider: String,
+        /// API id.
+        api: String,
+    },
+    /// The provider cancels deferred responses, but not for the model's API.
+    #[error("Provider {provider} cannot cancel deferred responses for \"{api}\"")]
+    DeferredCancelUnsupported {
+        /// Provider id.
+        provider: String,
+        /// API id.
+        api: String,
+    },
+    /// Cancelling a deferred response failed (its credentials, or the provider's answer); the text.
+    #[error("{0}")]
+    DeferredCancel(String),
     /// Some session cleanups failed (`cleanup_session_resources`); the text of each failure.
     #[error("Failed to cleanup session resources: {}", .0.join("; "))]
     SessionCleanup(Vec<String>),
@@ -161,6 +184,7 @@ pub struct Provider {
     /// The models before the first published live catalog (what an overlay merges onto).
     baseline: Option<Arc<Vec<AnyModel>>>,
     apis: HashMap<String, Arc<dyn StreamFn>>,
+    deferred: HashMap<String, Arc<dyn DeferredResponses>>,
     http_client: Option<HttpClientHandle>,
     #[cfg(feature = "http")]
     source: Option<Arc<dyn crate::models_store::ModelSource>>,
@@ -179,6 +203,7 @@ impl fmt::Debug for Provider {
             .field("classifiers", &self.classifiers.len())
             .field("images", &self.images.len())
             .field("apis", &apis)
+            .field("deferred", &self.deferred.len())
             .field("http_client", &self.http_client.is_some())
             .finish()
     }
@@ -197,6 +222,7 @@ impl Provider {
             images: Vec::new(),
             baseline: None,
             apis: HashMap::new(),
+            deferred: HashMap::new(),
             http_client: None,
             #[cfg(feature = "http")]
             source: None,
@@ -398,6 +424,12 @@ impl Provider {
         self
     }
 
+    /// Register the deferred responses of an API id (see [`crate::deferred`]).
+    pub fn with_deferred(mut self, api: impl Into<String>, deferred: Arc<dyn DeferredResponses>) -> Self {
+        self.deferred.insert(api.into(), deferred);
+        self
+    }
+
     /// Send this provider's requests with `client` unless a request brings its own (see
     /// [`crate::transport::client`]; this wins over the registry's client).
     #[cfg(feature = "http")]
@@ -424,6 +456,16 @@ impl Provider {
     /// The adapter for an API id.
     pub fn api(&self, api: &str) -> Option<&Arc<dyn StreamFn>> {
         self.apis.get(api)
+    }
+
+    /// The deferred responses of an API id.
+    pub fn deferred(&self, api: &str) -> Option<&Arc<dyn DeferredResponses>> {
+        self.deferred.get(api)
+    }
+
+    /// Whether any of its APIs has deferred responses.
+    pub fn supports_deferred(&self) -> bool {
+        !self.deferred.is_empty()
     }
 
     /// The key: `Env` variables are read from the request's `env` first, then the process
@@ -695,31 +737,23 @@ impl Models {
     pub(crate) async fn one_shot_options(
         &self,
         model: &Model,
-        mut options: StreamOptions,
+        options: StreamOptions,
     ) -> Result<StreamOptions, String> {
         let provider = self
             .provider(&model.provider)
             .ok_or_else(|| ProviderError::UnknownProvider(model.provider.to_string()).to_string())?;
-        if options.http_client.is_none() {
-            options.http_client = provider.http_client.clone().or_else(|| self.http_client.read().ok()?.clone());
+        self.credentials(provider).apply(model, options).await
+    }
+
+    /// What a one-shot request to `provider` needs of the registry, taken now so the request
+    /// can fill its options later ([`Credentials::apply`]).
+    pub(crate) fn credentials(&self, provider: Arc<Provider>) -> Credentials {
+        Credentials {
+            http_client: provider.http_client.clone().or_else(|| self.http_client.read().ok()?.clone()),
+            provider,
+            #[cfg(feature = "http")]
+            authenticator: self.authenticator(),
         }
-        let mut model = model.clone();
-        if options.api_key.is_none() && !matches!(provider.auth, Auth::None | Auth::ApiKey(_)) {
-            if let Some(authenticator) = self.authenticator() {
-                let stored =
-                    crate::auth::request::apply_stored(&authenticator, &provider.id, &mut model, &mut options).await?;
-                if matches!(stored, crate::auth::request::Stored::Applied(_)) {
-                    return Ok(options);
-                }
-            }
-        }
-        if options.api_key.is_none() {
-            options.api_key = provider.resolve_key(&model, &options).await.map_err(|e| e.to_string())?;
-            if options.api_key.is_none() && matches!(provider.auth, Auth::Env(_)) {
-                return Err(format!("Provider is not configured: {}", model.provider));
-            }
-        }
-        Ok(options)
     }
 
     /// Stream and wait for the final message.
@@ -735,6 +769,50 @@ impl Models {
         options: StreamOptions,
     ) -> Option<AssistantMessage> {
         self.complete(model, context, options).await
+    }
+}
+
+/// A provider with the registry's client and stored credentials, as a one-shot request
+/// (classify, generate images, deferred responses) uses them.
+pub(crate) struct Credentials {
+    provider: Arc<Provider>,
+    http_client: Option<HttpClientHandle>,
+    #[cfg(feature = "http")]
+    authenticator: Option<Arc<crate::auth::Authenticator>>,
+}
+
+impl Credentials {
+    /// The provider.
+    pub(crate) fn provider(&self) -> &Arc<Provider> {
+        &self.provider
+    }
+
+    /// `options` with the provider's key (stored credential first, as for a stream, without the
+    /// retry after a 401) and client filled in: the reference's `applyAuth`. `Err` when the
+    /// provider is not configured.
+    pub(crate) async fn apply(&self, model: &Model, mut options: StreamOptions) -> Result<StreamOptions, String> {
+        let provider = &self.provider;
+        if options.http_client.is_none() {
+            options.http_client = self.http_client.clone();
+        }
+        #[cfg(feature = "http")]
+        if options.api_key.is_none() && !matches!(provider.auth, Auth::None | Auth::ApiKey(_)) {
+            if let Some(authenticator) = &self.authenticator {
+                let mut model = model.clone();
+                let stored =
+                    crate::auth::request::apply_stored(authenticator, &provider.id, &mut model, &mut options).await?;
+                if matches!(stored, crate::auth::request::Stored::Applied(_)) {
+                    return Ok(options);
+                }
+            }
+        }
+        if options.api_key.is_none() {
+            options.api_key = provider.resolve_key(model, &options).await.map_err(|e| e.to_string())?;
+            if options.api_key.is_none() && matches!(provider.auth, Auth::Env(_)) {
+                return Err(format!("Provider is not configured: {}", model.provider));
+            }
+        }
+        Ok(options)
     }
 }
 

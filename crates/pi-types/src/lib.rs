@@ -56,8 +56,9 @@ pub use message::{
 pub use model::{InputModality, Model, ModelCost, ModelCostTier, ModelPromptCache, ThinkingLevel, ThinkingLevelMap};
 pub use options::server_retry_delay_ms;
 pub use options::{
-    ApiOptions, CacheRetention, ClientAttribution, ClientIdentity, HttpClientHandle, OnPayload, OnProviderStreamEvent,
-    OnResponse, ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets, ToolChoice, Transport, UserAgentMode,
+    ApiOptions, CacheRetention, ClientAttribution, ClientIdentity, DeferredRequest, DeferredWindow, HttpClientHandle,
+    OnPayload, OnProviderStreamEvent, OnResponse, ProviderResponse, RequestHeaders, StreamOptions, ThinkingBudgets,
+    ToolChoice, Transport, UserAgentMode,
 };
 pub use pi_schema::schema_for;
 // The push protocol between a response's stream and the agent loop: public because pi-loop,

@@ -69,6 +69,29 @@ pub enum ToolChoice {
     None,
 }
 
+/// How long a provider may take to finish a deferred response (the reference's `deferred.window`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeferredWindow {
+    /// Fifteen minutes (`15m`).
+    #[serde(rename = "15m")]
+    FifteenMinutes,
+    /// One hour (`1h`).
+    #[serde(rename = "1h")]
+    OneHour,
+    /// One day (`24h`).
+    #[serde(rename = "24h")]
+    OneDay,
+}
+
+/// A request for a deferred response: a capable provider answers at once with a handle
+/// ([`StopReason::Deferred`](crate::StopReason::Deferred), the message's `deferred`) and
+/// finishes the response asynchronously; the response is then fetched with the handle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeferredRequest {
+    /// How long the provider may take; `None` leaves it to the provider.
+    pub window: Option<DeferredWindow>,
+}
+
 /// How the `User-Agent` header reads.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -298,6 +321,8 @@ pub struct StreamOptions {
     pub thinking_budgets: Option<Arc<ThinkingBudgets>>,
     /// Tool selection.
     pub tool_choice: Option<ToolChoice>,
+    /// Ask a capable provider for a deferred response (the reference's `deferred`).
+    pub deferred: Option<DeferredRequest>,
     /// Session id for prompt caching and routing.
     pub session_id: Option<String>,
     /// Extra headers; a `None` value removes a default header.
@@ -476,6 +501,7 @@ impl fmt::Debug for StreamOptions {
             .field("temperature", &self.temperature)
             .field("max_tokens", &self.max_tokens)
             .field("reasoning", &self.reasoning)
+            .field("deferred", &self.deferred)
             .field("session_id", &self.session_id)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_retries", &self.max_retries)

@@ -8,6 +8,12 @@
 //! streamed so far. An exhausted script ends with the error "No more faux responses
 //! queued".
 //!
+//! A request with [`StreamOptions::deferred`] set takes its scripted step without answering it:
+//! it streams a handle (stop reason `deferred`), and the response is made at the first fetch of
+//! the handle that is ready (after [`FauxDeferredOptions::pending_fetches`] pending ones), with
+//! the submission's transcript, options and model ([`DeferredResponses`] on the provider; see
+//! [`crate::deferred`]).
+//!
 //! ```
 //! use pi_providers::faux::{faux_assistant_message, faux_text, FauxProvider, FauxResponse};
 //! use pi_types::{StopReason, StreamFn, StreamOptions, TranscriptContext};
@@ -18,6 +24,7 @@
 //! assert_eq!(message.text(), "hi");
 //! ```
 
+mod deferred;
 mod usage;
 
 use std::borrow::Cow;
@@ -76,6 +83,9 @@ pub struct FauxRequest {
     pub model: Arc<Model>,
     /// Requests so far, this one included.
     pub call_count: usize,
+    /// Fetches of deferred responses so far (the current one included, for a response made at
+    /// a fetch).
+    pub deferred_fetch_count: usize,
 }
 
 /// Configuration of a [`FauxProvider`].
@@ -97,6 +107,17 @@ pub struct FauxOptions {
     /// Keep every request's transcript for [`FauxProvider::requests`] (off by default:
     /// long runs would keep every transcript).
     pub record_requests: bool,
+    /// How deferred responses behave.
+    pub deferred: FauxDeferredOptions,
+}
+
+/// How the faux provider's deferred responses behave (the reference's `deferred` option).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FauxDeferredOptions {
+    /// Fetches that return the handle again before the response is ready.
+    pub pending_fetches: usize,
+    /// The polling delay its handles suggest.
+    pub poll_after_ms: Option<u64>,
 }
 
 impl Default for FauxOptions {
@@ -109,6 +130,7 @@ impl Default for FauxOptions {
             tokens_per_second: None,
             models: Vec::new(),
             record_requests: false,
+            deferred: FauxDeferredOptions::default(),
         }
     }
 }
@@ -128,6 +150,7 @@ struct FauxState {
     requests: Vec<TranscriptContext>,
     prompt_cache: PromptCache,
     rng: u64,
+    deferred: deferred::DeferredState,
 }
 
 struct FauxInner {
@@ -139,6 +162,7 @@ struct FauxInner {
     /// Shared by the requests for them: a request keeps no copy of its model.
     models: Vec<Arc<Model>>,
     record_requests: bool,
+    deferred: FauxDeferredOptions,
     state: Mutex<FauxState>,
 }
 
@@ -196,12 +220,14 @@ impl FauxProvider {
                 tokens_per_second: options.tokens_per_second,
                 models: models.into_iter().map(Arc::new).collect(),
                 record_requests: options.record_requests,
+                deferred: options.deferred,
                 state: Mutex::new(FauxState {
                     pending: VecDeque::new(),
                     call_count: 0,
                     requests: Vec::new(),
                     prompt_cache: PromptCache::new(),
                     rng: seed,
+                    deferred: deferred::DeferredState::default(),
                 }),
             }),
         }
@@ -270,13 +296,7 @@ impl FauxProvider {
         if min == max {
             return min;
         }
-        // xorshift64: cheap, good enough to vary chunk sizes.
-        let mut x = state.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        state.rng = x;
-        min + (x % (max - min + 1) as u64) as usize
+        min + (xorshift(&mut state.rng) % (max - min + 1) as u64) as usize
     }
 
     /// The end (a byte offset) of the chunk of `text` that starts at `start`: `4 × token size`
@@ -351,6 +371,10 @@ impl FauxProvider {
             if self.inner.tokens_per_second.is_none() {
                 // Behave like a network call: let other tasks run once per request.
                 tokio::task::yield_now().await;
+            }
+            if pending.request.options.deferred.is_some() && pending.step.is_some() {
+                let (message, cancel) = self.submit_deferred(pending);
+                return Box::pin(self.stream_message(tx, message, cancel)).await;
             }
             let request = &pending.request;
             // Boxed: a message held by value across the awaits below would sit in this future
@@ -515,6 +539,16 @@ impl FauxProvider {
     }
 }
 
+/// The next number of a xorshift64 sequence: cheap, good enough to vary chunk sizes and ids.
+fn xorshift(rng: &mut u64) -> u64 {
+    let mut x = *rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *rng = x;
+    x
+}
+
 /// Ends a cancelled response: stop reason `aborted`, stamped now, with the content so far.
 async fn abort(mut out: AssistantMessageBuilder) {
     out.metadata_mut().timestamp = pi_types::now_ms();
@@ -523,6 +557,7 @@ async fn abort(mut out: AssistantMessageBuilder) {
 
 /// A scripted step as queued: a message is boxed, so a long queue of factories (one step per
 /// agent, say) costs a pointer per step, not a message.
+#[derive(Clone)]
 enum Queued {
     Message(Box<AssistantMessage>),
     Build(FauxResponseFn),
@@ -545,20 +580,20 @@ struct Pending {
 
 impl StreamFn for FauxProvider {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let (step, call_count) = {
+        let (step, call_count, deferred_fetch_count) = {
             let mut state = self.state();
             let step = state.pending.pop_front();
             state.call_count += 1;
             if self.inner.record_requests {
                 state.requests.push(context.clone());
             }
-            (step, state.call_count)
+            (step, state.call_count, state.deferred.fetch_count)
         };
         let model = match self.inner.models.iter().find(|shared| ***shared == *model) {
             Some(shared) => Arc::clone(shared),
             None => Arc::new(model.clone()),
         };
-        let request = FauxRequest { context, options, model, call_count };
+        let request = FauxRequest { context, options, model, call_count, deferred_fetch_count };
         let pending = Box::new(Pending { step, request });
         let this = self.clone();
         AssistantMessageEventStream::from_producer(move |tx| this.respond(tx, pending))

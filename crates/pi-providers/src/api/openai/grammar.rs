@@ -1,19 +1,25 @@
-//! Grammar-constrained tools of the OpenAI Responses family (pi-ai's `constrained-sampling.js`,
-//! `resolveGrammarConstrainedSampling`).
+//! Grammar-constrained tools of the OpenAI APIs (pi-ai's `constrained-sampling.js`,
+//! `resolveGrammarConstrainedSampling`): the Responses family and Chat Completions.
 //!
 //! A tool with `ConstrainedSampling::Grammar` carries grammar variants by format
 //! (`openai_lark`, `openai_regex`). On a model whose compat sets `supportsOpenAIGrammarTools`,
-//! it is declared as a custom tool (`{type: "custom", format: {type: "grammar", syntax:
-//! "lark" | "regex", definition}}`, the Lark variant first) whose freeform input the grammar
+//! it is declared as a custom tool with a grammar format (`syntax` `lark` or `regex` and its
+//! `definition`, the Lark variant first; [`declaration`] for Responses,
+//! [`completions_declaration`] for Chat Completions) whose freeform input the grammar
 //! constrains. Its parameters must be an object with exactly one required string property: the
-//! input is shown to the agent as that property (`{"<property>": "<input>"}`), earlier calls are
-//! replayed as `custom_tool_call` items with that property's text and their results as
-//! `custom_tool_call_output`. On other models the tool is an ordinary function tool.
+//! input is shown to the agent as that property (`{"<property>": "<input>"}`, streamed as that
+//! JSON text by [`CustomInput`]), and earlier calls are replayed as custom tool calls with that
+//! property's text (Responses: `custom_tool_call` items, their results
+//! `custom_tool_call_output`; Chat Completions: `tool_calls` entries of type `custom`). On
+//! other models the tool is an ordinary function tool.
 
 use std::collections::HashMap;
 
-use pi_types::{ConstrainedSampling, JsonObject, Message, Tool};
-use serde_json::Value;
+use pi_types::{AssistantContent, ConstrainedSampling, JsonObject, Message, Tool, TranscriptContext};
+use serde_json::{json, Value};
+
+use crate::api::support::Stop;
+use crate::js_json;
 
 /// A tool's grammar, as sent.
 pub(crate) struct Grammar<'a> {
@@ -91,6 +97,23 @@ pub(crate) fn input_properties(messages: &[Message], supported: bool) -> Result<
     Ok(properties)
 }
 
+/// The input property of each grammar tool the transcript declares, by name; an error for a
+/// grammar tool that cannot be declared, or an earlier call of one without its text input.
+pub(crate) fn request_inputs(context: &TranscriptContext, supported: bool) -> Result<HashMap<String, String>, String> {
+    let inputs = input_properties(context.messages(), supported)?;
+    for message in context.messages() {
+        let Message::Assistant(assistant) = message else { continue };
+        for block in &assistant.content {
+            if let AssistantContent::ToolCall(call) = block {
+                if let Some(property) = inputs.get(call.name.as_str()) {
+                    call_input(&call.name, &call.arguments, property)?;
+                }
+            }
+        }
+    }
+    Ok(inputs)
+}
+
 /// The freeform input of a grammar tool call: its input property's text.
 pub(crate) fn call_input(name: &str, arguments: &JsonObject, property: &str) -> Result<String, String> {
     match arguments.get(property) {
@@ -99,7 +122,19 @@ pub(crate) fn call_input(name: &str, arguments: &JsonObject, property: &str) -> 
     }
 }
 
-/// The custom tool declaration of a grammar tool.
+/// The custom tool declaration of a grammar tool on Chat Completions.
+pub(crate) fn completions_declaration(tool: &Tool, grammar: &Grammar<'_>) -> Value {
+    json!({
+        "type": "custom",
+        "custom": {
+            "name": tool.name,
+            "description": tool.description,
+            "format": {"type": "grammar", "grammar": {"syntax": grammar.syntax, "definition": grammar.definition}},
+        },
+    })
+}
+
+/// The custom tool declaration of a grammar tool on the Responses family.
 pub(crate) fn declaration(tool: &Tool, grammar: &Grammar<'_>, search_result: bool) -> Value {
     let mut custom = serde_json::Map::new();
     custom.insert("type".into(), Value::String("custom".into()));
@@ -113,4 +148,95 @@ pub(crate) fn declaration(tool: &Tool, grammar: &Grammar<'_>, search_result: boo
         custom.insert("defer_loading".into(), Value::Bool(true));
     }
     Value::Object(custom)
+}
+
+/// The argument property a custom tool call's input is shown under, unless it is a grammar
+/// tool's (whose single required string property it is).
+pub(crate) const CUSTOM_INPUT_PROPERTY: &str = "input";
+
+/// A custom tool call's freeform input, streamed as the JSON text of `{"<property>": <text>}`:
+/// the opening `{"<property>":"` goes with the first non-empty piece, each piece follows as
+/// escaped JSON string text, and closing adds the rest of the final input and `"}`.
+#[derive(Default)]
+pub(crate) struct CustomInput {
+    pub(crate) property: String,
+    pub(crate) input: String,
+    started: bool,
+    closed: bool,
+    /// JSON text made from the item's initial input, sent with the next delta event.
+    pub(crate) unsent: String,
+}
+
+impl CustomInput {
+    /// An empty input shown as `property`.
+    pub(crate) fn new(property: &str) -> Self {
+        Self { property: property.to_owned(), ..Self::default() }
+    }
+
+    fn opening(&mut self) -> String {
+        if std::mem::replace(&mut self.started, true) {
+            String::new()
+        } else {
+            format!("{{{}:\"", js_json::stringify(&json!(self.property)))
+        }
+    }
+
+    fn escaped(text: &str) -> String {
+        let quoted = js_json::stringify(&json!(text));
+        quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("").to_owned()
+    }
+
+    /// Appends a piece; the JSON text for it (`None` for an empty piece).
+    pub(crate) fn append(&mut self, piece: &str) -> Result<Option<String>, Stop> {
+        if self.closed {
+            return Err(Stop::error(format!(
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
+            )));
+        }
+        if piece.is_empty() {
+            return Ok(None);
+        }
+        self.input.push_str(piece);
+        Ok(Some(self.opening() + &Self::escaped(piece)))
+    }
+
+    /// Closes the input with the provider's complete input, if it sent one; the rest of the JSON
+    /// text (`None` when already closed with the same input).
+    pub(crate) fn close(&mut self, last: Option<&str>) -> Result<Option<String>, Stop> {
+        if self.closed {
+            if last.is_none_or(|l| l == self.input) {
+                return Ok(None);
+            }
+            return Err(Stop::error(format!(
+                "grammar tool input for property \"{}\" changed after it was closed",
+                self.property
+            )));
+        }
+        let rest = match last {
+            Some(last) => match last.strip_prefix(self.input.as_str()) {
+                Some(rest) => rest.to_owned(),
+                None => {
+                    return Err(Stop::error(format!(
+                        "grammar tool input for property \"{}\" changed non-monotonically",
+                        self.property
+                    )))
+                }
+            },
+            None => String::new(),
+        };
+        if let Some(last) = last {
+            self.input = last.to_owned();
+        }
+        self.closed = true;
+        Ok(Some(format!("{}{}\"}}", self.opening(), Self::escaped(&rest))))
+    }
+
+    /// What to send for a piece of JSON text: the initial input's text goes first.
+    pub(crate) fn send(&mut self, text: Option<String>) -> Option<String> {
+        if self.unsent.is_empty() {
+            return text;
+        }
+        Some(std::mem::take(&mut self.unsent) + text.as_deref().unwrap_or(""))
+    }
 }

@@ -306,6 +306,8 @@ json_object! {
         index: Option<Int> = "index",
         id: Option<Str<'a>> = "id",
         function: Option<Obj<CompletionsFunction<'a>>> = "function",
+        // A custom (grammar) tool call goes the general way.
+        custom: Declines = "custom",
     }
 }
 

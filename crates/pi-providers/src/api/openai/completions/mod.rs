@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Secrets, Sse, WireApi};
 use crate::api::openai;
+use crate::api::openai::grammar::{self, CustomInput, CUSTOM_INPUT_PROPERTY};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -78,6 +79,9 @@ pub struct Compat {
     pub thinking_token_budget_field: Option<String>,
     /// Tools may be `strict`.
     pub supports_strict_mode: bool,
+    /// Grammar tools are declared as custom tools with their grammar (see the `grammar` module
+    /// of `api::openai`).
+    pub supports_openai_grammar_tools: bool,
     /// System messages may appear mid-conversation.
     pub supports_mid_convo_system_messages: bool,
     /// Tools may be added mid-conversation.
@@ -187,6 +191,7 @@ impl Compat {
             supports_thinking_token_budget: compat_bool(c, "supportsThinkingTokenBudget", false),
             thinking_token_budget_field: compat_str(c, "thinkingTokenBudgetField"),
             supports_strict_mode: compat_bool(c, "supportsStrictMode", false),
+            supports_openai_grammar_tools: compat_bool(c, "supportsOpenAIGrammarTools", false),
             supports_mid_convo_system_messages: compat_bool(c, "supportsMidConvoSystemMessages", false),
             supports_mid_convo_tool_additions: compat_bool(c, "supportsMidConvoToolAdditions", false),
             cache_control_format: compat_str(c, "cacheControlFormat").or_else(|| {
@@ -224,7 +229,8 @@ pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &
     let compat = Compat::for_model(model);
     let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
     let request = Resolved::new(model, &context, options);
-    build_params(model, &context, options, &compat, &request)
+    let grammar = grammar::request_inputs(&context, compat.supports_openai_grammar_tools).unwrap_or_default();
+    build_params(model, &context, options, &compat, &request, &grammar)
 }
 
 /// The request's options: `streamSimple`'s clamped max tokens and effort with the
@@ -376,7 +382,8 @@ impl WireApi for Wire {
         let compat = Compat::for_model(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
         let resolved = Resolved::new(model, &context, options);
-        let params = build_params(model, &context, options, &compat, &resolved);
+        let grammar = grammar::request_inputs(&context, compat.supports_openai_grammar_tools).map_err(Stop::error)?;
+        let params = build_params(model, &context, options, &compat, &resolved, &grammar);
         let params = adapter_support::apply_on_payload(options, model, params).await;
 
         let retention = cache_retention(options);
@@ -387,7 +394,7 @@ impl WireApi for Wire {
         let session = openai::session_headers(session, &compat.session_affinity_format, "session_id", true);
         let request = openai::bearer_request(model, options, &context, &key, "chat/completions", session, &params);
         let decode = Decode {
-            chunks: Chunks::default(),
+            chunks: Chunks { grammar, ..Chunks::default() },
             heads: typed::ChunkHeads::default(),
             state: StreamState::default(),
             typed: options.on_provider_stream_event.is_none(),
@@ -515,6 +522,10 @@ struct Chunks {
     last_by_index: Option<(i64, usize)>,
     by_id: HashMap<String, usize>,
     tools: HashMap<usize, ToolState>,
+    /// The input property of each grammar tool of the request, by name.
+    grammar: HashMap<String, String>,
+    /// The freeform input of each custom tool call, by block.
+    custom: HashMap<usize, CustomInput>,
 }
 
 impl Chunks {
@@ -884,7 +895,7 @@ impl Chunks {
             let name = function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or("");
             let arguments = function.as_ref().and_then(|f| f.arguments.as_deref());
             let stream_index = call.index.map(|typed::Int(i)| i);
-            self.tool_call_parts(stream_index, call.id.as_deref(), name, arguments, out).await?;
+            self.tool_call_parts(stream_index, call.id.as_deref(), name, arguments, None, out).await?;
         }
         Ok(true)
     }
@@ -906,19 +917,28 @@ impl Chunks {
     async fn tool_call(&mut self, call: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
         let stream_index = call.get("index").and_then(Value::as_f64).map(|f| f as i64);
         let id = call.get("id").and_then(Value::as_str);
-        let function = call.get("function");
-        let name = function.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
+        let function = call.get("function").filter(|f| js_json::truthy(f));
+        let custom = call.get("custom").filter(|c| js_json::truthy(c));
+        let name = function
+            .and_then(|f| f.get("name"))
+            .or_else(|| custom.and_then(|c| c.get("name")))
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str);
-        self.tool_call_parts(stream_index, id, name, arguments, out).await
+        // A custom (grammar) tool call: `custom` without `function`.
+        let input = custom.filter(|_| function.is_none()).map(|c| c.get("input").and_then(Value::as_str).unwrap_or(""));
+        self.tool_call_parts(stream_index, id, name, arguments, input, out).await
     }
 
-    /// One tool call of a delta: its `index`, `id`, `function.name` and `function.arguments`.
+    /// One tool call of a delta: its `index`, `id`, `function.name` and `function.arguments`,
+    /// or for a custom tool call (`custom_input` set) `custom.name` and `custom.input`.
     async fn tool_call_parts(
         &mut self,
         stream_index: Option<i64>,
         id: Option<&str>,
         name: &str,
         arguments: Option<&str>,
+        custom_input: Option<&str>,
         out: &mut AssistantMessageBuilder,
     ) -> Result<(), Stop> {
         let id = id.filter(|s| !s.is_empty()).map(str::to_owned);
@@ -933,7 +953,21 @@ impl Chunks {
         let index = match block {
             Some(index) => index,
             None => {
-                let index = out.start_tool_call(id.clone().unwrap_or_default(), name.clone()).await;
+                let index = match custom_input {
+                    // Its arguments show the input as the grammar tool's property, empty so far.
+                    Some(_) => {
+                        let property = self.grammar.get(&name).map_or(CUSTOM_INPUT_PROPERTY, String::as_str);
+                        let mut arguments = Map::new();
+                        arguments.insert(property.to_owned(), json!(""));
+                        let id = id.clone().unwrap_or_default().into();
+                        let call = ToolCall { id, name: name.as_str().into(), arguments, ..Default::default() };
+                        let input = CustomInput::new(property);
+                        let index = out.start_tool_call_with_arguments(call, "").await;
+                        self.custom.insert(index, input);
+                        index
+                    }
+                    None => out.start_tool_call(id.clone().unwrap_or_default(), name.clone()).await,
+                };
                 self.tools.insert(index, ToolState { stream_index });
                 if let Some(i) = stream_index {
                     self.set_block_at(i, index);
@@ -968,7 +1002,21 @@ impl Chunks {
                 block.name = name.into();
             }
         }
-        match arguments {
+        if custom_input.is_some() && !self.custom.contains_key(&index) {
+            // A function call that turns out to be a custom one: its arguments start over.
+            let property = match out.message().content.get(index) {
+                Some(AssistantContent::ToolCall(call)) => self.grammar.get(call.name.as_str()).cloned(),
+                _ => None,
+            };
+            out.replace_tool_call_arguments(index, "").await?;
+            self.custom.insert(index, CustomInput::new(property.as_deref().unwrap_or(CUSTOM_INPUT_PROPERTY)));
+        }
+        let text = match self.custom.get_mut(&index) {
+            // Function arguments of a custom call are not its input.
+            Some(input) => custom_input.map(|piece| input.append(piece)).transpose()?.flatten(),
+            None => arguments.map(str::to_owned),
+        };
+        match text {
             Some(text) => out.tool_call_delta(index, text).await?,
             None => out.tool_call_changed(index).await?,
         }
@@ -982,11 +1030,24 @@ impl Chunks {
             if let (Some(signature), Ok(thinking)) = (&signature, out.thinking_mut(index)) {
                 thinking.thinking_signature = Some(signature.clone());
             }
-            if out.is_open(index) {
+            if let Some(mut input) = self.custom.remove(&index).filter(|_| out.is_open(index)) {
+                if let Some(text) = input.close(None)? {
+                    out.tool_call_delta(index, text).await?;
+                }
+                // The arguments are the input itself, as streamed.
+                let mut call = match out.message().content.get(index) {
+                    Some(AssistantContent::ToolCall(call)) => call.clone(),
+                    _ => ToolCall::default(),
+                };
+                call.arguments = Map::new();
+                call.arguments.insert(input.property, Value::String(input.input));
+                out.end_tool_call_with(index, call).await?;
+            } else if out.is_open(index) {
                 out.end_block(index).await?;
             }
         }
         self.tools.clear();
+        self.custom.clear();
         Ok(())
     }
 }
@@ -1001,6 +1062,7 @@ fn build_params(
     options: &StreamOptions,
     compat: &Compat,
     resolved: &Resolved,
+    grammar: &HashMap<String, String>,
 ) -> Value {
     let support = if compat.supports_mid_convo_system_messages && compat.supports_mid_convo_tool_additions {
         TranscriptToolSupport::Additions
@@ -1008,7 +1070,7 @@ fn build_params(
         TranscriptToolSupport::None
     };
     let transcript_tools = resolve_transcript_tools(context.messages(), support);
-    let mut messages = convert_messages(model, context, compat);
+    let mut messages = convert_messages(model, context, compat, grammar);
     let retention = cache_retention(options);
     let mut params = Map::new();
     params.insert("model".into(), json!(model.id));
@@ -1266,6 +1328,10 @@ fn convert_tools(tools: &[Tool], compat: &Compat) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {
+            // A grammar tool that cannot be declared failed the request before (`request_inputs`).
+            if let Ok(Some(grammar)) = grammar::resolve(tool, compat.supports_openai_grammar_tools) {
+                return grammar::completions_declaration(tool, &grammar);
+            }
             let strict = adapter_support::resolve_strict(tool, compat.supports_strict_mode, None).unwrap_or(None);
             let mut function = Map::new();
             function.insert("name".into(), json!(tool.name));
@@ -1357,7 +1423,12 @@ fn image_url(mime: &str, data: &str) -> Value {
     json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{data}")}})
 }
 
-fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat) -> Vec<Value> {
+fn convert_messages(
+    model: &Model,
+    context: &TranscriptContext,
+    compat: &Compat,
+    grammar: &HashMap<String, String>,
+) -> Vec<Value> {
     let messages = context.messages();
     let normalize = |id: &str, target: &Model, _source: &pi_types::AssistantMessage| normalize_tool_call_id(id, target);
     let transformed = transform_messages(messages, model, Some(&normalize));
@@ -1418,7 +1489,7 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
             }
             Message::Assistant(assistant) => {
                 last_role = Some("assistant");
-                if let Some(value) = convert_assistant(model, compat, assistant) {
+                if let Some(value) = convert_assistant(model, compat, assistant, grammar) {
                     params.push(value);
                 }
             }
@@ -1470,7 +1541,12 @@ fn convert_messages(model: &Model, context: &TranscriptContext, compat: &Compat)
     params
 }
 
-fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::AssistantMessage) -> Option<Value> {
+fn convert_assistant(
+    model: &Model,
+    compat: &Compat,
+    assistant: &pi_types::AssistantMessage,
+    grammar: &HashMap<String, String>,
+) -> Option<Value> {
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     let null_content = !(compat.requires_assistant_after_tool_result || compat.requires_non_null_assistant_content);
@@ -1527,6 +1603,11 @@ fn convert_assistant(model: &Model, compat: &Compat, assistant: &pi_types::Assis
         let tool_calls: Vec<Value> = calls
             .iter()
             .map(|c| {
+                if let Some(property) = grammar.get(c.name.as_str()) {
+                    // A call without its text input failed the request before (`request_inputs`).
+                    let input = grammar::call_input(&c.name, &c.arguments, property).unwrap_or_default();
+                    return json!({"id": c.id, "type": "custom", "custom": {"name": c.name, "input": input}});
+                }
                 json!({
                     "id": c.id,
                     "type": "function",

@@ -20,7 +20,7 @@ use serde_json::{json, Map, Value};
 use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Flow, OnCancel, Sse, WireApi};
 use crate::api::openai;
 use crate::api::openai::completions::{openai_status_error, openai_stream_error};
-use crate::api::openai::grammar;
+use crate::api::openai::grammar::{self, CustomInput, CUSTOM_INPUT_PROPERTY};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
@@ -855,22 +855,9 @@ impl WireApi for Wire {
     }
 }
 
-/// The input property of each grammar tool the transcript declares; an error for a grammar
-/// tool that cannot be declared, or an earlier call of one without its text input.
+/// The input property of each grammar tool the transcript declares ([`grammar::request_inputs`]).
 pub(crate) fn grammar_inputs(context: &TranscriptContext, compat: &Compat) -> Result<HashMap<String, String>, Stop> {
-    let inputs =
-        grammar::input_properties(context.messages(), compat.supports_openai_grammar_tools).map_err(Stop::error)?;
-    for message in context.messages() {
-        let Message::Assistant(assistant) = message else { continue };
-        for block in &assistant.content {
-            if let AssistantContent::ToolCall(call) = block {
-                if let Some(property) = inputs.get(call.name.as_str()) {
-                    grammar::call_input(&call.name, &call.arguments, property).map_err(Stop::error)?;
-                }
-            }
-        }
-    }
-    Ok(inputs)
+    grammar::request_inputs(context, compat.supports_openai_grammar_tools).map_err(Stop::error)
 }
 
 /// Where a Responses stream looks at cancellation: a cancelled read or a cancellation seen
@@ -1050,92 +1037,6 @@ pub(crate) struct ResponsesState {
     pub(crate) grammar_inputs: HashMap<String, String>,
 }
 
-/// The argument property a custom tool call's input is shown under, unless it is a grammar
-/// tool's (whose single required string property it is).
-const CUSTOM_INPUT_PROPERTY: &str = "input";
-
-/// A custom tool call's freeform input, streamed as the JSON text of `{"<property>": <text>}`:
-/// the opening `{"<property>":"` goes with the first non-empty piece, each piece follows as
-/// escaped JSON string text, and closing adds the rest of the final input and `"}`.
-#[derive(Default)]
-struct CustomInput {
-    property: String,
-    input: String,
-    started: bool,
-    closed: bool,
-    /// JSON text made from the item's initial input, sent with the next delta event.
-    unsent: String,
-}
-
-impl CustomInput {
-    fn opening(&mut self) -> String {
-        if std::mem::replace(&mut self.started, true) {
-            String::new()
-        } else {
-            format!("{{{}:\"", js_json::stringify(&json!(self.property)))
-        }
-    }
-
-    fn escaped(text: &str) -> String {
-        let quoted = js_json::stringify(&json!(text));
-        quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or("").to_owned()
-    }
-
-    /// Appends a piece; the JSON text for it (`None` for an empty piece).
-    fn append(&mut self, piece: &str) -> Result<Option<String>, Stop> {
-        if self.closed {
-            return Err(Stop::error(format!(
-                "grammar tool input for property \"{}\" changed after it was closed",
-                self.property
-            )));
-        }
-        if piece.is_empty() {
-            return Ok(None);
-        }
-        self.input.push_str(piece);
-        Ok(Some(self.opening() + &Self::escaped(piece)))
-    }
-
-    /// Closes the input with the provider's complete input, if it sent one; the rest of the JSON
-    /// text (`None` when already closed with the same input).
-    fn close(&mut self, last: Option<&str>) -> Result<Option<String>, Stop> {
-        if self.closed {
-            if last.is_none_or(|l| l == self.input) {
-                return Ok(None);
-            }
-            return Err(Stop::error(format!(
-                "grammar tool input for property \"{}\" changed after it was closed",
-                self.property
-            )));
-        }
-        let rest = match last {
-            Some(last) => match last.strip_prefix(self.input.as_str()) {
-                Some(rest) => rest.to_owned(),
-                None => {
-                    return Err(Stop::error(format!(
-                        "grammar tool input for property \"{}\" changed non-monotonically",
-                        self.property
-                    )))
-                }
-            },
-            None => String::new(),
-        };
-        if let Some(last) = last {
-            self.input = last.to_owned();
-        }
-        self.closed = true;
-        Ok(Some(format!("{}{}\"}}", self.opening(), Self::escaped(&rest))))
-    }
-
-    /// What to send for a piece of JSON text: the initial input's text goes first.
-    fn send(&mut self, text: Option<String>) -> Option<String> {
-        if self.unsent.is_empty() {
-            return text;
-        }
-        Some(std::mem::take(&mut self.unsent) + text.as_deref().unwrap_or(""))
-    }
-}
-
 fn slot_key(event: &Value) -> String {
     match event.get("output_index") {
         Some(v) => js_json::stringify(v),
@@ -1229,7 +1130,7 @@ impl ResponsesState {
                 let initial = item.get("input").and_then(Value::as_str).unwrap_or("");
                 let name = item.get("name").and_then(Value::as_str).unwrap_or("");
                 let property = self.grammar_inputs.get(name).map_or(CUSTOM_INPUT_PROPERTY, String::as_str);
-                let mut input = CustomInput { property: property.to_owned(), ..CustomInput::default() };
+                let mut input = CustomInput::new(property);
                 input.unsent = input.append(initial).ok().flatten().unwrap_or_default();
                 let mut arguments = Map::new();
                 arguments.insert(property.into(), json!(initial));
