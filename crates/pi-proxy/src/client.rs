@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use pi_providers::api::pi_messages::{Protocol, WireEvent};
 use pi_providers::transport::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
 use pi_types::CancellationToken;
 use pi_types::{
@@ -28,8 +29,7 @@ use pi_types::{
 };
 use serde_json::Value;
 
-use crate::rebuild::Step;
-use crate::wire::{ProxyEvent, ProxyRequestOptions};
+use crate::wire::ProxyRequestOptions;
 
 mod models;
 pub use models::MODELS_TIMEOUT;
@@ -295,20 +295,19 @@ impl Request {
     async fn apply_events(&self, events: &mut Vec<SseEvent>, out: &mut AssistantMessageBuilder) -> Option<Ending> {
         for event in events.drain(..) {
             for line in &event.raw {
-                let event = match decode_line(line) {
-                    // The server's error text gets what the client's own gets: a server (or a
-                    // proxy in between) that echoes the token must not put it in the transcript.
-                    Ok(Some(ProxyEvent::Error { reason, error_message, usage, provider_thinking_level })) => {
-                        let error_message = error_message.map(|text| self.failure(text.into()).into_boxed_str());
-                        ProxyEvent::Error { reason, error_message, usage, provider_thinking_level }
-                    }
+                let mut event = match decode_line(line, out.message().content.len()) {
                     Ok(Some(event)) => event,
                     Ok(None) => continue,
                     Err(message) => return Some(Ending::Failed(message)),
                 };
-                match crate::rebuild::apply(out, event).await {
-                    Ok(Step::Continue) => {}
-                    Ok(Step::Finish(reason)) => return Some(Ending::Finish(reason)),
+                // The server's error text gets what the client's own gets: a server (or a
+                // proxy in between) that echoes the token must not put it in the transcript.
+                if let WireEvent::Error { error_message: Some(text), .. } = &mut event {
+                    *text = self.failure(std::mem::take(text).into()).into_boxed_str();
+                }
+                match Protocol::Proxy.rebuild(out, event).await {
+                    Ok(None) => {}
+                    Ok(Some(reason)) => return Some(Ending::Finish(reason)),
                     Err(message) => return Some(Ending::Failed(message)),
                 }
                 // The consumer may have cancelled while it handled the event.
@@ -356,43 +355,16 @@ impl Request {
 }
 
 /// The reference's `processLine`: `data: ` lines only, trimmed, blank skipped; `None` for a
-/// line without an event.
-fn decode_line(line: &str) -> Result<Option<ProxyEvent>, String> {
+/// line without an event or with an event type the reference ignores. `blocks`: the blocks of
+/// the message so far.
+fn decode_line(line: &str, blocks: usize) -> Result<Option<WireEvent>, String> {
     let Some(data) = line.strip_prefix("data: ") else { return Ok(None) };
     let data = pi_types::json::js::js_trim(data);
     if data.is_empty() {
         return Ok(None);
     }
     let value = pi_types::json::parse_js(data).map_err(|error| error.message().to_owned())?;
-    decode_event(value)
-}
-
-/// A parsed line as a proxy event: `None` for a type the reference ignores.
-fn decode_event(value: Value) -> Result<Option<ProxyEvent>, String> {
-    const KNOWN: [&str; 12] = [
-        "start",
-        "text_start",
-        "text_delta",
-        "text_end",
-        "thinking_start",
-        "thinking_delta",
-        "thinking_end",
-        "toolcall_start",
-        "toolcall_delta",
-        "toolcall_end",
-        "done",
-        "error",
-    ];
-    match &value {
-        Value::Null => return Err("Cannot read properties of null (reading 'type')".into()),
-        Value::Object(map) => {
-            if !map.get("type").and_then(Value::as_str).is_some_and(|t| KNOWN.contains(&t)) {
-                return Ok(None);
-            }
-        }
-        _ => return Ok(None),
-    }
-    serde_json::from_value(value).map(Some).map_err(|e| format!("Invalid proxy event: {e}"))
+    Protocol::Proxy.decode(value, blocks)
 }
 
 /// JavaScript's `String(value)` of a JSON value (template-literal conversion).
@@ -427,11 +399,11 @@ mod tests {
     }
 
     #[test]
-    fn unknown_event_types_are_skipped() {
-        assert!(matches!(decode_event(json!({"type": "ping"})), Ok(None)));
-        assert!(matches!(decode_event(json!(5)), Ok(None)));
-        assert!(decode_event(json!({"type": "text_delta"})).is_err());
-        assert_eq!(decode_event(Value::Null).err().as_deref(), Some("Cannot read properties of null (reading 'type')"));
+    fn lines_without_events_are_skipped() {
+        assert_eq!(decode_line("event: x", 0), Ok(None));
+        assert_eq!(decode_line("data:  ", 0), Ok(None));
+        assert_eq!(decode_line("data: {\"type\": \"ping\"}", 0), Ok(None));
+        assert_eq!(decode_line("data: {\"type\": \"start\"}", 0), Ok(Some(WireEvent::Start)));
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use pi_proxy::wire::ProxyEvent;
+//! use pi_providers::api::pi_messages::{Protocol, WireEvent};
 //! use pi_types::{AssistantMessage, AssistantMessageEvent};
 //! // What the server sends for a text delta: the partial message is stripped.
 //! let event = AssistantMessageEvent::TextDelta {
@@ -21,12 +21,11 @@
 //!     delta: "Hi".into(),
 //!     partial: Arc::new(AssistantMessage::default()),
 //! };
-//! let line = serde_json::to_string(&ProxyEvent::from_event(&event)).unwrap();
+//! let line = serde_json::to_string(&WireEvent::from_event(&event, Protocol::Proxy)).unwrap();
 //! assert_eq!(line, r#"{"type":"text_delta","contentIndex":0,"delta":"Hi"}"#);
 //! ```
 
 mod client;
-mod rebuild;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod wire;

@@ -2,204 +2,27 @@
 //!
 //! The client POSTs a [`ProxyRequest`] (`{model, context, options}`) as JSON to
 //! `{proxy_url}/api/stream` with `Authorization: Bearer <token>`. A 2xx answer is a stream of
-//! lines `data: <ProxyEvent JSON>`, each followed by a blank line. A [`ProxyEvent`] is an
-//! [`AssistantMessageEvent`] without its `partial` message: the client rebuilds the message from
+//! lines `data: <event JSON>`, each followed by a blank line. An event is an
+//! `AssistantMessageEvent` without its `partial` message: the client rebuilds the message from
 //! the events, so the bytes on the wire stay linear in the response. Any other status carries
 //! `{"error": "<text>"}`.
+//!
+//! The events are pi-ai's `pi-messages` events with fewer members: both protocols use
+//! [`WireEvent`] with [`Protocol::Proxy`] or [`Protocol::PiMessages`], whose docs list where
+//! the two differ.
+//!
+//! [`WireEvent`]: pi_providers::api::pi_messages::WireEvent
+//! [`Protocol::Proxy`]: pi_providers::api::pi_messages::Protocol::Proxy
+//! [`Protocol::PiMessages`]: pi_providers::api::pi_messages::Protocol::PiMessages
 
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 use pi_types::{
-    AssistantContent, AssistantMessageEvent, CacheRetention, CompactString, Message, Model, RequestHeaders, StopReason,
-    StreamOptions, ThinkingBudgets, ThinkingLevel, ToolCall, Transport, Usage,
+    CacheRetention, Message, Model, RequestHeaders, StreamOptions, ThinkingBudgets, ThinkingLevel, Transport,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-/// One event of the stream, as the server sends it (partials stripped).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
-pub enum ProxyEvent {
-    /// The response started.
-    Start,
-    /// A text block started at `content_index`.
-    TextStart {
-        /// Index of the block.
-        content_index: usize,
-    },
-    /// Text was appended.
-    TextDelta {
-        /// Index of the block.
-        content_index: usize,
-        /// The new text.
-        delta: CompactString,
-    },
-    /// A text block ended.
-    TextEnd {
-        /// Index of the block.
-        content_index: usize,
-        /// The block's `textSignature`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        content_signature: Option<String>,
-    },
-    /// A thinking block started.
-    ThinkingStart {
-        /// Index of the block.
-        content_index: usize,
-    },
-    /// Reasoning was appended.
-    ThinkingDelta {
-        /// Index of the block.
-        content_index: usize,
-        /// The new text.
-        delta: CompactString,
-    },
-    /// A thinking block ended.
-    ThinkingEnd {
-        /// Index of the block.
-        content_index: usize,
-        /// The block's `thinkingSignature`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        content_signature: Option<String>,
-    },
-    /// A tool call started.
-    ToolcallStart {
-        /// Index of the block.
-        content_index: usize,
-        /// Call id.
-        id: CompactString,
-        /// Tool name.
-        tool_name: CompactString,
-    },
-    /// Argument text was appended.
-    ToolcallDelta {
-        /// Index of the block.
-        content_index: usize,
-        /// The new argument text.
-        delta: CompactString,
-    },
-    /// A tool call ended; `tool_call` is the finished block.
-    ToolcallEnd {
-        /// Index of the block.
-        content_index: usize,
-        /// The finished call (a `toolCall` content block on the wire).
-        #[serde(with = "tagged_tool_call")]
-        tool_call: ToolCall,
-    },
-    /// The response finished.
-    Done {
-        /// `stop`, `length` or `toolUse`.
-        reason: StopReason,
-        /// Final usage.
-        usage: Usage,
-        /// Provider-native effort level used.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        provider_thinking_level: Option<Box<str>>,
-    },
-    /// The response failed.
-    Error {
-        /// `error` or `aborted`.
-        reason: StopReason,
-        /// What went wrong.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error_message: Option<Box<str>>,
-        /// Usage so far.
-        usage: Usage,
-        /// Provider-native effort level used.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        provider_thinking_level: Option<Box<str>>,
-    },
-}
-
-impl ProxyEvent {
-    /// Strip an event for the wire. Block events read their ids, names and signatures from
-    /// the event's partial message; nothing is copied per delta except the delta itself.
-    pub fn from_event(event: &AssistantMessageEvent) -> Self {
-        use AssistantMessageEvent as E;
-        let block = |partial: &pi_types::AssistantMessage, index: usize| partial.content.get(index).cloned();
-        match event {
-            E::Start { .. } => Self::Start,
-            E::TextStart { content_index, .. } => Self::TextStart { content_index: *content_index },
-            E::TextDelta { content_index, delta, .. } => {
-                Self::TextDelta { content_index: *content_index, delta: delta.clone() }
-            }
-            E::TextEnd { content_index, partial, .. } => Self::TextEnd {
-                content_index: *content_index,
-                content_signature: match partial.content.get(*content_index) {
-                    Some(AssistantContent::Text(text)) => text.text_signature.clone(),
-                    _ => None,
-                },
-            },
-            E::ThinkingStart { content_index, .. } => Self::ThinkingStart { content_index: *content_index },
-            E::ThinkingDelta { content_index, delta, .. } => {
-                Self::ThinkingDelta { content_index: *content_index, delta: delta.clone() }
-            }
-            E::ThinkingEnd { content_index, partial, .. } => Self::ThinkingEnd {
-                content_index: *content_index,
-                content_signature: match partial.content.get(*content_index) {
-                    Some(AssistantContent::Thinking(thinking)) => thinking.thinking_signature.clone(),
-                    _ => None,
-                },
-            },
-            E::ToolcallStart { content_index, partial, .. } => {
-                let (id, tool_name) = match block(partial, *content_index) {
-                    Some(AssistantContent::ToolCall(call)) => (call.id, call.name),
-                    _ => Default::default(),
-                };
-                Self::ToolcallStart { content_index: *content_index, id, tool_name }
-            }
-            E::ToolcallDelta { content_index, delta, .. } => {
-                Self::ToolcallDelta { content_index: *content_index, delta: delta.clone() }
-            }
-            E::ToolcallEnd { content_index, tool_call, .. } => {
-                Self::ToolcallEnd { content_index: *content_index, tool_call: (**tool_call).clone() }
-            }
-            E::Done { reason, message } => Self::Done {
-                reason: *reason,
-                usage: message.usage.clone(),
-                provider_thinking_level: message.provider_thinking_level.clone(),
-            },
-            E::Error { reason, error } => Self::Error {
-                reason: *reason,
-                error_message: error.error_message.clone(),
-                usage: error.usage.clone(),
-                provider_thinking_level: error.provider_thinking_level.clone(),
-            },
-        }
-    }
-
-    /// Whether this is `done` or `error`.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, Self::Done { .. } | Self::Error { .. })
-    }
-}
-
-/// `toolcall_end.toolCall` is a content block on the wire, `type` included.
-mod tagged_tool_call {
-    use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use pi_types::{AssistantContent, ToolCall};
-
-    #[derive(Serialize)]
-    #[serde(tag = "type", rename = "toolCall")]
-    struct Tagged<'a> {
-        #[serde(flatten)]
-        call: &'a ToolCall,
-    }
-
-    pub(super) fn serialize<S: Serializer>(call: &ToolCall, serializer: S) -> Result<S::Ok, S::Error> {
-        Tagged { call }.serialize(serializer)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ToolCall, D::Error> {
-        match AssistantContent::deserialize(deserializer)? {
-            AssistantContent::ToolCall(call) => Ok(call),
-            _ => Err(D::Error::custom("expected a toolCall block")),
-        }
-    }
-}
 
 /// The request body: the model, the transcript and the serializable options.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -306,43 +129,6 @@ impl ProxyRequestOptions {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn events_have_the_reference_shape() {
-        let call = ToolCall { id: "c1".into(), name: "f".into(), ..Default::default() };
-        let cases = [
-            (ProxyEvent::Start, json!({"type": "start"})),
-            (
-                ProxyEvent::TextEnd { content_index: 0, content_signature: None },
-                json!({"type": "text_end", "contentIndex": 0}),
-            ),
-            (
-                ProxyEvent::ToolcallStart { content_index: 1, id: "c1".into(), tool_name: "f".into() },
-                json!({"type": "toolcall_start", "contentIndex": 1, "id": "c1", "toolName": "f"}),
-            ),
-            (
-                ProxyEvent::ToolcallEnd { content_index: 1, tool_call: call },
-                json!({"type": "toolcall_end", "contentIndex": 1,
-                       "toolCall": {"type": "toolCall", "id": "c1", "name": "f", "arguments": {}}}),
-            ),
-            (
-                ProxyEvent::Error {
-                    reason: StopReason::Aborted,
-                    error_message: Some("x".into()),
-                    usage: Usage::default(),
-                    provider_thinking_level: None,
-                },
-                json!({"type": "error", "reason": "aborted", "errorMessage": "x", "usage": {
-                    "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
-                    "cost": {"input": 0.0, "output": 0.0, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 0.0}}}),
-            ),
-        ];
-        for (event, expected) in cases {
-            let value = serde_json::to_value(&event).unwrap();
-            assert_eq!(value, expected);
-            assert_eq!(serde_json::from_value::<ProxyEvent>(value).unwrap(), event);
-        }
-    }
 
     #[test]
     fn options_subset() {

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use futures::StreamExt;
-use pi_providers::api::pi_messages::PiMessagesEvent;
+use pi_providers::api::pi_messages::{Protocol, WireEnd, WireEvent};
 use pi_types::{AssistantMessageEvent, AssistantMessageEventStream, StopReason, Usage};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -26,7 +26,6 @@ use super::budget::Budgets;
 use super::redact::Redactor;
 use super::validate::{check, check_pi_messages, Refusal};
 use super::ServerConfig;
-use crate::wire::ProxyEvent;
 
 pub(super) struct AppState {
     pub(super) config: ServerConfig,
@@ -236,30 +235,24 @@ impl Drop for RequestLog {
     }
 }
 
-/// The two protocols the server speaks: the same checks and upstream, different wire shapes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Wire {
-    /// `POST /api/stream` (pi-agent-core's proxy): [`ProxyEvent`]s, refusals `{"error": "…"}`.
-    Proxy,
-    /// `POST /messages` (pi-ai's `pi-messages` API): [`PiMessagesEvent`]s, refusals
-    /// `{"error": {"message": "…"}}`, which the pi-messages client quotes.
-    PiMessages,
-}
-
+/// `POST /api/stream` (pi-agent-core's proxy): refusals `{"error": "…"}`.
 async fn stream(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    answer(&state, request, Wire::Proxy).await
+    answer(&state, request, Protocol::Proxy).await
 }
 
+/// `POST /messages` (pi-ai's `pi-messages` API): refusals `{"error": {"message": "…"}}`, which
+/// the pi-messages client quotes. The same checks and upstream as [`stream`]; the events differ
+/// as [`Protocol`] says.
 async fn messages(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    answer(&state, request, Wire::PiMessages).await
+    answer(&state, request, Protocol::PiMessages).await
 }
 
-async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response {
+async fn answer(state: &Arc<AppState>, request: Request, protocol: Protocol) -> Response {
     let log = RequestLog::new();
-    match accept(Arc::clone(state), request, &log, wire).await {
+    match accept(Arc::clone(state), request, &log, protocol).await {
         Ok(accepted) => {
             log.span.record("status", 200i64);
-            let body = EventBody::new(state, accepted, log, wire);
+            let body = EventBody::new(state, accepted, log, protocol);
             let mut response = Response::new(Body::from_stream(body.into_stream()));
             let headers = response.headers_mut();
             headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -272,9 +265,11 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
             if let Cow::Owned(clean) = state.redactor.text(&refusal.message) {
                 refusal.message = clean;
             }
-            let mut response = match wire {
-                Wire::Proxy => refusal_response(&refusal),
-                Wire::PiMessages => json(refusal.status, serde_json::json!({"error": {"message": refusal.message}})),
+            let mut response = match protocol {
+                Protocol::Proxy => refusal_response(&refusal),
+                Protocol::PiMessages => {
+                    json(refusal.status, serde_json::json!({"error": {"message": refusal.message}}))
+                }
             };
             let retry_after = match refusal.status {
                 StatusCode::SERVICE_UNAVAILABLE => Some(state.config.limits.retry_after_secs),
@@ -292,7 +287,12 @@ async fn answer(state: &Arc<AppState>, request: Request, wire: Wire) -> Response
 ///
 /// A stream slot is taken only once a whole, valid request is in hand: a slow or bad body
 /// holds no slot, only its bytes' room in the body budget.
-async fn accept(state: Arc<AppState>, request: Request, log: &RequestLog, wire: Wire) -> Result<Accepted, Refusal> {
+async fn accept(
+    state: Arc<AppState>,
+    request: Request,
+    log: &RequestLog,
+    protocol: Protocol,
+) -> Result<Accepted, Refusal> {
     let deadline = tokio::time::Instant::now() + state.config.limits.body_read_timeout;
     let (parts, body) = request.into_parts();
     let token_id = authenticate(&state, &parts.headers)?;
@@ -303,9 +303,9 @@ async fn accept(state: Arc<AppState>, request: Request, log: &RequestLog, wire: 
     }
     let read = body::read(&state.bodies, body, deadline).await?;
     let shared = Arc::clone(&state);
-    let checked = body::check_off_worker(&state.bodies, read, move |bytes| match wire {
-        Wire::Proxy => check(&shared.config, bytes),
-        Wire::PiMessages => check_pi_messages(&shared.config, bytes),
+    let checked = body::check_off_worker(&state.bodies, read, move |bytes| match protocol {
+        Protocol::Proxy => check(&shared.config, bytes),
+        Protocol::PiMessages => check_pi_messages(&shared.config, bytes),
     })
     .await?;
     let slots = take_slots(&state, token_id)?;
@@ -380,7 +380,7 @@ struct EventBody {
     upstream_timeout: Duration,
     keepalive: Duration,
     finished: bool,
-    wire: Wire,
+    protocol: Protocol,
     redactor: Arc<Redactor>,
 }
 
@@ -391,7 +391,7 @@ impl EventBody {
         state: &AppState,
         Accepted { upstream, slots, cancel, charge }: Accepted,
         log: RequestLog,
-        wire: Wire,
+        protocol: Protocol,
     ) -> Self {
         let limits = &state.config.limits;
         let mut log = log;
@@ -407,7 +407,7 @@ impl EventBody {
             upstream_timeout: limits.upstream_timeout,
             keepalive: limits.keepalive_interval,
             finished: false,
-            wire,
+            protocol,
             redactor: Arc::clone(&state.redactor),
         }
     }
@@ -462,22 +462,11 @@ impl EventBody {
     /// The line of an upstream event, with the server's credentials redacted and an error
     /// text bounded.
     fn wire_line(&self, event: &AssistantMessageEvent) -> Bytes {
-        match self.wire {
-            Wire::Proxy => {
-                let mut event = ProxyEvent::from_event(event);
-                if let ProxyEvent::Error { error_message: Some(message), .. } = &mut event {
-                    *message = self.redactor.error_text(message).into_boxed_str();
-                }
-                self.redacted_line(&event)
-            }
-            Wire::PiMessages => {
-                let mut event = PiMessagesEvent::from_event(event);
-                if let PiMessagesEvent::Error { error_message: Some(message), .. } = &mut event {
-                    *message = self.redactor.error_text(message);
-                }
-                self.redacted_line(&event)
-            }
+        let mut event = WireEvent::from_event(event, self.protocol);
+        if let WireEvent::Error { error_message: Some(message), .. } = &mut event {
+            *message = self.redactor.error_text(message).into_boxed_str();
         }
+        self.redacted_line(&event)
     }
 
     /// `data: <json>\n\n` without credentials: one scan of the line; a line with a hit (rare)
@@ -496,23 +485,11 @@ impl EventBody {
     fn fail(&mut self, message: &str, outcome: &'static str) -> Bytes {
         self.log.outcome = outcome;
         self.finished = true;
-        match self.wire {
-            Wire::Proxy => data_line(&ProxyEvent::Error {
-                reason: StopReason::Error,
-                error_message: Some(message.to_owned().into()),
-                usage: Usage::default(),
-                provider_thinking_level: None,
-            }),
-            Wire::PiMessages => data_line(&PiMessagesEvent::Error {
-                reason: StopReason::Error,
-                usage: Usage::default(),
-                error_message: Some(message.to_owned()),
-                response_id: None,
-                response_model: None,
-                provider_thinking_level: None,
-                rewrite: None,
-            }),
-        }
+        data_line(&WireEvent::Error {
+            reason: StopReason::Error,
+            error_message: Some(message.into()),
+            end: WireEnd::default(),
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_proxy::wire::ProxyEvent;
+use pi_providers::api::pi_messages::{WireEnd, WireEvent};
 use pi_proxy::ProxyStreamFn;
 use pi_types::CancellationToken;
 use pi_types::{
@@ -42,24 +42,24 @@ fn options() -> StreamOptions {
 }
 
 /// `data: <event>\n\n`.
-fn line(event: &ProxyEvent) -> String {
+fn line(event: &WireEvent) -> String {
     format!("data: {}\n\n", serde_json::to_string(event).expect("event JSON"))
 }
 
 fn done() -> String {
-    line(&ProxyEvent::Done { reason: StopReason::Stop, usage: Usage::default(), provider_thinking_level: None })
+    line(&WireEvent::Done { reason: StopReason::Stop, end: WireEnd::default() })
 }
 
 fn delta(text: &str) -> String {
-    line(&ProxyEvent::TextDelta { content_index: 0, delta: text.into() })
+    line(&WireEvent::TextDelta { content_index: 0, delta: text.into() })
 }
 
 /// The events of a healthy answer carrying [`TEXT`], each with its delimiter.
 fn events() -> Vec<String> {
-    let mut events = vec![line(&ProxyEvent::Start), line(&ProxyEvent::TextStart { content_index: 0 })];
+    let mut events = vec![line(&WireEvent::Start), line(&WireEvent::TextStart { content_index: 0 })];
     let words: Vec<&str> = TEXT.split_inclusive(' ').collect();
     events.extend(words.chunks(3).map(|words| delta(&words.concat())));
-    events.push(line(&ProxyEvent::TextEnd { content_index: 0, content_signature: None }));
+    events.push(line(&WireEvent::TextEnd { content_index: 0, content: None, content_signature: None }));
     events.push(done());
     events
 }
@@ -271,11 +271,10 @@ async fn terminal_event_twice() {
 #[tokio::test]
 async fn events_after_the_terminal_are_ignored() {
     let after = delta(" And more.")
-        + &line(&ProxyEvent::Error {
+        + &line(&WireEvent::Error {
             reason: StopReason::Error,
             error_message: Some("late".into()),
-            usage: Usage::default(),
-            provider_thinking_level: None,
+            end: WireEnd::default(),
         });
     let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes((body() + &after).into_bytes())]).await;
     assert_complete(&run(&server.url, options()).await);
@@ -373,7 +372,7 @@ async fn an_in_stream_error_is_redacted_and_bounded() {
         format!("data: {event}\n\n")
     };
     let stream = |error: String| {
-        vec![Step::Bytes(sse_head()), Step::Bytes(format!("{}{error}", line(&ProxyEvent::Start)).into_bytes())]
+        vec![Step::Bytes(sse_head()), Step::Bytes(format!("{}{error}", line(&WireEvent::Start)).into_bytes())]
     };
     let server = Server::start(stream(error(format!("upstream said: Bearer {TOKEN}")))).await;
     assert_eq!(error_text(&run(&server.url, options()).await), "upstream said: Bearer <redacted>");
@@ -390,7 +389,7 @@ async fn malformed_and_misplaced_events() {
         ("data: null\n\n".to_owned(), "Cannot read properties of null (reading 'type')"),
     ];
     for (event, expected) in cases {
-        let body = line(&ProxyEvent::Start) + &event + &body();
+        let body = line(&WireEvent::Start) + &event + &body();
         let server = Server::start(vec![Step::Bytes(sse_head()), Step::Bytes(body.into_bytes())]).await;
         assert_eq!(error_text(&run(&server.url, options()).await), expected);
     }
