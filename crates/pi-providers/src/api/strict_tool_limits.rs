@@ -120,6 +120,8 @@ pub(crate) fn fallback_diagnostic(kind: &str, message: &str) -> AssistantMessage
 pub(crate) struct Rejection {
     pub status: u16,
     pub error_type: Option<String>,
+    /// `error.details.error_code` of the body (message-thread rejections carry one).
+    pub error_code: Option<String>,
     pub message: String,
 }
 
@@ -156,8 +158,9 @@ impl<D: Dialect> Dialect for Recording<D> {
         let error_body = parsed.as_ref().and_then(|v| v.get("error"));
         let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
         let error_type = text(error_body.and_then(|e| e.get("type")));
+        let error_code = text(error_body.and_then(|e| e.get("details")).and_then(|d| d.get("error_code")));
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(Rejection { status, error_type, message: error.message.clone() });
+            Some(Rejection { status, error_type, error_code, message: error.message.clone() });
         error
     }
 

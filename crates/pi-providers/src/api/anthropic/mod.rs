@@ -30,6 +30,7 @@ use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::SseEventRef;
 
 mod options;
+pub(crate) mod threads;
 pub use options::{AnthropicEffort, AnthropicOptions, AnthropicToolChoice, ThinkingDisplay};
 
 /// The API id.
@@ -89,6 +90,8 @@ pub struct Compat {
     pub supports_mid_convo_tool_changes: bool,
     /// The effort level is set per reply by system messages with `output_config`.
     pub supports_mid_convo_effort: bool,
+    /// Requests of a session continue a server-side message thread ([`threads`]).
+    pub supports_message_threads: bool,
 }
 
 impl Compat {
@@ -114,6 +117,9 @@ impl Compat {
             force_adaptive_thinking: flag("forceAdaptiveThinking", false),
             supports_mid_convo_tool_changes: flag("supportsMidConvoToolChanges", false),
             supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
+            // Gateways that drop unknown fields would turn a `continue` into a request without
+            // the earlier conversation: by default only Anthropic's own endpoint.
+            supports_message_threads: flag("supportsMessageThreads", model.base_url.contains("api.anthropic.com")),
         }
     }
 }
@@ -298,6 +304,7 @@ fn beta_features(
     compat: &Compat,
     thinking: &Thinking,
     oauth: bool,
+    message_threads: bool,
 ) -> Option<Vec<String>> {
     let mut configured: Option<Option<String>> = None;
     for (name, value) in
@@ -341,6 +348,9 @@ fn beta_features(
     if native_tool_changes(context, compat) {
         features.push(INLINE_TOOLS_BETA.into());
     }
+    if message_threads {
+        features.push(threads::BETA.into());
+    }
     let mut unique = Vec::new();
     for f in features {
         if !unique.contains(&f) {
@@ -380,13 +390,20 @@ impl WireApi for Wire {
             out.metadata_mut().provider_thinking_level =
                 Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
         }
-        let headers = request_headers(model, &context, options, &compat, &thinking, key.as_deref(), oauth);
+        // The session whose requests may use threads. A session where the endpoint rejected
+        // them still sends the beta (its resend without `thread` was accepted with it).
+        let thread_session = options
+            .session_id
+            .clone()
+            .filter(|_| compat.supports_message_threads && cache_retention(options) != CacheRetention::None);
+        let headers =
+            request_headers(model, &context, options, &compat, &thinking, key.as_deref(), thread_session.is_some());
         let preferred_strict = tools_now.iter().any(|tool| {
             strict_tool_limits::prefers_strict(tool)
                 && adapter_support::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported))
                     == Ok(Some(true))
         });
-        let sending = Sending {
+        let mut sending = Sending {
             relaxed: strict_tool_limits::has_exceeded_strict_tool_limits(options.session_id.as_deref()),
             preferred_strict,
             url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
@@ -395,8 +412,12 @@ impl WireApi for Wire {
             compat,
             thinking,
             oauth,
+            thread_session: thread_session.filter(|_| !options.disable_continuation),
+            params: Value::Null,
+            thread: ThreadStep::None,
+            turn_threads_off: false,
         };
-        let request = sending.request(model, options).await;
+        let request = sending.build(model, options).await;
         let decode = Decode {
             heads: typed::DeltaHeads::default(),
             state: BlockState {
@@ -413,8 +434,9 @@ impl WireApi for Wire {
         Ok(Exchange::new(request, Recording::new(AnthropicDialect), decode))
     }
 
-    /// A rejection of strict tools past Claude's limits is resent once with the preferring
-    /// tools non-strict (`strict_tool_limits`).
+    /// A thread request's rejection about the thread is resent once in full ([`threads`]); a
+    /// rejection of strict tools past Claude's limits is resent once with the preferring tools
+    /// non-strict (`strict_tool_limits`), rebuilt (and threaded) anew.
     async fn resend(
         &self,
         decode: &mut Decode,
@@ -423,15 +445,41 @@ impl WireApi for Wire {
         cx: &mut Cx<'_>,
     ) -> Result<Option<http::Request>, Stop> {
         let sending = &mut decode.sending;
-        let rejection = dialect.take().filter(|r| r.is_anthropic_strict_limit());
-        let Some(rejection) = rejection.filter(|_| !sending.relaxed && sending.preferred_strict) else {
+        let Some(rejection) = dialect.take() else { return Ok(None) };
+        if sending.thread == ThreadStep::Sent {
+            if let Some((fallback, diagnostic)) = threads::fallback(&rejection) {
+                // Recorded before the resend, so a failed resend keeps it.
+                cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+                let body = match fallback {
+                    threads::Fallback::NewThread => {
+                        sending.thread = ThreadStep::Resent;
+                        threads::create(&sending.params)
+                    }
+                    threads::Fallback::WithoutThread => {
+                        sending.thread = ThreadStep::None;
+                        sending.turn_threads_off = true;
+                        sending.params.clone()
+                    }
+                };
+                return Ok(Some(sending.request(&body)));
+            }
+        }
+        if !rejection.is_anthropic_strict_limit() || sending.relaxed || !sending.preferred_strict {
             return Ok(None);
-        };
+        }
         sending.relaxed = true;
         strict_tool_limits::mark_strict_tool_limits_exceeded(cx.options.session_id.as_deref());
         let diagnostic = strict_tool_limits::fallback_diagnostic("anthropic_strict_tools_fallback", &rejection.message);
         cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
-        Ok(Some(sending.request(cx.model, cx.options).await))
+        Ok(Some(sending.build(cx.model, cx.options).await))
+    }
+
+    fn accept(&self, decode: &mut Decode, _response: &reqwest::Response) -> Result<(), Stop> {
+        let sending = &decode.sending;
+        if let Some(session) = sending.thread_session.as_deref().filter(|_| sending.turn_threads_off) {
+            threads::turn_off(session);
+        }
+        Ok(())
     }
 }
 
@@ -443,8 +491,9 @@ fn request_headers(
     compat: &Compat,
     thinking: &Thinking,
     key: Option<&str>,
-    oauth: bool,
+    message_threads: bool,
 ) -> Vec<(String, String)> {
+    let oauth = key.is_some_and(is_oauth_token) && model.provider != "github-copilot";
     let mut base: Vec<(String, Option<String>)> = vec![
         ("accept".into(), Some("application/json".into())),
         ("content-type".into(), Some("application/json".into())),
@@ -482,7 +531,9 @@ fn request_headers(
         adapter_support::option_headers(options),
     ]);
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
-    if let Some(features) = beta_features(model, context, options, compat, thinking, oauth).filter(|f| !f.is_empty()) {
+    if let Some(features) =
+        beta_features(model, context, options, compat, thinking, oauth, message_threads).filter(|f| !f.is_empty())
+    {
         headers.push(("anthropic-beta".into(), features.join(",")));
     }
     headers
@@ -500,11 +551,33 @@ struct Sending {
     compat: Compat,
     thinking: Thinking,
     oauth: bool,
+    /// The session whose requests continue threads (`None`: threads do not apply, or the
+    /// request disables continuation).
+    thread_session: Option<String>,
+    /// The full request last built: what a thread rejection resends and a reply records.
+    params: Value,
+    /// Where the thread request stands.
+    thread: ThreadStep,
+    /// The request now in flight was resent without `thread`: once accepted, threads go off
+    /// for the session.
+    turn_threads_off: bool,
+}
+
+/// Where the thread request of a stream stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ThreadStep {
+    /// The request in flight carries no `thread`.
+    None,
+    /// It carries one; a rejection about the thread is resent once.
+    Sent,
+    /// It is that resend, as a new thread.
+    Resent,
 }
 
 impl Sending {
-    /// The request as it goes out now (`on_payload` sees each one).
-    async fn request(&self, model: &Model, options: &StreamOptions) -> http::Request {
+    /// Builds the request anew (`on_payload` sees each build) and, where threads apply, as a
+    /// thread request.
+    async fn build(&mut self, model: &Model, options: &StreamOptions) -> http::Request {
         let params = if self.relaxed {
             let relaxed = strict_tool_limits::without_preferred_strict(&self.context);
             build_params(model, &relaxed, options, &self.compat, &self.thinking, self.oauth)
@@ -515,11 +588,47 @@ impl Sending {
         if let Some(map) = params.as_object_mut() {
             map.insert("stream".into(), json!(true));
         }
+        self.turn_threads_off = false;
+        let thread = self.thread_session.as_deref().and_then(|session| threads::prepare(model, session, &params));
+        self.thread = if thread.is_some() { ThreadStep::Sent } else { ThreadStep::None };
+        let request = self.request(thread.as_ref().unwrap_or(&params));
+        self.params = params;
+        request
+    }
+
+    fn request(&self, body: &Value) -> http::Request {
         http::Request {
             url: self.url.clone(),
             headers: self.headers.clone(),
-            body: js_json::stringify(&params).into_bytes(),
+            body: js_json::stringify(body).into_bytes(),
         }
+    }
+
+    /// After a clean reply to a thread request: where the session's next request continues.
+    /// A reply a fallback model gave is not stored by the server and cannot be continued.
+    fn record(&self, model: &Model, reply: &pi_types::AssistantMessage) {
+        let (Some(session), Some(reply_id)) = (self.thread_session.as_deref(), reply.response_id.as_deref()) else {
+            return;
+        };
+        if self.thread == ThreadStep::None || reply.response_model.is_some() {
+            return;
+        }
+        // Converted as the next request will convert it, keeping only the assistant message
+        // (the transform adds placeholder results for trailing tool calls).
+        let normalize = |id: &str, _: &Model, _: &pi_types::AssistantMessage| take_units(&sanitize_id(id), 64);
+        let transformed =
+            transform_messages(&[Message::Assistant(std::sync::Arc::new(reply.clone()))], model, Some(&normalize));
+        let conversion = Conversion {
+            oauth: self.oauth,
+            control: None,
+            allow_empty_signature: self.compat.allow_empty_signature,
+            managed_provider: None,
+            tool_definitions: None,
+        };
+        let (messages, _) = convert_messages(&transformed, &conversion);
+        let reply_messages =
+            messages.into_iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+        threads::record(model, session, &self.params, reply_id, reply_messages.collect());
     }
 }
 
@@ -581,7 +690,9 @@ impl Decoder for Decode {
         if self.state.saw_start && !self.state.saw_stop {
             return Err(Stop::error("Anthropic stream ended before message_stop"));
         }
-        driver::tail(cx, "Anthropic stream ended without a stop reason")
+        driver::tail(cx, "Anthropic stream ended without a stop reason")?;
+        self.sending.record(cx.model, cx.out.message());
+        Ok(())
     }
 }
 
