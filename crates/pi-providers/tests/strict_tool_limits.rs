@@ -15,7 +15,7 @@ use pi_providers::api::anthropic::AnthropicMessages;
 use pi_providers::cleanup_session_resources;
 use pi_types::{
     transcript::normalize_context, ConstrainedSampling, Context, Message, Model, StopReason, StreamFn, StreamOptions,
-    Strictness, Tool, UserMessage,
+    Strictness, Tool, TranscriptContext, UserMessage,
 };
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -67,9 +67,8 @@ fn model(url: &str) -> Model {
     .unwrap()
 }
 
-/// One call; the strictness of each request it sent and whether it carried the diagnostic.
-async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) {
-    log.lock().unwrap().clear();
+/// "Hi", with one tool that prefers strict sampling.
+fn context() -> TranscriptContext {
     let tool = Tool {
         name: "weather".into(),
         description: "Weather.".into(),
@@ -78,18 +77,23 @@ async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) 
         ),
         constrained_sampling: Some(ConstrainedSampling::JsonSchema { strict: Strictness::Prefer }),
     };
-    let context = Context {
+    normalize_context(Context {
         messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: Some(vec![tool]),
         ..Default::default()
-    };
+    })
+}
+
+/// One call; the strictness of each request it sent and whether it carried the diagnostic.
+async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) {
+    log.lock().unwrap().clear();
     let options = StreamOptions {
         api_key: Some("k".into()),
         max_retries: Some(0),
         session_id: session.map(str::to_owned),
         ..Default::default()
     };
-    let message = AnthropicMessages.stream(&model(url), normalize_context(context), options).result().await.unwrap();
+    let message = AnthropicMessages.stream(&model(url), context(), options).result().await.unwrap();
     assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
     let fallback = message.diagnostics.iter().flatten().any(|d| d.kind == "anthropic_strict_tools_fallback");
     (log.lock().unwrap().clone(), fallback)
@@ -135,17 +139,6 @@ async fn the_resend_is_sent_with_its_own_retries_and_every_attempt_reaches_on_re
     });
     let statuses: Arc<Mutex<Vec<u16>>> = Arc::default();
     let seen = Arc::clone(&statuses);
-    let tool = Tool {
-        name: "weather".into(),
-        parameters: Arc::new(json!({"type": "object", "properties": {}})),
-        constrained_sampling: Some(ConstrainedSampling::JsonSchema { strict: Strictness::Prefer }),
-        ..Default::default()
-    };
-    let context = Context {
-        messages: vec![Message::from(UserMessage::text("Hi"))],
-        tools: Some(vec![tool]),
-        ..Default::default()
-    };
     let options = StreamOptions {
         api_key: Some("k".into()),
         max_retries: Some(1),
@@ -155,7 +148,7 @@ async fn the_resend_is_sent_with_its_own_retries_and_every_attempt_reaches_on_re
         })),
         ..Default::default()
     };
-    let message = AnthropicMessages.stream(&model(&url), normalize_context(context), options).result().await.unwrap();
+    let message = AnthropicMessages.stream(&model(&url), context(), options).result().await.unwrap();
     assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
     assert_eq!(*statuses.lock().unwrap(), [400, 529, 200]);
 }
