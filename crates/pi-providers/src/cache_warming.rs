@@ -108,9 +108,10 @@ pub fn is_cache_warming_replayable(model: &Model, options: &StreamOptions) -> bo
 }
 
 /// The options of a refresh: the request's own, capped at one output token, without retries,
+/// without continuation state (a refresh must not replace the conversation's message thread),
 /// cancelled by `cancel`.
 pub fn cache_warming_request_options(options: &StreamOptions, cancel: Option<CancellationToken>) -> StreamOptions {
-    StreamOptions { max_tokens: Some(1), max_retries: Some(0), cancel, ..options.clone() }
+    StreamOptions { max_tokens: Some(1), disable_continuation: true, max_retries: Some(0), cancel, ..options.clone() }
 }
 
 /// Whether refreshing the cache entry of a `prompt_tokens`-token request pays for itself in

@@ -56,6 +56,8 @@ pub fn register_session_resource_cleanup(cleanup: SessionCleanup) -> CleanupRegi
 pub fn cleanup_session_resources(session_id: Option<&str>) -> Result<(), ProviderError> {
     #[cfg(feature = "http")]
     crate::api::strict_tool_limits::forget(session_id);
+    #[cfg(feature = "http")]
+    crate::api::anthropic::threads::forget(session_id);
     let cleanups: Vec<SessionCleanup> =
         REGISTERED.lock().unwrap_or_else(PoisonError::into_inner).cleanups.values().cloned().collect();
     let errors: Vec<String> =

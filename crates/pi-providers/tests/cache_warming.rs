@@ -111,7 +111,7 @@ fn delays_lifetimes_and_replayability_match_the_reference() {
 }
 
 #[test]
-fn a_refresh_asks_for_one_token_without_retries_and_keeps_the_rest() {
+fn a_refresh_asks_for_one_token_without_retries_or_continuation_and_keeps_the_rest() {
     let golden = fixture("golden.json");
     let original = StreamOptions {
         max_tokens: Some(4096),
@@ -126,4 +126,5 @@ fn a_refresh_asks_for_one_token_without_retries_and_keeps_the_rest() {
     assert_eq!(json!(refresh.max_retries), expected["maxRetries"]);
     assert_eq!(json!(refresh.session_id), expected["sessionId"]);
     assert_eq!(json!(refresh.temperature), expected["temperature"]);
+    assert_eq!(json!(refresh.disable_continuation), expected["disableContinuation"]);
 }

@@ -15,7 +15,7 @@ use pi_providers::api::anthropic::AnthropicMessages;
 use pi_providers::cleanup_session_resources;
 use pi_types::{
     transcript::normalize_context, ConstrainedSampling, Context, Message, Model, StopReason, StreamFn, StreamOptions,
-    Strictness, Tool, UserMessage,
+    Strictness, Tool, TranscriptContext, UserMessage,
 };
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -67,9 +67,8 @@ fn model(url: &str) -> Model {
     .unwrap()
 }
 
-/// One call; the strictness of each request it sent and whether it carried the diagnostic.
-async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) {
-    log.lock().unwrap().clear();
+/// "Hi", with one tool that prefers strict sampling.
+fn context() -> TranscriptContext {
     let tool = Tool {
         name: "weather".into(),
         description: "Weather.".into(),
@@ -78,18 +77,23 @@ async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) 
         ),
         constrained_sampling: Some(ConstrainedSampling::JsonSchema { strict: Strictness::Prefer }),
     };
-    let context = Context {
+    normalize_context(Context {
         messages: vec![Message::from(UserMessage::text("Hi"))],
         tools: Some(vec![tool]),
         ..Default::default()
-    };
+    })
+}
+
+/// One call; the strictness of each request it sent and whether it carried the diagnostic.
+async fn call(url: &str, log: &Log, session: Option<&str>) -> (Vec<bool>, bool) {
+    log.lock().unwrap().clear();
     let options = StreamOptions {
         api_key: Some("k".into()),
         max_retries: Some(0),
         session_id: session.map(str::to_owned),
         ..Default::default()
     };
-    let message = AnthropicMessages.stream(&model(url), normalize_context(context), options).result().await.unwrap();
+    let message = AnthropicMessages.stream(&model(url), context(), options).result().await.unwrap();
     assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
     let fallback = message.diagnostics.iter().flatten().any(|d| d.kind == "anthropic_strict_tools_fallback");
     (log.lock().unwrap().clone(), fallback)
@@ -108,4 +112,43 @@ async fn a_session_remembers_its_strict_tool_rejection_until_it_is_cleaned_up() 
     assert_eq!(call(&url, &log, Some("strict-memory-b")).await, (vec![false], false));
     cleanup_session_resources(None).unwrap();
     assert_eq!(call(&url, &log, Some("strict-memory-b")).await, (vec![true, false], true));
+}
+
+/// A resend goes out as the driver sends any request: `on_response` sees every attempt, and
+/// the resend has a retry budget of its own.
+#[tokio::test]
+async fn the_resend_is_sent_with_its_own_retries_and_every_attempt_reaches_on_response() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        // The strict rejection, an overloaded answer to the resend, then the reply.
+        let answers = [
+            format!(
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{REJECTION}",
+                REJECTION.len()
+            ),
+            "HTTP/1.1 529 Overloaded\r\nretry-after-ms: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n".to_owned(),
+            format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{REPLY}"),
+        ];
+        for answer in answers {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let _ = loopback::read_request_with_body(&mut socket).await;
+            let _ = socket.write_all(answer.as_bytes()).await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    let statuses: Arc<Mutex<Vec<u16>>> = Arc::default();
+    let seen = Arc::clone(&statuses);
+    let options = StreamOptions {
+        api_key: Some("k".into()),
+        max_retries: Some(1),
+        on_response: Some(Arc::new(move |response: &pi_types::ProviderResponse, _: &Model| {
+            seen.lock().unwrap().push(response.status);
+            Box::pin(async {})
+        })),
+        ..Default::default()
+    };
+    let message = AnthropicMessages.stream(&model(&url), context(), options).result().await.unwrap();
+    assert_eq!(message.stop_reason, StopReason::Stop, "{:?}", message.error_message);
+    assert_eq!(*statuses.lock().unwrap(), [400, 529, 200]);
 }

@@ -8,7 +8,9 @@
 //! request past the last answer), runs our adapter for the case's API against it, and returns
 //! the normalized JSON Lines trace: one `request` line per request received, one `event` line
 //! per stream event (with the partial message as it was when the event was emitted) and a
-//! final `result` line. One-shot entries (`entry: "classify"` / `"generateImages"`) go through
+//! final `result` line. A case with `calls` makes more calls in the same session, each with the
+//! context of the call before, its result and the call's `append` messages; its trace is, per
+//! call, that call's requests, events and result. One-shot entries (`entry: "classify"` / `"generateImages"`) go through
 //! `Models::classify` / `Models::generate_images` and print no events.
 
 use std::collections::BTreeMap;
@@ -194,34 +196,10 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let context: Context = serde_json::from_value(case.get("context").cloned().unwrap_or(json!({"messages": []})))
         .map_err(|e| ReplayError::Case(format!("context: {e}")))?;
     let case_options = case.get("options").cloned().unwrap_or(json!({}));
-    let options = StreamOptions {
-        api_key: Some(case.get("apiKey").and_then(Value::as_str).unwrap_or(DEFAULT_API_KEY).to_owned()),
-        max_tokens: case_options.get("maxTokens").and_then(Value::as_u64),
-        reasoning: case_options.get("reasoning").and_then(|r| serde_json::from_value::<ThinkingLevel>(r.clone()).ok()),
-        max_retries: Some(0),
-        timeout_ms: Some(case_options.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS)),
-        transport: case_options.get("transport").and_then(|t| serde_json::from_value(t.clone()).ok()),
-        session_id: case_options.get("sessionId").and_then(Value::as_str).map(str::to_owned),
-        // The case's variables reach the adapter as `options.env` (the reference also sets them
-        // in its process; here cases share one process, so they stay per request).
-        env: case.get("env").and_then(Value::as_object).map(|env| {
-            Arc::new(
-                env.iter()
-                    .map(|(k, v)| {
-                        (k.clone(), substitute(v, &base_url).as_str().map_or_else(|| v.to_string(), str::to_owned))
-                    })
-                    .collect(),
-            )
-        }),
-        ..Default::default()
-    };
-
-    let options = match entry {
-        "stream" => own_options(&api, &case_options, options)?,
-        _ => options,
-    };
-    // What an adapter remembers per session (strict tool limits) lives for the process; each
-    // case starts as in a fresh reference process, and cases with a session run one at a time.
+    let mut options = call_options_of(case, &case_options, entry, &api, &base_url)?;
+    // What an adapter remembers per session (strict tool limits, message threads) lives for the
+    // process; each case starts as in a fresh reference process, and cases with a session run
+    // one at a time.
     let _session_guard = match &options.session_id {
         Some(_) => {
             let guard = SESSION_CASES.lock().await;
@@ -230,31 +208,90 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
         }
         None => None,
     };
-    let mut stream = adapter.stream(&model, normalize_context(context), options);
-    let mut event_lines = Vec::new();
-    while let Some(event) = stream.next().await {
-        let value = serde_json::to_value(&event).map_err(|e| ReplayError::Case(e.to_string()))?;
-        event_lines.push(json!({"kind": "event", "event": value}));
-    }
-    let result = stream.final_message().map(|m| serde_json::to_value(m.as_ref()).unwrap_or(Value::Null));
-    server.abort();
-
+    // `calls`: more calls in the same session, each with the context of the call before, its
+    // result and the call's `append` messages, and the call's `options` (else the ones before).
+    // The trace is, per call, its requests, its events and its result.
+    let calls = case.get("calls").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
     let google = api == "google-generative-ai";
+    let mut context = context;
+    let mut seen = 0;
     let mut lines = Vec::new();
-    let requests = received.lock().map(|r| r.clone()).unwrap_or_default();
-    for request in &requests {
-        lines.push(normalize(&request_record(request), &base_url, google));
+    for step in 0..=calls.len() {
+        if let Some(call) = step.checked_sub(1).and_then(|i| calls.get(i)) {
+            let append: Vec<pi_types::Message> =
+                serde_json::from_value(call.get("append").cloned().unwrap_or(json!([])))
+                    .map_err(|e| ReplayError::Case(format!("calls.append: {e}")))?;
+            context.messages.extend(append);
+            if let Some(call_options) = call.get("options") {
+                options = call_options_of(case, call_options, entry, &api, &base_url)?;
+            }
+        }
+        let mut stream = adapter.stream(&model, normalize_context(context.clone()), options.clone());
+        let mut event_lines = Vec::new();
+        while let Some(event) = stream.next().await {
+            let value = serde_json::to_value(&event).map_err(|e| ReplayError::Case(e.to_string()))?;
+            event_lines.push(json!({"kind": "event", "event": value}));
+        }
+        let result = stream.final_message().cloned();
+        let requests = received.lock().map(|r| r[seen..].to_vec()).unwrap_or_default();
+        seen += requests.len();
+        for request in &requests {
+            lines.push(normalize(&request_record(request), &base_url, google));
+        }
+        for line in &event_lines {
+            lines.push(normalize(line, &base_url, google));
+        }
+        let message = result.as_ref().map(|m| serde_json::to_value(m.as_ref()).unwrap_or(Value::Null));
+        lines.push(normalize(&json!({"kind": "result", "message": message.unwrap_or(Value::Null)}), &base_url, google));
+        if let Some(reply) = result.filter(|_| step < calls.len()) {
+            context.messages.push(pi_types::Message::Assistant(reply));
+        }
     }
-    for line in &event_lines {
-        lines.push(normalize(line, &base_url, google));
-    }
-    lines.push(normalize(&json!({"kind": "result", "message": result.unwrap_or(Value::Null)}), &base_url, google));
+    server.abort();
     let mut out = String::new();
     for line in lines {
         out.push_str(&pi_types::json::stringify(&line));
         out.push('\n');
     }
     Ok(out)
+}
+
+/// The options of one call: the case's key, retries and timeout, its `env`, and the call's
+/// options (the API's own for `entry: "stream"`).
+fn call_options_of(
+    case: &Value,
+    case_options: &Value,
+    entry: &str,
+    api: &str,
+    base_url: &str,
+) -> Result<StreamOptions, ReplayError> {
+    let options = StreamOptions {
+        api_key: Some(case.get("apiKey").and_then(Value::as_str).unwrap_or(DEFAULT_API_KEY).to_owned()),
+        max_tokens: case_options.get("maxTokens").and_then(Value::as_u64),
+        reasoning: case_options.get("reasoning").and_then(|r| serde_json::from_value::<ThinkingLevel>(r.clone()).ok()),
+        max_retries: Some(0),
+        timeout_ms: Some(case_options.get("timeoutMs").and_then(Value::as_u64).unwrap_or(DEFAULT_TIMEOUT_MS)),
+        transport: case_options.get("transport").and_then(|t| serde_json::from_value(t.clone()).ok()),
+        session_id: case_options.get("sessionId").and_then(Value::as_str).map(str::to_owned),
+        cache_retention: case_options.get("cacheRetention").and_then(|c| serde_json::from_value(c.clone()).ok()),
+        disable_continuation: case_options.get("disableContinuation") == Some(&Value::Bool(true)),
+        // The case's variables reach the adapter as `options.env` (the reference also sets them
+        // in its process; here cases share one process, so they stay per request).
+        env: case.get("env").and_then(Value::as_object).map(|env| {
+            Arc::new(
+                env.iter()
+                    .map(|(k, v)| {
+                        (k.clone(), substitute(v, base_url).as_str().map_or_else(|| v.to_string(), str::to_owned))
+                    })
+                    .collect(),
+            )
+        }),
+        ..Default::default()
+    };
+    match entry {
+        "stream" => own_options(api, case_options, options),
+        _ => Ok(options),
+    }
 }
 
 /// The options of an `entry: "stream"` case: the case's options as the API's own options type

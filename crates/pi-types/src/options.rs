@@ -325,6 +325,10 @@ pub struct StreamOptions {
     pub deferred: Option<DeferredRequest>,
     /// Session id for prompt caching and routing.
     pub session_id: Option<String>,
+    /// Neither use nor record server-side continuation state for this request (Anthropic
+    /// message threads): for replays such as cache warming, which must not replace the state
+    /// of the real conversation. APIs that keep no such state ignore it.
+    pub disable_continuation: bool,
     /// Extra headers; a `None` value removes a default header.
     pub headers: RequestHeaders,
     /// Caller identity.
@@ -503,6 +507,7 @@ impl fmt::Debug for StreamOptions {
             .field("reasoning", &self.reasoning)
             .field("deferred", &self.deferred)
             .field("session_id", &self.session_id)
+            .field("disable_continuation", &self.disable_continuation)
             .field("timeout_ms", &self.timeout_ms)
             .field("max_retries", &self.max_retries)
             .field("env", &self.env.as_deref().map(|env| env.keys().collect::<Vec<_>>()))

@@ -9,7 +9,9 @@
 //!    `aborted`, see [`WireApi::finish`]);
 //! 2. sending with retries, time-to-headers limit and cancellation (`transport::http::send`,
 //!    which refuses a URL carrying `user:pass@` before sending anything, as the reference's
-//!    `fetch` does), with the API's error shaping ([`Dialect`]);
+//!    `fetch` does), with the API's error shaping ([`Dialect`]), and the request an API sends
+//!    in place of a refused one ([`WireApi::resend`]: Claude's strict tool limits, Anthropic
+//!    message threads);
 //! 3. `start`, then the body read under the idle limit, the frame caps and cancellation
 //!    (`transport::http::Body`), cut into events by the API's [`Framing`] (server-sent events,
 //!    Gemini's SSE variant, or a binary framing read raw);
@@ -45,6 +47,22 @@ pub trait WireApi: Send + Sync + Sized + 'static {
     /// The request to send (key lookup, payload, `on_payload`, URL, headers), its error shaping,
     /// and a fresh decoding state.
     fn prepare(&self, call: Call<'_>) -> impl Future<Output = Result<Exchange<Self>, Stop>> + Send;
+
+    /// A request to send in place of one the server refused (after that request's retries,
+    /// never once an answer started, never for a cancelled request): `None` lets the failure
+    /// stand ([`WireApi::refused`]). The driver sends it as it sent the first: a fresh retry
+    /// budget, the limits, `on_response` for each attempt and the redaction of what it
+    /// carries. The API bounds its own resends (its decoding state knows what it already
+    /// tried) and may record on the message why it resent.
+    fn resend(
+        &self,
+        _decoder: &mut Self::Decoder,
+        _dialect: &Self::Dialect,
+        _failure: &Failure,
+        _cx: &mut Cx<'_>,
+    ) -> impl Future<Output = Result<Option<Request>, Stop>> + Send {
+        std::future::ready(Ok(None))
+    }
 
     /// The error of a request that failed before the answer's headers (after retries).
     fn refused(&self, _decoder: &mut Self::Decoder, _dialect: &Self::Dialect, failure: Failure) -> Stop {
@@ -271,19 +289,29 @@ async fn run<A: WireApi>(
     secrets: &mut Secrets,
     slot: &mut Option<A::Decoder>,
 ) -> Result<(), Stop> {
-    let Exchange { request, dialect, decoder, headers_timeout_ms, start } =
+    let Exchange { mut request, dialect, decoder, headers_timeout_ms, start } =
         api.prepare(Call { model, context, options, out: &mut *out }).await?;
-    *secrets = Secrets::of(&request, options);
     let decoder = slot.insert(decoder);
-    let sent = match headers_timeout_ms.filter(|_| options.timeout_ms.is_none()) {
-        Some(limit) => {
-            let mut attempt = options.clone();
-            attempt.timeout_ms = Some(limit);
-            http::send(&request, model, &attempt, &dialect).await
-        }
-        None => http::send(&request, model, options, &dialect).await,
+    let mut limited = None;
+    let attempt = match headers_timeout_ms.filter(|_| options.timeout_ms.is_none()) {
+        Some(limit) => &*limited.insert(StreamOptions { timeout_ms: Some(limit), ..options.clone() }),
+        None => options,
     };
-    let response = sent.map_err(|failure| api.refused(decoder, &dialect, failure))?;
+    let response = loop {
+        *secrets = Secrets::of(&request, options);
+        let failure = match http::send(&request, model, attempt, &dialect).await {
+            Ok(response) => break response,
+            Err(failure) => failure,
+        };
+        if !failure.aborted {
+            let mut cx = Cx { model, options, out: &mut *out, cancelled: false };
+            if let Some(next) = api.resend(decoder, &dialect, &failure, &mut cx).await? {
+                request = next;
+                continue;
+            }
+        }
+        return Err(api.refused(decoder, &dialect, failure));
+    };
     api.accept(decoder, &response)?;
     if start {
         out.start().await;

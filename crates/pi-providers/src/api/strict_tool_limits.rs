@@ -22,7 +22,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::session_resources::SessionTable;
-use crate::transport::http::{ApiError, Dialect};
+use crate::transport::http::{ApiError, Dialect, Retry};
 
 /// The most sessions remembered; past it the least recently marked one is forgotten (it then
 /// pays one more rejection).
@@ -120,6 +120,8 @@ pub(crate) fn fallback_diagnostic(kind: &str, message: &str) -> AssistantMessage
 pub(crate) struct Rejection {
     pub status: u16,
     pub error_type: Option<String>,
+    /// `error.details.error_code` of the body (message-thread rejections carry one).
+    pub error_code: Option<String>,
     pub message: String,
 }
 
@@ -133,13 +135,13 @@ impl Rejection {
 }
 
 /// A dialect that remembers the last status error its inner dialect made.
-pub(crate) struct Recording<'a> {
-    inner: &'a dyn Dialect,
+pub(crate) struct Recording<D> {
+    inner: D,
     last: Mutex<Option<Rejection>>,
 }
 
-impl<'a> Recording<'a> {
-    pub(crate) fn new(inner: &'a dyn Dialect) -> Self {
+impl<D: Dialect> Recording<D> {
+    pub(crate) fn new(inner: D) -> Self {
         Self { inner, last: Mutex::new(None) }
     }
 
@@ -149,19 +151,33 @@ impl<'a> Recording<'a> {
     }
 }
 
-impl Dialect for Recording<'_> {
+impl<D: Dialect> Dialect for Recording<D> {
     fn status_error(&self, status: u16, headers: &HeaderMap, body: &[u8]) -> ApiError {
         let error = self.inner.status_error(status, headers, body);
-        let error_type = crate::js_json::parse(&String::from_utf8_lossy(body))
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.get("type")).and_then(Value::as_str).map(str::to_owned));
+        let parsed = crate::js_json::parse(&String::from_utf8_lossy(body)).ok();
+        let error_body = parsed.as_ref().and_then(|v| v.get("error"));
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+        let error_type = text(error_body.and_then(|e| e.get("type")));
+        let error_code = text(error_body.and_then(|e| e.get("details")).and_then(|d| d.get("error_code")));
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some(Rejection { status, error_type, message: error.message.clone() });
+            Some(Rejection { status, error_type, error_code, message: error.message.clone() });
         error
     }
 
     fn format(&self, error: &ApiError) -> String {
         self.inner.format(error)
+    }
+
+    fn exposes_headers(&self) -> bool {
+        self.inner.exposes_headers()
+    }
+
+    fn retries_connection_errors(&self) -> bool {
+        self.inner.retries_connection_errors()
+    }
+
+    fn retry(&self, error: &ApiError, retry_index: u32, max_retry_delay_ms: Option<u64>) -> Option<Retry> {
+        self.inner.retry(error, retry_index, max_retry_delay_ms)
     }
 }
 

@@ -5,9 +5,7 @@
 //! with invalid sequences replaced by U+FFFD the way `TextDecoder` does. Line breaks are
 //! `\n`, `\r` and `\r\n`, also when `\r` and `\n` arrive in different chunks, as in pi-ai's
 //! shared decoder (`utils/sse.js`, which reads Anthropic, Codex, Mistral and pi-messages
-//! streams) and the OpenAI SDK; [`LineMode::SplitCrLfAcrossChunks`] reproduces the Anthropic
-//! reader of pi-ai 1.6.0 and earlier (a `\r\n` pair split across two chunks counts as two line
-//! breaks). A byte-order mark at the start of the stream is dropped, as `TextDecoder` drops it.
+//! streams) and the OpenAI SDK. A byte-order mark at the start of the stream is dropped, as `TextDecoder` drops it.
 
 use std::borrow::Cow;
 
@@ -211,14 +209,13 @@ pub struct SseEvent {
     pub raw: Vec<String>,
 }
 
-/// How `\r\n` split across two network chunks is treated.
+/// How `\r\n` split across two network chunks is treated: one line break (the WHATWG rule,
+/// pi-ai's shared decoder, the OpenAI SDK), the only mode left.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LineMode {
-    /// One line break (the WHATWG rule; OpenAI SDK).
+    /// One line break.
     #[default]
     Standard,
-    /// Two line breaks (the Anthropic reader of pi-ai 1.6.0 and earlier).
-    SplitCrLfAcrossChunks,
 }
 
 /// What one line of an event holds.
@@ -251,7 +248,6 @@ struct Line {
 /// instead.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
-    mode: LineMode,
     utf8: Utf8Stream,
     buffer: String,
     /// Search resumes here (everything before has no line break left to find).
@@ -305,7 +301,8 @@ impl<'a> SseEventRef<'a> {
 impl SseDecoder {
     /// A decoder with the given line mode.
     pub fn new(mode: LineMode) -> Self {
-        Self { mode, ..Self::default() }
+        let LineMode::Standard = mode;
+        Self::default()
     }
 
     /// Feed one network chunk; complete events are appended to `out`.
@@ -374,7 +371,7 @@ impl SseDecoder {
                     if bytes[next] == b'\n' {
                         next += 1;
                     }
-                } else if self.mode == LineMode::Standard && at_chunk_end {
+                } else if at_chunk_end {
                     self.skip_leading_lf = true;
                 }
             }
@@ -744,7 +741,6 @@ mod tests {
     /// Incremental SSE decoder: feed bytes, get complete events.
     #[derive(Debug, Default)]
     struct OldDecoder {
-        mode: LineMode,
         buffer: Vec<u8>,
         /// Search resumes here (everything before has no line break).
         scan: usize,
@@ -756,9 +752,8 @@ mod tests {
     }
 
     impl OldDecoder {
-        /// A decoder with the given line mode.
-        fn new(mode: LineMode) -> Self {
-            Self { mode, ..Self::default() }
+        fn new() -> Self {
+            Self::default()
         }
 
         /// Feed one network chunk; complete events are appended to `out`.
@@ -784,7 +779,7 @@ mod tests {
                         if self.buffer[next] == b'\n' {
                             next += 1;
                         }
-                    } else if self.mode == LineMode::Standard {
+                    } else {
                         self.skip_leading_lf = true;
                     }
                 }
@@ -883,15 +878,13 @@ mod tests {
                 from = cut;
             }
             chunks.push(&body[from..]);
-            for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
-                let mut old = OldDecoder::new(mode);
-                let mut expected = Vec::new();
-                for chunk in &chunks {
-                    old.push(chunk, &mut expected);
-                }
-                old.finish(&mut expected);
-                assert_eq!(decode_all(mode, &chunks), expected, "case {case}: {:?}", String::from_utf8_lossy(&body));
+            let mut old = OldDecoder::new();
+            let mut expected = Vec::new();
+            for chunk in &chunks {
+                old.push(chunk, &mut expected);
             }
+            old.finish(&mut expected);
+            assert_eq!(decode_all(&chunks), expected, "case {case}: {:?}", String::from_utf8_lossy(&body));
         }
     }
 
@@ -905,8 +898,8 @@ mod tests {
         }
     }
 
-    fn decode_all(mode: LineMode, chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut decoder = SseDecoder::new(mode);
+    fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::new(LineMode::Standard);
         let mut out = Vec::new();
         for chunk in chunks {
             decoder.push(chunk, &mut out);
@@ -919,9 +912,9 @@ mod tests {
     fn splits_anywhere() {
         let body = "event: a\ndata: h\u{e9}llo \u{1f600}\r\n\r\ndata: x\rdata: y\r\r: c\n\n";
         let bytes = body.as_bytes();
-        let whole = decode_all(LineMode::Standard, &[bytes]);
+        let whole = decode_all(&[bytes]);
         for cut in 1..bytes.len() {
-            let parts = decode_all(LineMode::Standard, &[&bytes[..cut], &bytes[cut..]]);
+            let parts = decode_all(&[&bytes[..cut], &bytes[cut..]]);
             assert_eq!(parts, whole, "cut at {cut}");
         }
         assert_eq!(whole.len(), 2);
@@ -938,21 +931,19 @@ mod tests {
             let cut = next(body.len() + 1);
             let chunks = [&body[..cut], &body[cut..]];
             let limit = 1 + next(12);
-            for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
-                let mut decoder = SseDecoder::new(mode);
-                let mut pieces = Vec::new();
-                for chunk in chunks {
-                    let mut rest = chunk;
-                    while !rest.is_empty() {
-                        let (piece, after) = rest.split_at(piece_len_within(rest, limit));
-                        assert!(after.is_empty() || piece.ends_with(b"\n"), "case {case}");
-                        decoder.push(piece, &mut pieces);
-                        rest = after;
-                    }
+            let mut decoder = SseDecoder::new(LineMode::Standard);
+            let mut pieces = Vec::new();
+            for chunk in chunks {
+                let mut rest = chunk;
+                while !rest.is_empty() {
+                    let (piece, after) = rest.split_at(piece_len_within(rest, limit));
+                    assert!(after.is_empty() || piece.ends_with(b"\n"), "case {case}");
+                    decoder.push(piece, &mut pieces);
+                    rest = after;
                 }
-                decoder.finish(&mut pieces);
-                assert_eq!(pieces, decode_all(mode, &chunks), "case {case}, {mode:?}, limit {limit}");
             }
+            decoder.finish(&mut pieces);
+            assert_eq!(pieces, decode_all(&chunks), "case {case}, limit {limit}");
         }
     }
 
@@ -964,14 +955,12 @@ mod tests {
             body.extend_from_slice(format!("event: e{i}\r\ndata: {{\"text\":\"h\u{e9}llo {i}\"}}\n\r\n").as_bytes());
         }
         body.extend_from_slice(b"data: \xe2\x82\n: tail\r\r");
-        for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
-            let mut old = OldDecoder::new(mode);
-            let mut expected = Vec::new();
-            old.push(&body, &mut expected);
-            old.finish(&mut expected);
-            assert_eq!(expected.len(), 3_001);
-            assert_eq!(decode_all(mode, &[&body]), expected, "{mode:?}");
-        }
+        let mut old = OldDecoder::new();
+        let mut expected = Vec::new();
+        old.push(&body, &mut expected);
+        old.finish(&mut expected);
+        assert_eq!(expected.len(), 3_001);
+        assert_eq!(decode_all(&[&body]), expected);
     }
 
     #[test]
@@ -979,15 +968,13 @@ mod tests {
         // The `\r` ends the buffer while `\xe2\x82` waits for the rest of its sequence: the `\n`
         // after them is a line break of its own, not the second half of a `\r\n`.
         let body = b"data: a\r\xe2\x82\ndata: b\n\r\xc3\n\n";
-        for mode in [LineMode::Standard, LineMode::SplitCrLfAcrossChunks] {
-            for cut in 0..=body.len() {
-                let chunks: [&[u8]; 2] = [&body[..cut], &body[cut..]];
-                let mut old = OldDecoder::new(mode);
-                let mut expected = Vec::new();
-                chunks.iter().for_each(|chunk| old.push(chunk, &mut expected));
-                old.finish(&mut expected);
-                assert_eq!(decode_all(mode, &chunks), expected, "{mode:?}, cut at {cut}");
-            }
+        for cut in 0..=body.len() {
+            let chunks: [&[u8]; 2] = [&body[..cut], &body[cut..]];
+            let mut old = OldDecoder::new();
+            let mut expected = Vec::new();
+            chunks.iter().for_each(|chunk| old.push(chunk, &mut expected));
+            old.finish(&mut expected);
+            assert_eq!(decode_all(&chunks), expected, "cut at {cut}");
         }
     }
 
@@ -995,7 +982,7 @@ mod tests {
     fn blocks_without_data_are_forgotten() {
         // A comment block and an empty event name are dropped with their lines: the next event
         // neither quotes them nor takes the earlier name.
-        let events = decode_all(LineMode::Standard, &[b": keep-alive\n\nevent: old\nevent:\n\ndata: x\n\n"]);
+        let events = decode_all(&[b": keep-alive\n\nevent: old\nevent:\n\ndata: x\n\n"]);
         assert_eq!(events, vec![SseEvent { event: None, data: "x".into(), raw: vec!["data: x".into()] }]);
     }
 
@@ -1003,23 +990,21 @@ mod tests {
     fn a_leading_byte_order_mark_is_dropped() {
         let body = "\u{feff}data: a\n\ndata: \u{feff}b\n\n".as_bytes();
         for cut in 0..=body.len() {
-            let events = decode_all(LineMode::Standard, &[&body[..cut], &body[cut..]]);
+            let events = decode_all(&[&body[..cut], &body[cut..]]);
             let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
             assert_eq!(data, ["a", "\u{feff}b"], "cut at {cut}");
         }
     }
 
     #[test]
-    fn crlf_split_mode() {
-        let events = decode_all(LineMode::SplitCrLfAcrossChunks, &[b"data: a\r", b"\ndata: b\n\n"]);
-        assert_eq!(events.len(), 2);
-        let events = decode_all(LineMode::Standard, &[b"data: a\r", b"\ndata: b\n\n"]);
+    fn a_crlf_split_across_chunks_is_one_line_break() {
+        let events = decode_all(&[b"data: a\r", b"\ndata: b\n\n"]);
         assert_eq!(events.len(), 1);
     }
 
     #[test]
     fn invalid_utf8() {
-        let events = decode_all(LineMode::Standard, &[b"data: a\xff\xe2\x82b\n\n"]);
+        let events = decode_all(&[b"data: a\xff\xe2\x82b\n\n"]);
         assert_eq!(events[0].data, "a\u{fffd}\u{fffd}b");
         let mut utf8 = Utf8Stream::default();
         assert_eq!(utf8.push(b"a\xe2\x82"), "a");

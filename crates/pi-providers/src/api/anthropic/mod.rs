@@ -1,6 +1,6 @@
 //! Anthropic Messages (`anthropic-messages`), including Anthropic-compatible gateways.
 //!
-//! The stream is read with pi-ai's shared SSE decoder rules ([`LineMode::Standard`]: LF, CRLF
+//! The stream is read with pi-ai's shared SSE decoder rules ([`Sse`]: LF, CRLF
 //! and CR line ends, a CRLF split across chunks is one); `ping` and unknown events are ignored,
 //! `event: error` ends the stream with its raw data.
 
@@ -17,18 +17,20 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Secrets};
+use crate::api::driver::{self, Call, Cancel, Cx, Decoder, Exchange, Failure, Flow, OnCancel, Sse, WireApi};
 use crate::api::own_options;
 use crate::api::request_options;
 use crate::api::strict_tool_limits;
+use crate::api::strict_tool_limits::Recording;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
 use crate::api::typed;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
+use crate::transport::sse::SseEventRef;
 
 mod options;
+pub(crate) mod threads;
 pub use options::{AnthropicEffort, AnthropicOptions, AnthropicToolChoice, ThinkingDisplay};
 
 /// The API id.
@@ -88,6 +90,8 @@ pub struct Compat {
     pub supports_mid_convo_tool_changes: bool,
     /// The effort level is set per reply by system messages with `output_config`.
     pub supports_mid_convo_effort: bool,
+    /// Requests of a session continue a server-side message thread ([`threads`]).
+    pub supports_message_threads: bool,
 }
 
 impl Compat {
@@ -113,6 +117,9 @@ impl Compat {
             force_adaptive_thinking: flag("forceAdaptiveThinking", false),
             supports_mid_convo_tool_changes: flag("supportsMidConvoToolChanges", false),
             supports_mid_convo_effort: flag("supportsMidConvoEffort", false),
+            // Gateways that drop unknown fields would turn a `continue` into a request without
+            // the earlier conversation: by default only Anthropic's own endpoint.
+            supports_message_threads: flag("supportsMessageThreads", model.base_url.contains("api.anthropic.com")),
         }
     }
 }
@@ -123,14 +130,7 @@ pub struct AnthropicMessages;
 
 impl StreamFn for AnthropicMessages {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, &model.api);
-            let mut secrets = Secrets::default();
-            let result = run(&model, context, &options, &mut out, &mut secrets).await;
-            let result = driver::scrub(&secrets, &mut out, result);
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
@@ -304,6 +304,7 @@ fn beta_features(
     compat: &Compat,
     thinking: &Thinking,
     oauth: bool,
+    message_threads: bool,
 ) -> Option<Vec<String>> {
     let mut configured: Option<Option<String>> = None;
     for (name, value) in
@@ -347,6 +348,9 @@ fn beta_features(
     if native_tool_changes(context, compat) {
         features.push(INLINE_TOOLS_BETA.into());
     }
+    if message_threads {
+        features.push(threads::BETA.into());
+    }
     let mut unique = Vec::new();
     for f in features {
         if !unique.contains(&f) {
@@ -356,28 +360,140 @@ fn beta_features(
     Some(unique)
 }
 
-async fn run(
+/// The wire API behind [`AnthropicMessages`] (crate-private: its decoding types stay private).
+struct Wire;
+
+impl WireApi for Wire {
+    type Dialect = Recording<AnthropicDialect>;
+    type Decoder = Decode;
+    const CANCEL: Cancel = Cancel {
+        read: OnCancel::Fail("Request was aborted"),
+        before_event: Some(OnCancel::Fail("Request was aborted")),
+        after_event: None,
+    };
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, out } = call;
+        let compat = Compat::for_model(model);
+        let key = options.api_key.clone().filter(|k| !k.is_empty());
+        let header_auth = ["authorization", "x-api-key", "cf-aig-authorization"]
+            .iter()
+            .any(|h| adapter_support::has_header(options, h));
+        if key.is_none() && !header_auth {
+            return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
+        }
+        let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
+        let tools_now = current_tools(context.messages());
+        let thinking = resolve_thinking(model, &context, options, &compat);
+        let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
+        if effort_messages(model, &compat, &thinking) {
+            out.metadata_mut().provider_thinking_level =
+                Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
+        }
+        // The session whose requests may use threads. A session where the endpoint rejected
+        // them still sends the beta (its resend without `thread` was accepted with it).
+        let thread_session = options
+            .session_id
+            .clone()
+            .filter(|_| compat.supports_message_threads && cache_retention(options) != CacheRetention::None);
+        let headers =
+            request_headers(model, &context, options, &compat, &thinking, key.as_deref(), thread_session.is_some());
+        let preferred_strict = tools_now.iter().any(|tool| {
+            strict_tool_limits::prefers_strict(tool)
+                && adapter_support::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported))
+                    == Ok(Some(true))
+        });
+        let mut sending = Sending {
+            relaxed: strict_tool_limits::has_exceeded_strict_tool_limits(options.session_id.as_deref()),
+            preferred_strict,
+            url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
+            headers,
+            context,
+            compat,
+            thinking,
+            oauth,
+            thread_session: thread_session.filter(|_| !options.disable_continuation),
+            params: Value::Null,
+            thread: ThreadStep::None,
+            turn_threads_off: false,
+        };
+        let request = sending.build(model, options).await;
+        let decode = Decode {
+            heads: typed::DeltaHeads::default(),
+            state: BlockState {
+                open: OpenBlocks::default(),
+                saw_start: false,
+                saw_stop: false,
+                tools: tools_now,
+                oauth,
+            },
+            // Without a hook that sees every event as a `Value`, delta events take the typed decode.
+            typed: options.on_provider_stream_event.is_none(),
+            sending,
+        };
+        Ok(Exchange::new(request, Recording::new(AnthropicDialect), decode))
+    }
+
+    /// A thread request's rejection about the thread is resent once in full ([`threads`]); a
+    /// rejection of strict tools past Claude's limits is resent once with the preferring tools
+    /// non-strict (`strict_tool_limits`), rebuilt (and threaded) anew.
+    async fn resend(
+        &self,
+        decode: &mut Decode,
+        dialect: &Recording<AnthropicDialect>,
+        _failure: &Failure,
+        cx: &mut Cx<'_>,
+    ) -> Result<Option<http::Request>, Stop> {
+        let sending = &mut decode.sending;
+        let Some(rejection) = dialect.take() else { return Ok(None) };
+        if sending.thread == ThreadStep::Sent {
+            if let Some((fallback, diagnostic)) = threads::fallback(&rejection) {
+                // Recorded before the resend, so a failed resend keeps it.
+                cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+                let body = match fallback {
+                    threads::Fallback::NewThread => {
+                        sending.thread = ThreadStep::Resent;
+                        threads::create(&sending.params)
+                    }
+                    threads::Fallback::WithoutThread => {
+                        sending.thread = ThreadStep::None;
+                        sending.turn_threads_off = true;
+                        sending.params.clone()
+                    }
+                };
+                return Ok(Some(sending.request(&body)));
+            }
+        }
+        if !rejection.is_anthropic_strict_limit() || sending.relaxed || !sending.preferred_strict {
+            return Ok(None);
+        }
+        sending.relaxed = true;
+        strict_tool_limits::mark_strict_tool_limits_exceeded(cx.options.session_id.as_deref());
+        let diagnostic = strict_tool_limits::fallback_diagnostic("anthropic_strict_tools_fallback", &rejection.message);
+        cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+        Ok(Some(sending.build(cx.model, cx.options).await))
+    }
+
+    fn accept(&self, decode: &mut Decode, _response: &reqwest::Response) -> Result<(), Stop> {
+        let sending = &decode.sending;
+        if let Some(session) = sending.thread_session.as_deref().filter(|_| sending.turn_threads_off) {
+            threads::turn_off(session);
+        }
+        Ok(())
+    }
+}
+
+/// The headers of every request of one stream.
+fn request_headers(
     model: &Model,
-    context: TranscriptContext,
+    context: &TranscriptContext,
     options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    secrets: &mut Secrets,
-) -> Result<(), Stop> {
-    let compat = Compat::for_model(model);
-    let key = options.api_key.clone().filter(|k| !k.is_empty());
-    let header_auth =
-        ["authorization", "x-api-key", "cf-aig-authorization"].iter().any(|h| adapter_support::has_header(options, h));
-    if key.is_none() && !header_auth {
-        return Err(Stop::error(format!("No API key for provider: {}", model.provider)));
-    }
-    let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
-    let tools_now = current_tools(context.messages());
-    let thinking = resolve_thinking(model, &context, options, &compat);
-    let oauth = key.as_deref().is_some_and(is_oauth_token) && model.provider != "github-copilot";
-    if effort_messages(model, &compat, &thinking) {
-        out.metadata_mut().provider_thinking_level =
-            Some(thinking.effort.clone().unwrap_or_else(|| "high".to_owned()).into());
-    }
+    compat: &Compat,
+    thinking: &Thinking,
+    key: Option<&str>,
+    message_threads: bool,
+) -> Vec<(String, String)> {
+    let oauth = key.is_some_and(is_oauth_token) && model.provider != "github-copilot";
     let mut base: Vec<(String, Option<String>)> = vec![
         ("accept".into(), Some("application/json".into())),
         ("content-type".into(), Some("application/json".into())),
@@ -385,15 +501,15 @@ async fn run(
         ("anthropic-dangerous-direct-browser-access".into(), Some("true".into())),
     ];
     if oauth || model.provider == "github-copilot" {
-        if let Some(key) = &key {
+        if let Some(key) = key {
             base.push(("authorization".into(), Some(format!("Bearer {key}"))));
         }
         if oauth {
             base.push(("user-agent".into(), Some(format!("claude-cli/{CLAUDE_CODE_VERSION}"))));
             base.push(("x-app".into(), Some("cli".into())));
         }
-    } else if let Some(key) = &key {
-        base.push(("x-api-key".into(), Some(key.clone())));
+    } else if let Some(key) = key {
+        base.push(("x-api-key".into(), Some(key.to_owned())));
     }
     let mut affinity = Vec::new();
     if let Some(session) = options.session_id.clone().filter(|_| cache_retention(options) != CacheRetention::None) {
@@ -415,130 +531,177 @@ async fn run(
         adapter_support::option_headers(options),
     ]);
     headers.retain(|(name, _)| !name.eq_ignore_ascii_case("anthropic-beta"));
-    if let Some(features) = beta_features(model, &context, options, &compat, &thinking, oauth).filter(|f| !f.is_empty())
+    if let Some(features) =
+        beta_features(model, context, options, compat, thinking, oauth, message_threads).filter(|f| !f.is_empty())
     {
         headers.push(("anthropic-beta".into(), features.join(",")));
     }
-    let session = options.session_id.as_deref();
-    let mut relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(session);
-    let preferred_strict = tools_now.iter().any(|tool| {
-        strict_tool_limits::prefers_strict(tool)
-            && adapter_support::resolve_strict(tool, compat.supports_strict_tools, Some(is_strict_unsupported))
-                == Ok(Some(true))
-    });
-    // A rejection of strict tools past Claude's limits is resent once with the preferring tools
-    // non-strict (`strict_tool_limits`); a started stream never is.
-    let response = loop {
-        let sent = if relaxed { strict_tool_limits::without_preferred_strict(&context) } else { context.clone() };
-        let params = build_params(model, &sent, options, &compat, &thinking, oauth);
+    headers
+}
+
+/// What the requests of one stream are built from: the first and a resend.
+struct Sending {
+    /// Tools that prefer strict sampling go non-strict (`strict_tool_limits`).
+    relaxed: bool,
+    /// Some current tool that prefers strict sampling is sent strict.
+    preferred_strict: bool,
+    url: String,
+    headers: Vec<(String, String)>,
+    context: TranscriptContext,
+    compat: Compat,
+    thinking: Thinking,
+    oauth: bool,
+    /// The session whose requests continue threads (`None`: threads do not apply, or the
+    /// request disables continuation).
+    thread_session: Option<String>,
+    /// The full request last built: what a thread rejection resends and a reply records.
+    params: Value,
+    /// Where the thread request stands.
+    thread: ThreadStep,
+    /// The request now in flight was resent without `thread`: once accepted, threads go off
+    /// for the session.
+    turn_threads_off: bool,
+}
+
+/// Where the thread request of a stream stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ThreadStep {
+    /// The request in flight carries no `thread`.
+    None,
+    /// It carries one; a rejection about the thread is resent once.
+    Sent,
+    /// It is that resend, as a new thread.
+    Resent,
+}
+
+impl Sending {
+    /// Builds the request anew (`on_payload` sees each build) and, where threads apply, as a
+    /// thread request.
+    async fn build(&mut self, model: &Model, options: &StreamOptions) -> http::Request {
+        let params = if self.relaxed {
+            let relaxed = strict_tool_limits::without_preferred_strict(&self.context);
+            build_params(model, &relaxed, options, &self.compat, &self.thinking, self.oauth)
+        } else {
+            build_params(model, &self.context, options, &self.compat, &self.thinking, self.oauth)
+        };
         let mut params = adapter_support::apply_on_payload(options, model, params).await;
         if let Some(map) = params.as_object_mut() {
             map.insert("stream".into(), json!(true));
         }
-        let request = http::Request {
-            url: format!("{}/v1/messages?beta=true", model.base_url.trim_end_matches('/')),
-            headers: headers.clone(),
-            body: js_json::stringify(&params).into_bytes(),
-        };
-        *secrets = Secrets::of(&request, options);
-        let dialect = strict_tool_limits::Recording::new(&AnthropicDialect);
-        let failure = match http::send(&request, model, options, &dialect).await {
-            Ok(response) => break response,
-            Err(failure) => failure,
-        };
-        let rejection = dialect.take().filter(|r| r.is_anthropic_strict_limit());
-        let Some(rejection) = rejection.filter(|_| !failure.aborted && !relaxed && preferred_strict) else {
-            return Err(failure.into());
-        };
-        relaxed = true;
-        strict_tool_limits::mark_strict_tool_limits_exceeded(session);
-        let diagnostic = strict_tool_limits::fallback_diagnostic("anthropic_strict_tools_fallback", &rejection.message);
-        out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
-    };
-    out.start().await;
+        self.turn_threads_off = false;
+        let thread = self.thread_session.as_deref().and_then(|session| threads::prepare(model, session, &params));
+        self.thread = if thread.is_some() { ThreadStep::Sent } else { ThreadStep::None };
+        let request = self.request(thread.as_ref().unwrap_or(&params));
+        self.params = params;
+        request
+    }
 
-    let mut body = Body::new(response, options);
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut heads = typed::DeltaHeads::default();
-    let mut state =
-        BlockState { open: OpenBlocks::default(), saw_start: false, saw_stop: false, tools: tools_now, oauth };
-    // Without a hook that sees every event as a `Value`, delta events take the typed decode.
-    let typed = options.on_provider_stream_event.is_none();
-    loop {
-        let ended = match body.next_piece().await {
-            Read::Chunk(bytes) => {
-                decoder.push_bytes(&bytes);
-                false
-            }
-            Read::End => {
-                decoder.finish_bytes();
-                true
-            }
-            Read::Aborted => return Err(Stop::aborted("Request was aborted")),
-            Read::Failed(message) => return Err(Stop::error(message)),
+    fn request(&self, body: &Value) -> http::Request {
+        http::Request {
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            body: js_json::stringify(body).into_bytes(),
+        }
+    }
+
+    /// After a clean reply to a thread request: where the session's next request continues.
+    /// A reply a fallback model gave is not stored by the server and cannot be continued.
+    fn record(&self, model: &Model, reply: &pi_types::AssistantMessage) {
+        let (Some(session), Some(reply_id)) = (self.thread_session.as_deref(), reply.response_id.as_deref()) else {
+            return;
         };
-        while let Some(sse) = decoder.next_event() {
-            if body.is_cancelled() {
-                return Err(Stop::aborted("Request was aborted"));
-            }
-            let name = sse.event.as_deref().unwrap_or_default();
-            if name == "error" {
-                return Err(Stop::error(sse.data.into_owned()));
-            }
-            if !matches!(
-                name,
-                "message_start"
-                    | "message_delta"
-                    | "message_stop"
-                    | "content_block_start"
-                    | "content_block_delta"
-                    | "content_block_stop"
-            ) {
-                continue;
-            }
-            if typed {
-                if let Some(delta) = typed::decode_delta(&sse.data, &mut heads) {
-                    if &*delta.kind == "content_block_delta" {
-                        // The decoded event stays here, borrowed: moved into the delta's future,
-                        // it would be copied once more per event.
-                        if let Some((content_index, kind, text)) = state.delta(&delta) {
-                            apply_delta(out, content_index, kind, text).await;
-                        }
-                        continue;
+        if self.thread == ThreadStep::None || reply.response_model.is_some() {
+            return;
+        }
+        // Converted as the next request will convert it, keeping only the assistant message
+        // (the transform adds placeholder results for trailing tool calls).
+        let normalize = |id: &str, _: &Model, _: &pi_types::AssistantMessage| take_units(&sanitize_id(id), 64);
+        let transformed =
+            transform_messages(&[Message::Assistant(std::sync::Arc::new(reply.clone()))], model, Some(&normalize));
+        let conversion = Conversion {
+            oauth: self.oauth,
+            control: None,
+            allow_empty_signature: self.compat.allow_empty_signature,
+            managed_provider: None,
+            tool_definitions: None,
+        };
+        let (messages, _) = convert_messages(&transformed, &conversion);
+        let reply_messages =
+            messages.into_iter().filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+        threads::record(model, session, &self.params, reply_id, reply_messages.collect());
+    }
+}
+
+impl Decoder for Decode {
+    type Framing = Sse;
+
+    async fn event<'e>(&mut self, sse: SseEventRef<'e>, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        Sse: 'e,
+    {
+        let Decode { heads, state, typed, .. } = self;
+        let name = sse.event.as_deref().unwrap_or_default();
+        if name == "error" {
+            return Err(Stop::error(sse.data.into_owned()));
+        }
+        if !matches!(
+            name,
+            "message_start"
+                | "message_delta"
+                | "message_stop"
+                | "content_block_start"
+                | "content_block_delta"
+                | "content_block_stop"
+        ) {
+            return Ok(Flow::Continue);
+        }
+        if *typed {
+            if let Some(delta) = typed::decode_delta(&sse.data, heads) {
+                if &*delta.kind == "content_block_delta" {
+                    // The decoded event stays here, borrowed: moved into the delta's future,
+                    // it would be copied once more per event.
+                    if let Some((content_index, kind, text)) = state.delta(&delta) {
+                        apply_delta(cx.out, content_index, kind, text).await;
                     }
+                    return Ok(Flow::Continue);
                 }
             }
-            let event = js_json::parse_with_repair(&sse.data).map_err(|message| {
-                let raw: Vec<_> = sse.raw().collect();
-                Stop::error(format!(
-                    "Could not parse Anthropic SSE event {name}: {message}; data={}; raw={}",
-                    sse.data,
-                    raw.join("\\n")
-                ))
-            })?;
-            match event.get("type").and_then(Value::as_str) {
-                Some("message_start") => state.saw_start = true,
-                Some("message_stop") => state.saw_stop = true,
-                _ => {}
-            }
-            adapter_support::on_event(options, model, &event).await;
-            state.handle(model, &event, out).await?;
-            if state.saw_stop {
-                // `message_stop` ends the protocol: nothing after it is read or waited for.
-                break;
-            }
         }
-        if ended || state.saw_stop {
-            break;
+        let event = js_json::parse_with_repair(&sse.data).map_err(|message| {
+            let raw: Vec<_> = sse.raw().collect();
+            Stop::error(format!(
+                "Could not parse Anthropic SSE event {name}: {message}; data={}; raw={}",
+                sse.data,
+                raw.join("\\n")
+            ))
+        })?;
+        match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => state.saw_start = true,
+            Some("message_stop") => state.saw_stop = true,
+            _ => {}
         }
+        adapter_support::on_event(cx.options, cx.model, &event).await;
+        state.handle(cx.model, &event, cx.out).await?;
+        // `message_stop` ends the protocol: nothing after it is read or waited for.
+        Ok(if state.saw_stop { Flow::End } else { Flow::Continue })
     }
-    if state.saw_start && !state.saw_stop {
-        return Err(Stop::error("Anthropic stream ended before message_stop"));
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        if self.state.saw_start && !self.state.saw_stop {
+            return Err(Stop::error("Anthropic stream ended before message_stop"));
+        }
+        driver::tail(cx, "Anthropic stream ended without a stop reason")?;
+        self.sending.record(cx.model, cx.out.message());
+        Ok(())
     }
-    if body.is_cancelled() {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    adapter_support::stop_reason_tail(out.message(), "Anthropic stream ended without a stop reason")
+}
+
+/// The decoding state of one response, and what a resend of its request is built from.
+pub(crate) struct Decode {
+    heads: typed::DeltaHeads,
+    state: BlockState,
+    typed: bool,
+    sending: Sending,
 }
 
 struct BlockState {

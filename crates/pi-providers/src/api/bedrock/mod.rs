@@ -19,6 +19,10 @@
 //! blocks start with `contentBlockStart` and stream their input as JSON text fragments. Usage
 //! arrives last, in `metadata`.
 //!
+//! The stream goes through the shared driver ([`crate::api::driver`]) like every HTTP API: the
+//! AWS event stream is its framing ([`EventStream`]: frames checked by
+//! `aws-smithy-eventstream`, read raw, capped at [`MAX_MESSAGE_BYTES`]).
+//!
 //! Credentials, region and endpoint follow the reference's rules (bearer token, access keys,
 //! profiles, web identity, ECS container credentials; see `bedrock/auth.rs` and
 //! `docs/providers/bedrock-converse-stream.md`). Settings are read from `StreamOptions::env`
@@ -39,11 +43,15 @@ use pi_types::{
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::api::driver::{self, Secrets};
+use aws_smithy_types::event_stream::Message;
+
+use crate::api::driver::{
+    self, Call, Cancel, Cx, Decoder, Exchange, Flow, Framing, OnCancel, ReadMode, Secrets, WireApi,
+};
 use crate::api::strict_tool_limits;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 
 pub use options::{BedrockOptions, BedrockThinkingDisplay, BedrockToolChoice};
 pub use request::build_request_body;
@@ -77,27 +85,33 @@ pub fn stream(
 
 impl StreamFn for BedrockConverseStream {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let mut state = State::default();
-            let mut secrets = Secrets::default();
-            let result = run(&model, context, &options, &mut out, &mut state, &mut secrets).await;
-            let result = driver::scrub(&secrets, &mut out, result);
-            finish(out, state, result).await;
-        })
+        driver::stream(Wire, model, context, options)
     }
 }
 
-/// What the stream knows besides the message: open blocks and what a diagnostic reports.
+/// What the stream knows besides the message: open blocks, what a diagnostic reports, and
+/// what a resend of its request is built from.
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     /// Open blocks by the stream's `contentBlockIndex` (its JSON text).
     open: HashMap<String, Open>,
     /// Request id of the response (`x-amzn-requestid`).
     request_id: Option<String>,
     /// Details of the failure (`status`, `errorCode`, `requestId`).
     failure: JsonObject,
+    /// What a resend is built from (set by `prepare`).
+    sending: Option<Box<Sending>>,
+}
+
+/// What the requests of one stream are built from: the first and a resend.
+struct Sending {
+    /// Tools that prefer strict sampling go non-strict (`strict_tool_limits`).
+    relaxed: bool,
+    /// Some current tool that prefers strict sampling is sent strict.
+    preferred_strict: bool,
+    context: TranscriptContext,
+    target: auth::Target,
+    auth: auth::Auth,
 }
 
 struct Open {
@@ -169,7 +183,7 @@ fn code_text(value: &Value) -> Option<String> {
 }
 
 /// The error of a non-2xx answer and what its diagnostic reports.
-struct BedrockDialect {
+pub(crate) struct BedrockDialect {
     failure: Mutex<JsonObject>,
     /// The modeled error of the last status error: its name and its own message.
     rejection: Mutex<Option<(String, String)>>,
@@ -260,88 +274,153 @@ fn is_reserved_header(name: &str) -> bool {
     lower.starts_with("x-amz-") || lower == "authorization" || lower == "host"
 }
 
-async fn run(
-    model: &Model,
-    context: TranscriptContext,
-    options: &StreamOptions,
-    out: &mut AssistantMessageBuilder,
-    state: &mut State,
-    secrets: &mut Secrets,
-) -> Result<(), Stop> {
-    let session = options.session_id.as_deref();
-    let mut relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(session);
-    let preferred_strict = prefers_sent_strict(model, &context);
-    let sent = if relaxed { strict_tool_limits::without_preferred_strict(&context) } else { context.clone() };
-    let mut params = build_request_body(model, &sent, options).map_err(Stop::error)?;
-    let target = auth::target(model, options).await;
-    let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
-    // Bedrock checks the tool schemas before it streams: a strict-limit rejection is resent once
-    // with the preferring tools non-strict (`strict_tool_limits`).
-    let response = loop {
-        let payload = adapter_support::apply_on_payload(options, model, std::mem::take(&mut params)).await;
-        let body = js_json::stringify(&payload).into_bytes();
-        let request = signed_request(model, options, &target, &auth, body)?;
-        *secrets = Secrets::of(&request, options);
+/// The wire API behind [`BedrockConverseStream`] (crate-private: its decoding types stay private).
+struct Wire;
+
+impl WireApi for Wire {
+    type Dialect = BedrockDialect;
+    type Decoder = State;
+    const CANCEL: Cancel = Cancel {
+        read: OnCancel::Fail("Request was aborted"),
+        before_event: Some(OnCancel::Fail("Request was aborted")),
+        after_event: None,
+    };
+    const API_ID: Option<&'static str> = Some(API);
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, .. } = call;
+        let relaxed = strict_tool_limits::has_exceeded_strict_tool_limits(options.session_id.as_deref());
+        let preferred_strict = prefers_sent_strict(model, &context);
+        let params = if relaxed {
+            build_request_body(model, &strict_tool_limits::without_preferred_strict(&context), options)
+        } else {
+            build_request_body(model, &context, options)
+        }
+        .map_err(Stop::error)?;
+        let target = auth::target(model, options).await;
+        let auth = auth::resolve(model, options, &target.region).await.map_err(Stop::error)?;
+        let sending = Sending { relaxed, preferred_strict, context, target, auth };
+        let request = sending.request(model, options, params).await?;
         let dialect = BedrockDialect { failure: Mutex::new(JsonObject::new()), rejection: Mutex::new(None) };
-        let failure = match http::send(&request, model, options, &dialect).await {
-            Ok(response) => break response,
-            Err(failure) => failure,
+        let state = State { sending: Some(Box::new(sending)), ..State::default() };
+        let mut exchange = Exchange::new(request, dialect, state);
+        // `messageStart` starts the message.
+        exchange.start = false;
+        Ok(exchange)
+    }
+
+    /// Bedrock checks the tool schemas before it streams: a strict-limit rejection is resent
+    /// once with the preferring tools non-strict (`strict_tool_limits`).
+    async fn resend(
+        &self,
+        state: &mut State,
+        dialect: &BedrockDialect,
+        _failure: &http::Failure,
+        cx: &mut Cx<'_>,
+    ) -> Result<Option<http::Request>, Stop> {
+        let Some(sending) = state.sending.as_deref_mut().filter(|s| !s.relaxed && s.preferred_strict) else {
+            return Ok(None);
         };
         let rejection = dialect.rejection.lock().ok().and_then(|mut r| r.take()).filter(|(name, message)| {
             name == "ValidationException" && strict_tool_limits::is_strict_tool_limit_error_message(message)
         });
-        let Some((_, message)) = rejection.filter(|_| !failure.aborted && !relaxed && preferred_strict) else {
-            state.failure = dialect.failure.lock().map(|f| f.clone()).unwrap_or_default();
-            return Err(failure.into());
-        };
-        relaxed = true;
-        strict_tool_limits::mark_strict_tool_limits_exceeded(session);
+        let Some((_, message)) = rejection else { return Ok(None) };
+        sending.relaxed = true;
+        strict_tool_limits::mark_strict_tool_limits_exceeded(cx.options.session_id.as_deref());
         let diagnostic = strict_tool_limits::fallback_diagnostic("bedrock_strict_tools_fallback", &message);
-        out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
-        params = build_request_body(model, &strict_tool_limits::without_preferred_strict(&context), options)
-            .map_err(Stop::error)?;
-    };
-    state.request_id = request_id_of(response.headers());
+        cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
+        let relaxed = strict_tool_limits::without_preferred_strict(&sending.context);
+        let params = build_request_body(cx.model, &relaxed, cx.options).map_err(Stop::error)?;
+        sending.request(cx.model, cx.options, params).await.map(Some)
+    }
 
-    let mut body = Body::new(response, options);
-    let mut pending = BytesMut::new();
-    loop {
-        let ended = match body.next_raw().await {
-            Read::Chunk(bytes) => {
-                pending.extend_from_slice(&bytes);
-                false
+    fn refused(&self, state: &mut State, dialect: &BedrockDialect, failure: http::Failure) -> Stop {
+        state.failure = dialect.failure.lock().map(|f| f.clone()).unwrap_or_default();
+        failure.into()
+    }
+
+    fn accept(&self, state: &mut State, response: &reqwest::Response) -> Result<(), Stop> {
+        state.request_id = request_id_of(response.headers());
+        Ok(())
+    }
+
+    async fn finish(
+        &self,
+        _model: &Model,
+        state: Option<State>,
+        out: AssistantMessageBuilder,
+        result: Result<(), Stop>,
+        _secrets: &Secrets,
+    ) {
+        finish(out, state.unwrap_or_default(), result).await;
+    }
+}
+
+impl Sending {
+    /// The request of `params` as it goes out now (`on_payload` sees each one), signed.
+    async fn request(&self, model: &Model, options: &StreamOptions, params: Value) -> Result<http::Request, Stop> {
+        let payload = adapter_support::apply_on_payload(options, model, params).await;
+        let body = js_json::stringify(&payload).into_bytes();
+        signed_request(model, options, &self.target, &self.auth, body)
+    }
+}
+
+impl Decoder for State {
+    type Framing = EventStream;
+
+    async fn event<'e>(&mut self, message: Message, cx: &mut Cx<'_>) -> Result<Flow, Stop>
+    where
+        EventStream: 'e,
+    {
+        let Some((kind, event)) = unmarshal(&message).map_err(|failure| {
+            if let Some(code) = failure.code.as_deref().and_then(error_code) {
+                self.failure.insert("errorCode".into(), json!(code));
             }
-            Read::End => true,
-            Read::Aborted => return Err(Stop::aborted("Request was aborted")),
-            Read::Failed(message) => return Err(Stop::error(message)),
+            Stop::error(failure.message)
+        })?
+        else {
+            return Ok(Flow::Continue);
         };
-        while let Some(message) = next_message(&mut pending).map_err(Stop::error)? {
-            if body.is_cancelled() {
-                return Err(Stop::aborted("Request was aborted"));
-            }
-            let Some((kind, event)) = unmarshal(&message).map_err(|failure| {
-                if let Some(code) = failure.code.as_deref().and_then(error_code) {
-                    state.failure.insert("errorCode".into(), json!(code));
-                }
-                Stop::error(failure.message)
-            })?
-            else {
-                continue;
-            };
-            adapter_support::on_event(options, model, &json!({ kind.as_str(): event })).await;
-            handle(model, &kind, &event, out, state).await?;
-        }
-        if ended {
-            if pending.len() >= 4 {
-                return Err(Stop::error("Truncated event message received."));
-            }
-            break;
+        adapter_support::on_event(cx.options, cx.model, &json!({ kind.as_str(): event })).await;
+        handle(cx.model, &kind, &event, cx.out, self).await?;
+        Ok(Flow::Continue)
+    }
+
+    async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
+        driver::tail(cx, "Bedrock stream ended without a stop reason")
+    }
+}
+
+/// The AWS event stream (`application/vnd.amazon.eventstream`): binary messages, each with
+/// its length, headers and CRC32s; a message over [`MAX_MESSAGE_BYTES`] is refused before it
+/// is buffered.
+#[derive(Default)]
+pub(crate) struct EventStream {
+    pending: BytesMut,
+    ended: bool,
+}
+
+impl Framing for EventStream {
+    type Event<'a> = Message;
+    const READ: ReadMode = ReadMode::Raw;
+
+    fn push(&mut self, bytes: &[u8]) -> Result<(), Stop> {
+        self.pending.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), Stop> {
+        self.ended = true;
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Message>, Stop> {
+        match next_message(&mut self.pending).map_err(Stop::error)? {
+            Some(message) => Ok(Some(message)),
+            None if self.ended && self.pending.len() >= 4 => Err(Stop::error("Truncated event message received.")),
+            None => Ok(None),
         }
     }
-    if body.is_cancelled() {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    adapter_support::stop_reason_tail(out.message(), "Bedrock stream ended without a stop reason")
 }
 
 /// The request, its headers signed (SigV4) or carrying the bearer token.
@@ -395,7 +474,7 @@ fn prefers_sent_strict(model: &Model, context: &TranscriptContext) -> bool {
 
 /// The next whole message of the buffer, if it holds one; its frame is checked (lengths,
 /// CRC32s, headers) by `aws-smithy-eventstream`.
-fn next_message(pending: &mut BytesMut) -> Result<Option<aws_smithy_types::event_stream::Message>, String> {
+fn next_message(pending: &mut BytesMut) -> Result<Option<Message>, String> {
     let Some(prefix) = pending.get(..4) else { return Ok(None) };
     let total = u32::from_be_bytes([prefix[0], prefix[1], prefix[2], prefix[3]]) as usize;
     if total < 16 {
@@ -417,7 +496,7 @@ struct StreamFailure {
     code: Option<String>,
 }
 
-fn header_text(message: &aws_smithy_types::event_stream::Message, name: &str) -> Option<String> {
+fn header_text(message: &Message, name: &str) -> Option<String> {
     message.headers().iter().find(|h| h.name().as_str() == name).map(|h| match h.value().as_string() {
         Ok(text) => text.as_str().to_owned(),
         Err(value) => format!("{value:?}"),
@@ -436,7 +515,7 @@ const EXCEPTIONS: [&str; 5] = [
 
 /// An event (its name and JSON payload), nothing for events this API does not model, or the
 /// failure an `exception` / `error` message reports.
-fn unmarshal(message: &aws_smithy_types::event_stream::Message) -> Result<Option<(String, Value)>, StreamFailure> {
+fn unmarshal(message: &Message) -> Result<Option<(String, Value)>, StreamFailure> {
     let payload = String::from_utf8_lossy(message.payload());
     let plain = |text: String| StreamFailure { message: text, code: None };
     match header_text(message, ":message-type").as_deref() {
