@@ -768,7 +768,7 @@ impl Decoder for GoogleDecode {
             true => typed::decode::<typed::GeminiChunk<'_>>(text),
             false => None,
         };
-        if let Some(chunk) = fast {
+        if let Some(chunk) = &fast {
             self.chunks += 1;
             handle_typed_chunk(cx.model, chunk, cx.out, &mut self.current, &mut self.merged).await?;
         } else {
@@ -891,16 +891,17 @@ async fn text_part(
 }
 
 /// A chunk from its typed decode (which declines an error, a function call and a finish
-/// reason), as [`handle_chunk`] takes it.
+/// reason), as [`handle_chunk`] takes it. By reference: the decoded chunk is a few hundred
+/// bytes, and each move into a future would copy it.
 async fn handle_typed_chunk(
     model: &Model,
-    chunk: typed::GeminiChunk<'_>,
+    chunk: &typed::GeminiChunk<'_>,
     out: &mut AssistantMessageBuilder,
     current: &mut Option<usize>,
     merged: &mut Value,
 ) -> Result<(), Stop> {
-    let (typed::Obj(candidate),) = chunk.candidates;
-    let (typed::Obj(part),) = candidate.content.0.parts;
+    let (typed::Obj(candidate),) = &chunk.candidates;
+    let (typed::Obj(part),) = &candidate.content.0.parts;
     if out.message().response_id.as_deref().is_none_or(str::is_empty) {
         if let Some(id) = chunk.response_id.as_deref() {
             out.metadata_mut().response_id = Some(id.to_owned().into());
@@ -910,7 +911,7 @@ async fn handle_typed_chunk(
         let signature = part.thought_signature.as_deref().filter(|s| !s.is_empty());
         text_part(out, current, merged, text, part.thought == Some(true), signature).await?;
     }
-    if let Some(typed::Obj(usage)) = chunk.usage_metadata {
+    if let Some(typed::Obj(usage)) = &chunk.usage_metadata {
         let prompt = typed::Int::count(usage.prompt_token_count);
         let cached = typed::Int::count(usage.cached_content_token_count);
         let thoughts = typed::Int::count(usage.thoughts_token_count);
