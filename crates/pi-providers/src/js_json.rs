@@ -6,6 +6,7 @@ use serde_json::Value;
 
 /// JavaScript truthiness of a JSON value (`if (value)`): the reference's tests of optional
 /// fields.
+#[cfg(feature = "http")]
 pub(crate) use pi_types::json::js::truthy;
 
 /// `JSON.stringify` of a value, JavaScript-exact.

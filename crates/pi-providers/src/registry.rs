@@ -32,8 +32,10 @@ use std::sync::{Arc, RwLock};
 
 use indexmap::IndexMap;
 use pi_types::transcript::normalize_context;
+#[cfg(feature = "http")]
+use pi_types::Layered;
 use pi_types::{
-    AssistantMessage, AssistantMessageEventStream, Context, HttpClientHandle, Layered, Model, StreamFn, StreamOptions,
+    AssistantMessage, AssistantMessageEventStream, Context, HttpClientHandle, Model, StreamFn, StreamOptions,
     TranscriptContext,
 };
 
@@ -592,6 +594,7 @@ impl Models {
         self.catalogs.set_store(store);
     }
 
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn catalogs(&self) -> &crate::models_store::Catalogs {
         &self.catalogs
     }

@@ -18,11 +18,13 @@ pub mod pi_messages;
 // The thinking-level helpers the adapters share (crate-private ones are unused without them).
 #[cfg(feature = "http")]
 pub mod driver;
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) mod own_options;
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub mod request_options;
 #[cfg(feature = "http")]
 pub use own_options::with_own_options;
+#[cfg(feature = "http")]
 pub mod strict_tool_limits;
 #[cfg(feature = "http")]
 pub(crate) mod support;
