@@ -17,6 +17,9 @@
 //!    request carried ([`Secrets`]): a server that quotes the key back does not get it into
 //!    `errorMessage`.
 //!
+//! An API with a transport of its own besides HTTP tries it first ([`WireApi::own_transport`],
+//! Codex's WebSocket) and falls back to the steps above when it says so.
+//!
 //! The API decides what cancellation reads as ([`WireApi::CANCEL`]): the reference's adapters
 //! word it differently and check it at different points, and the driver keeps each one's.
 
@@ -45,6 +48,18 @@ pub trait WireApi: Send + Sync + Sized + 'static {
     /// The request to send (key lookup, payload, `on_payload`, URL, headers), its error shaping,
     /// and a fresh decoding state.
     fn prepare(&self, call: Call<'_>) -> impl Future<Output = Result<Exchange<Self>, Stop>> + Send;
+
+    /// A transport of the API's own, tried before HTTP (Codex's WebSocket): `Some` ends the
+    /// request with its result (the stream is read, `start` sent and the decoder's end checked
+    /// there); `None` sends the prepared request over HTTP, as without it.
+    fn own_transport(
+        &self,
+        _request: &http::Request,
+        _decoder: &mut Self::Decoder,
+        _cx: &mut Cx<'_>,
+    ) -> impl Future<Output = Option<Result<(), Stop>>> + Send {
+        std::future::ready(None)
+    }
 
     /// The error of a request that failed before the answer's headers (after retries).
     fn refused(&self, _decoder: &mut Self::Decoder, _dialect: &Self::Dialect, failure: Failure) -> Stop {
@@ -275,6 +290,10 @@ async fn run<A: WireApi>(
         api.prepare(Call { model, context, options, out: &mut *out }).await?;
     *secrets = Secrets::of(&request, options);
     let decoder = slot.insert(decoder);
+    let mut cx = Cx { model, options, out: &mut *out, cancelled: false };
+    if let Some(result) = api.own_transport(&request, decoder, &mut cx).await {
+        return result;
+    }
     let sent = match headers_timeout_ms.filter(|_| options.timeout_ms.is_none()) {
         Some(limit) => {
             let mut attempt = options.clone();
