@@ -126,6 +126,8 @@ pub fn adapter(api: &str, data: &[u8]) {
         max_retries: Some(0),
         timeout_ms: Some(5_000),
         idle_timeout_ms: Some(5_000),
+        // The fuzzed body is an HTTP answer: Codex's WebSocket transport is not tried.
+        transport: Some(pi_types::Transport::Sse),
         ..Default::default()
     };
     let adapter = adapter_for(api, &server.url);

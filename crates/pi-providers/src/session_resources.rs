@@ -2,7 +2,8 @@
 //! (pi-ai's `session-resources.js`).
 //!
 //! Some recoveries remember a session (`StreamOptions::session_id`) across requests: the strict
-//! tool limits a session ran into (`api::strict_tool_limits`). Each such table is capped, so a
+//! tool limits a session ran into (`api::strict_tool_limits`), Codex's open WebSockets and its
+//! fallbacks to SSE (`api::openai::codex`). Each such table is capped, so a
 //! host that never cleans up still uses bounded memory; a host that knows when a session ends
 //! calls [`cleanup_session_resources`] with its id (or `None` for every session) to free it at
 //! once. Hosts may register cleanups of their own with [`register_session_resource_cleanup`].
@@ -58,6 +59,8 @@ pub fn cleanup_session_resources(session_id: Option<&str>) -> Result<(), Provide
     crate::api::strict_tool_limits::forget(session_id);
     #[cfg(feature = "http")]
     crate::api::anthropic::threads::forget(session_id);
+    #[cfg(feature = "http")]
+    crate::api::openai::codex::forget_sessions(session_id);
     let cleanups: Vec<SessionCleanup> =
         REGISTERED.lock().unwrap_or_else(PoisonError::into_inner).cleanups.values().cloned().collect();
     let errors: Vec<String> =

@@ -205,7 +205,8 @@ async fn a_websocket_preference_falls_back_to_sse_with_one_diagnostic_per_sessio
     assert_eq!(diagnostics.len(), 1);
     let diagnostic = serde_json::to_value(&diagnostics[0]).unwrap();
     assert_eq!(diagnostic["type"], "provider_transport_failure");
-    assert_eq!(diagnostic["error"]["message"], "WebSocket transport is not available in this runtime");
+    // The server answers the upgrade with its event stream's 200: the socket is refused.
+    assert_eq!(diagnostic["error"]["message"], "Unexpected server response: 200");
     assert_eq!(diagnostic["details"]["configuredTransport"], "auto");
     assert_eq!(diagnostic["details"]["fallbackTransport"], "sse");
     assert_eq!(diagnostic["details"]["phase"], "before_message_stream_start");

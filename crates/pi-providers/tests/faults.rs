@@ -286,9 +286,15 @@ fn context() -> pi_types::TranscriptContext {
 }
 
 /// Codex reads the account id from its key, a JWT: the suite's secret becomes the signature
-/// of one (the adapter never checks it), so every leak check still looks for [`SECRET`].
+/// of one (the adapter never checks it), so every leak check still looks for [`SECRET`]. The
+/// suite's faults are HTTP ones: Codex goes over SSE (its WebSocket transport, tried first by
+/// default, has its own cases in `codex_websocket.rs`).
 fn with_codex_token(api: &str, options: StreamOptions) -> StreamOptions {
-    if api != "openai-codex-responses" || options.api_key.as_deref() != Some(SECRET) {
+    if api != "openai-codex-responses" {
+        return options;
+    }
+    let options = StreamOptions { transport: Some(pi_types::Transport::Sse), ..options };
+    if options.api_key.as_deref() != Some(SECRET) {
         return options;
     }
     let token = fixture(api)["apiKey"].as_str().unwrap().trim_end_matches('.').to_owned();

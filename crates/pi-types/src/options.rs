@@ -337,6 +337,9 @@ pub struct StreamOptions {
     pub timeout_ms: Option<u64>,
     /// Longest silence between stream chunks before the stream is ended, in ms.
     pub idle_timeout_ms: Option<u64>,
+    /// Time to open a WebSocket (connection, TLS and upgrade), in ms, for an API with a
+    /// WebSocket transport (default 15 000; 0 disables).
+    pub websocket_connect_timeout_ms: Option<u64>,
     /// Retries before the first byte.
     pub max_retries: Option<u32>,
     /// Cap on a server-requested retry delay (default 60 000; 0 disables the cap).

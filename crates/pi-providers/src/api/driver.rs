@@ -19,6 +19,9 @@
 //!    request carried ([`Secrets`]): a server that quotes the key back does not get it into
 //!    `errorMessage`.
 //!
+//! An API with a transport of its own besides HTTP tries it first ([`WireApi::own_transport`],
+//! Codex's WebSocket) and falls back to the steps above when it says so.
+//!
 //! The API decides what cancellation reads as ([`WireApi::CANCEL`]): the reference's adapters
 //! word it differently and check it at different points, and the driver keeps each one's.
 
@@ -62,6 +65,18 @@ pub trait WireApi: Send + Sync + Sized + 'static {
         _cx: &mut Cx<'_>,
     ) -> impl Future<Output = Result<Option<Request>, Stop>> + Send {
         std::future::ready(Ok(None))
+    }
+
+    /// A transport of the API's own, tried before HTTP (Codex's WebSocket): `Some` ends the
+    /// request with its result (the stream is read, `start` sent and the decoder's end checked
+    /// there); `None` sends the prepared request over HTTP, as without it.
+    fn own_transport(
+        &self,
+        _request: &http::Request,
+        _decoder: &mut Self::Decoder,
+        _cx: &mut Cx<'_>,
+    ) -> impl Future<Output = Option<Result<(), Stop>>> + Send {
+        std::future::ready(None)
     }
 
     /// The error of a request that failed before the answer's headers (after retries).
@@ -292,13 +307,17 @@ async fn run<A: WireApi>(
     let Exchange { mut request, dialect, decoder, headers_timeout_ms, start } =
         api.prepare(Call { model, context, options, out: &mut *out }).await?;
     let decoder = slot.insert(decoder);
+    *secrets = Secrets::of(&request, options);
+    let mut cx = Cx { model, options, out: &mut *out, cancelled: false };
+    if let Some(result) = api.own_transport(&request, decoder, &mut cx).await {
+        return result;
+    }
     let mut limited = None;
     let attempt = match headers_timeout_ms.filter(|_| options.timeout_ms.is_none()) {
         Some(limit) => &*limited.insert(StreamOptions { timeout_ms: Some(limit), ..options.clone() }),
         None => options,
     };
     let response = loop {
-        *secrets = Secrets::of(&request, options);
         let failure = match http::send(&request, model, attempt, &dialect).await {
             Ok(response) => break response,
             Err(failure) => failure,
@@ -307,6 +326,7 @@ async fn run<A: WireApi>(
             let mut cx = Cx { model, options, out: &mut *out, cancelled: false };
             if let Some(next) = api.resend(decoder, &dialect, &failure, &mut cx).await? {
                 request = next;
+                *secrets = Secrets::of(&request, options);
                 continue;
             }
         }

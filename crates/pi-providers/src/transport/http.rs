@@ -147,11 +147,11 @@ impl std::fmt::Debug for Request {
     }
 }
 
-fn is_cancelled(cancel: Option<&CancellationToken>) -> bool {
+pub(crate) fn is_cancelled(cancel: Option<&CancellationToken>) -> bool {
     cancel.is_some_and(CancellationToken::is_cancelled)
 }
 
-async fn cancelled(cancel: Option<&CancellationToken>) {
+pub(crate) async fn cancelled(cancel: Option<&CancellationToken>) {
     match cancel {
         Some(token) => token.cancelled().await,
         None => std::future::pending().await,
@@ -390,7 +390,7 @@ pub(crate) async fn read_to_cap(mut response: reqwest::Response, max: usize) -> 
 }
 
 /// A limit in ms: `None` takes the default, `Some(0)` disables it.
-fn limit(value: Option<u64>, default: u64) -> Option<Duration> {
+pub(crate) fn limit(value: Option<u64>, default: u64) -> Option<Duration> {
     Some(Duration::from_millis(value.unwrap_or(default))).filter(|d| !d.is_zero())
 }
 

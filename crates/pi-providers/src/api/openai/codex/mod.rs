@@ -1,36 +1,32 @@
 //! OpenAI Codex Responses (`openai-codex-responses`): the Responses API of a ChatGPT
 //! subscription.
 //!
-//! `POST <baseUrl>/codex/responses` (`baseUrl` defaults to `https://chatgpt.com/backend-api`; a
-//! base URL already ending in `/codex` or `/codex/responses` is used as is) with
-//! `Authorization: Bearer <access token>`, `chatgpt-account-id` (read from the token's
-//! `https://api.openai.com/auth` claim, see [`crate::auth::codex`]), `OpenAI-Beta:
-//! responses=experimental`, `originator: pi`, `accept: text/event-stream` and, with a session,
-//! `session-id` and `x-client-request-id`. The body is a Responses request with Codex's
-//! fixed members (`store: false`, `text.verbosity`, `include: ["reasoning.encrypted_content"]`,
-//! `tool_choice`, `parallel_tool_calls: true`; tools carry `strict: null`). The answer is an
-//! event stream read with the shared SSE decoder ([`SseDecoder`]: LF, CRLF and CR line ends),
-//! each event's data trimmed, `[DONE]` skipped; `error` and `response.failed` events end the
-//! stream with the server's message; `response.done`, `response.completed` and
-//! `response.incomplete` end it normally. The events themselves are processed as in [`crate::api::openai::responses`].
+//! Two transports carry the same request and decode the same events (`CodexDecode`: Codex's
+//! own event mapping in front of the Responses stream processing):
 //!
-//! Only the SSE transport exists here. A WebSocket preference (`transport` `websocket`,
-//! `websocket-cached`, `auto` or unset) is handled as the reference handles a runtime without
-//! WebSocket: the request goes over SSE and the message records one
-//! `provider_transport_failure` diagnostic (`fallbackTransport: "sse"`), once per session.
-
-use std::collections::HashSet;
-use std::sync::Mutex;
+//! - SSE, through the shared driver: `POST <baseUrl>/codex/responses` (`baseUrl` defaults to
+//!   `https://chatgpt.com/backend-api`; a base URL already ending in `/codex` or
+//!   `/codex/responses` is used as is) with `Authorization: Bearer <access token>`,
+//!   `chatgpt-account-id` (read from the token's `https://api.openai.com/auth` claim, see
+//!   [`crate::auth::codex`]), `OpenAI-Beta: responses=experimental`, `originator: pi`, `accept:
+//!   text/event-stream` and, with a session, `session-id` and `x-client-request-id`. Retries
+//!   and error texts are the reference's own loop's (`CodexDialect`).
+//! - WebSocket (`transport` `websocket`, `websocket-cached`, `auto` or unset), tried first and
+//!   falling back to SSE before its first event: see `websocket.rs`.
+//!
+//! The body is a Responses request with Codex's fixed members (`store: false`,
+//! `text.verbosity`, `include: ["reasoning.encrypted_content"]`, `tool_choice`,
+//! `parallel_tool_calls: true`; tools carry `strict: null`).
 
 use pi_types::transcript::{resolve_transcript, resolve_transcript_tools};
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageDiagnostic, AssistantMessageEventStream, CacheRetention,
-    DiagnosticErrorInfo, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext, Transport,
+    AssistantMessageEventStream, CacheRetention, Model, StreamFn, StreamOptions, ThinkingLevel, TranscriptContext,
+    Transport,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{self, Secrets};
+use crate::api::driver::{self, Call, Cancel, Cx, Exchange, OnCancel, WireApi};
 use crate::api::openai::responses::ReasoningSummary;
 use crate::api::openai::responses::{
     convert_messages_with_effort_baseline, convert_tools, grammar_inputs, Compat, ResponsesState, TierPricing,
@@ -40,8 +36,13 @@ use crate::api::request_options;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::auth::codex as codex_auth;
 use crate::js_json;
-use crate::transport::http::{self, ApiError, ApiErrorKind, Body, Dialect, Read};
-use crate::transport::sse::{LineMode, SseDecoder};
+use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
+
+mod decode;
+mod websocket;
+
+pub(crate) use decode::CodexDecode;
+pub(crate) use websocket::forget as forget_sessions;
 
 /// The API id.
 pub const API: &str = "openai-codex-responses";
@@ -64,12 +65,6 @@ pub fn stream(
 pub const DEFAULT_BASE_URL: &str = "https://chatgpt.com/backend-api";
 
 const MIN_OUTPUT_TOKENS: u64 = 16;
-const RESPONSE_STATUSES: [&str; 6] = ["completed", "incomplete", "failed", "cancelled", "queued", "in_progress"];
-const NO_WEBSOCKET: &str = "WebSocket transport is not available in this runtime";
-
-/// Sessions whose WebSocket attempt already fell back to SSE (the reference then skips the
-/// attempt, and its diagnostic, for the rest of the session).
-static SSE_FALLBACK_SESSIONS: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
 /// The Codex Responses adapter.
 ///
@@ -318,6 +313,7 @@ fn status_message(status: u16, reason: &str, body: &[u8]) -> String {
     text(error.get("message")).unwrap_or(fallback)
 }
 
+/// How Codex's answers and failures read (the reference's own fetch loop).
 struct CodexDialect {
     timeout_ms: Option<u64>,
 }
@@ -440,68 +436,30 @@ impl Dialect for CodexDialect {
     }
 }
 
-/// The data of an event, trimmed; `None` for none or `[DONE]`.
-fn event_data(data: &str) -> Option<&str> {
-    let data = js_json::js_trim(data);
-    (!data.is_empty() && data != "[DONE]").then_some(data)
-}
-
-fn record_fallback(
-    options: &StreamOptions,
-    session: Option<&str>,
-    request_bytes: usize,
-) -> Option<AssistantMessageDiagnostic> {
-    let transport = options.transport.unwrap_or(Transport::Auto);
-    if transport == Transport::Sse {
-        return None;
-    }
-    if let Some(session) = session {
-        let mut sessions = SSE_FALLBACK_SESSIONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !sessions.get_or_insert_with(HashSet::new).insert(session.to_owned()) {
-            return None;
-        }
-    }
-    let mut details = Map::new();
-    details.insert("configuredTransport".into(), serde_json::to_value(transport).unwrap_or(Value::Null));
-    details.insert("fallbackTransport".into(), json!("sse"));
-    details.insert("eventsEmitted".into(), json!(false));
-    details.insert("phase".into(), json!("before_message_stream_start"));
-    details.insert("requestBytes".into(), json!(request_bytes));
-    Some(AssistantMessageDiagnostic {
-        kind: "provider_transport_failure".into(),
-        timestamp: pi_types::now_ms(),
-        error: Some(DiagnosticErrorInfo {
-            name: Some("Error".into()),
-            message: NO_WEBSOCKET.into(),
-            ..Default::default()
-        }),
-        details: Some(details.into_iter().collect()),
-    })
-}
-
 impl StreamFn for OpenAICodexResponses {
     fn stream(&self, model: &Model, context: TranscriptContext, options: StreamOptions) -> AssistantMessageEventStream {
-        let model = model.clone();
-        let adapter = self.clone();
-        AssistantMessageEventStream::from_producer(move |tx| async move {
-            let mut out = adapter_support::builder(tx, &model, API);
-            let mut secrets = Secrets::default();
-            let result = adapter.run(&model, context, &options, &mut out, &mut secrets).await;
-            let result = driver::scrub(&secrets, &mut out, result);
-            adapter_support::finish(out, result).await;
-        })
+        driver::stream(Wire(self.clone()), model, context, options)
     }
 }
 
-impl OpenAICodexResponses {
-    async fn run(
-        &self,
-        model: &Model,
-        context: TranscriptContext,
-        options: &StreamOptions,
-        out: &mut AssistantMessageBuilder,
-        secrets: &mut Secrets,
-    ) -> Result<(), Stop> {
+/// Where a Codex stream looks at cancellation: a cancelled read, or a cancellation seen after
+/// an event, fails with the reference's text.
+const CODEX_CANCEL: Cancel =
+    Cancel { read: OnCancel::Fail(ABORTED), before_event: None, after_event: Some(OnCancel::Fail(ABORTED)) };
+
+const ABORTED: &str = "Request was aborted";
+
+/// The wire API behind [`OpenAICodexResponses`] (crate-private: its decoding types stay private).
+struct Wire(OpenAICodexResponses);
+
+impl WireApi for Wire {
+    type Dialect = CodexDialect;
+    type Decoder = CodexDecode;
+    const CANCEL: Cancel = CODEX_CANCEL;
+    const API_ID: Option<&'static str> = Some(API);
+
+    async fn prepare(&self, call: Call<'_>) -> Result<Exchange<Self>, Stop> {
+        let Call { model, context, options, out } = call;
         let compat = compat(model);
         let context = resolve_transcript(context, compat.supports_mid_convo_system_messages);
         let grammar_inputs = grammar_inputs(&context, &compat)?;
@@ -517,156 +475,78 @@ impl OpenAICodexResponses {
             return Err(Stop::error("Failed to extract accountId from token"));
         };
         let session = session_id(options);
-        let body = self.build_body(model, &context, options, &compat, session.as_deref(), effort.as_deref(), update);
+        let body = self.0.build_body(model, &context, options, &compat, session.as_deref(), effort.as_deref(), update);
         let body = adapter_support::apply_on_payload(options, model, body).await;
-        let body = js_json::stringify(&body).into_bytes();
-        if let Some(diagnostic) = record_fallback(options, session.as_deref(), body.len()) {
-            out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
-        }
+        let bytes = js_json::stringify(&body).into_bytes();
         let mut identity = vec![("originator".to_owned(), Some("pi".to_owned()))];
         identity.extend(adapter_support::identity_headers(model, options));
-        let mut fixed = vec![
+        let account_headers = vec![
             ("Authorization".to_owned(), Some(format!("Bearer {token}"))),
-            ("chatgpt-account-id".to_owned(), Some(account)),
-            ("OpenAI-Beta".to_owned(), Some("responses=experimental".to_owned())),
-            ("accept".to_owned(), Some("text/event-stream".to_owned())),
-            ("content-type".to_owned(), Some("application/json".to_owned())),
+            ("chatgpt-account-id".to_owned(), Some(account.clone())),
         ];
+        let mut sse = account_headers.clone();
+        sse.push(("OpenAI-Beta".to_owned(), Some("responses=experimental".to_owned())));
+        sse.push(("accept".to_owned(), Some("text/event-stream".to_owned())));
+        sse.push(("content-type".to_owned(), Some("application/json".to_owned())));
         if let Some(session) = &session {
-            fixed.push(("session-id".to_owned(), Some(session.clone())));
-            fixed.push(("x-client-request-id".to_owned(), Some(session.clone())));
+            sse.push(("session-id".to_owned(), Some(session.clone())));
+            sse.push(("x-client-request-id".to_owned(), Some(session.clone())));
         }
-        let headers = adapter_support::merge_headers(&[
-            identity,
-            adapter_support::model_headers(model),
-            adapter_support::option_headers(options),
-            fixed,
-        ]);
-        let request = http::Request { url: codex_url(&model.base_url), headers, body };
-        *secrets = Secrets::of(&request, options);
-        let dialect = CodexDialect { timeout_ms: options.timeout_ms };
-        let response = http::send(&request, model, options, &dialect).await.map_err(|failure| {
-            if failure.aborted {
-                Stop::aborted(ABORTED)
-            } else {
-                Stop::from(failure)
+        let sources = [identity, adapter_support::model_headers(model), adapter_support::option_headers(options)];
+        let transport = options.transport.unwrap_or(Transport::Auto);
+        let ws = (transport != Transport::Sse).then(|| {
+            let request_id = session.clone().unwrap_or_else(websocket::uuid_v7);
+            let mut fixed = account_headers;
+            for name in ["accept", "content-type", "OpenAI-Beta"] {
+                fixed.push((name.to_owned(), None));
             }
-        })?;
-        out.start().await;
-        let mut state =
-            ResponsesState::with_pricing(TierPricing::Codex { requested: self.requested_tier(model, options) });
-        state.grammar_inputs = grammar_inputs;
-        let state = read_stream(Body::new(response, options), model, options, state, out).await?;
-        if !state.saw_terminal {
-            return Err(Stop::error("OpenAI Responses stream ended before a terminal response event"));
-        }
-        if out.message().stop_reason == StopReason::ToolUse {
-            if let Some(index) = state.unfinished.iter().min() {
-                if let Some(AssistantContent::ToolCall(call)) = out.message().content.get(*index) {
-                    return Err(Stop::error(format!(
-                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
-                        call.name, call.id
-                    )));
-                }
+            fixed.push(("OpenAI-Beta".to_owned(), Some(websocket::BETA.to_owned())));
+            fixed.push(("x-client-request-id".to_owned(), Some(request_id.clone())));
+            fixed.push(("session-id".to_owned(), Some(request_id)));
+            let mut all = sources.to_vec();
+            all.push(fixed);
+            websocket::Plan {
+                url: websocket::url(&model.base_url),
+                headers: adapter_support::merge_headers(&all),
+                body,
+                session: options.session_id.clone().filter(|_| options.cache_retention != Some(CacheRetention::None)),
+                account,
+                configured: transport,
+                cached: matches!(options.transport, Some(Transport::WebsocketCached | Transport::Auto)),
+                request_bytes: bytes.len(),
+                compat: compat.clone(),
             }
-        }
-        adapter_support::stop_reason_tail(out.message(), "Codex stream ended without a stop reason")
-    }
-}
-
-const ABORTED: &str = "Request was aborted";
-
-/// Read the Codex event stream into the message; ends at the first terminal response event.
-async fn read_stream(
-    mut body: Body,
-    model: &Model,
-    options: &StreamOptions,
-    mut state: ResponsesState,
-    out: &mut AssistantMessageBuilder,
-) -> Result<ResponsesState, Stop> {
-    let mut decoder = SseDecoder::new(LineMode::Standard);
-    let mut pending = Vec::new();
-    loop {
-        let ended = match body.next().await {
-            Read::Chunk(bytes) => {
-                decoder.push(&bytes, &mut pending);
-                false
-            }
-            Read::End => {
-                decoder.finish(&mut pending);
-                true
-            }
-            Read::Aborted => return Err(Stop::aborted(ABORTED)),
-            Read::Failed(message) => return Err(Stop::error(message)),
+        });
+        let mut all = sources.to_vec();
+        all.push(sse);
+        let request = http::Request {
+            url: codex_url(&model.base_url),
+            headers: adapter_support::merge_headers(&all),
+            body: bytes,
         };
-        for sse in std::mem::take(&mut pending) {
-            let Some(data) = event_data(&sse.data) else { continue };
-            let event = js_json::parse(data).map_err(|e| Stop::error(format!("Invalid Codex SSE JSON: {e}")))?;
-            adapter_support::on_event(options, model, &event).await;
-            let Some(kind) = event.get("type").and_then(Value::as_str) else { continue };
-            match kind {
-                "error" => return Err(Stop::error(event_error(&event))),
-                "response.failed" => {
-                    let error = event.get("response").and_then(|r| r.get("error"));
-                    let message = error
-                        .and_then(|e| e.get("message"))
-                        .filter(|m| js_json::truthy(m))
-                        .map(|m| m.as_str().map_or_else(|| js_json::stringify(m), str::to_owned))
-                        .unwrap_or_else(|| "Codex response failed".to_owned());
-                    return Err(Stop::error(message));
-                }
-                "response.done" | "response.completed" | "response.incomplete" => {
-                    let mut response = event.get("response").cloned().unwrap_or(Value::Null);
-                    if let Some(end_turn) = response.get("end_turn").and_then(Value::as_bool) {
-                        out.metadata_mut().end_turn = Some(end_turn);
-                    }
-                    if let Some(object) = response.as_object_mut() {
-                        let status = object
-                            .get("status")
-                            .and_then(Value::as_str)
-                            .filter(|s| RESPONSE_STATUSES.contains(s))
-                            .map(str::to_owned);
-                        match status {
-                            Some(status) => object.insert("status".into(), json!(status)),
-                            None => object.remove("status"),
-                        };
-                    }
-                    let mut completed = event.as_object().cloned().unwrap_or_default();
-                    completed.insert("type".into(), json!("response.completed"));
-                    completed.insert("response".into(), response);
-                    state.handle(model, options, &Value::Object(completed), out).await?;
-                    return Ok(state);
-                }
-                _ => state.handle(model, options, &event, out).await?,
-            }
-            if body.is_cancelled() {
-                return Err(Stop::aborted(ABORTED));
-            }
-        }
-        if body.is_cancelled() {
-            return Err(Stop::aborted(ABORTED));
-        }
-        if ended {
-            return Ok(state);
+        let mut state =
+            ResponsesState::with_pricing(TierPricing::Codex { requested: self.0.requested_tier(model, options) });
+        state.grammar_inputs = grammar_inputs;
+        let decoder = CodexDecode::new(state, options.on_provider_stream_event.is_none(), ws);
+        Ok(Exchange::new(request, CodexDialect { timeout_ms: options.timeout_ms }, decoder))
+    }
+
+    async fn own_transport(
+        &self,
+        _request: &http::Request,
+        decoder: &mut CodexDecode,
+        cx: &mut Cx<'_>,
+    ) -> Option<Result<(), Stop>> {
+        websocket::run(decoder, cx).await
+    }
+
+    fn refused(&self, _decoder: &mut CodexDecode, _dialect: &CodexDialect, failure: http::Failure) -> Stop {
+        if failure.aborted {
+            Stop::aborted(ABORTED)
+        } else {
+            Stop::from(failure)
         }
     }
-}
-
-/// The message of an `error` event: `Codex error: <message, code or the event>`.
-fn event_error(event: &Value) -> String {
-    let nested = event.get("error").filter(|e| e.is_object());
-    let field = |key: &str| {
-        event
-            .get(key)
-            .and_then(Value::as_str)
-            .or_else(|| nested.and_then(|n| n.get(key)).and_then(Value::as_str))
-            .map(str::to_owned)
-    };
-    let detail = field("message")
-        .filter(|m| !m.is_empty())
-        .or_else(|| field("code").filter(|c| !c.is_empty()))
-        .unwrap_or_else(|| js_json::stringify(event));
-    format!("Codex error: {detail}")
 }
 
 #[cfg(test)]
@@ -680,17 +560,6 @@ mod tests {
         assert_eq!(codex_url("http://h/x/"), "http://h/x/codex/responses");
         assert_eq!(codex_url("http://h/codex"), "http://h/codex/responses");
         assert_eq!(codex_url("http://h/codex/responses//"), "http://h/codex/responses");
-    }
-
-    #[test]
-    fn crlf_streams_split_into_events() {
-        let mut decoder = SseDecoder::new(LineMode::Standard);
-        let mut out = Vec::new();
-        decoder.push(b"data: 1\r", &mut out);
-        decoder.push(b"\n\r\ndata: 2\r\n\r\ndata: a\r\ndata:b \r\n\r\ndata: [DONE]", &mut out);
-        decoder.finish(&mut out);
-        let data: Vec<Option<&str>> = out.iter().map(|event| event_data(&event.data)).collect();
-        assert_eq!(data, [Some("1"), Some("2"), Some("a\nb"), None]);
     }
 
     #[test]
@@ -722,12 +591,5 @@ mod tests {
             "You have hit your ChatGPT usage limit. Try again in ~NaN min."
         );
         assert_eq!(status_message(502, "Bad Gateway", b"upstream"), "upstream");
-    }
-
-    #[test]
-    fn event_errors() {
-        assert_eq!(event_error(&json!({"type": "error", "message": "m", "code": "c"})), "Codex error: m");
-        assert_eq!(event_error(&json!({"type": "error", "error": {"code": "c"}})), "Codex error: c");
-        assert_eq!(event_error(&json!({"type": "error"})), r#"Codex error: {"type":"error"}"#);
     }
 }
