@@ -1018,7 +1018,7 @@ fn models_refresh_restores_the_stored_catalog() {
         text(&output.stdout).lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).collect();
     assert_eq!(lines, ["chat radius/kept pi-messages", "radius: 1 models"]);
     fails_with(
-        &mut pi().args(["models", "--refresh", "--provider", "mistral"]),
+        pi().args(["models", "--refresh", "--provider", "mistral"]),
         2,
         "provider `mistral` has no live catalog to refresh",
     );

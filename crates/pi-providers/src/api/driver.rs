@@ -2,7 +2,7 @@
 //!
 //! An API says only what is its own ([`WireApi`]): how to build the request from a model, a
 //! context and options ([`WireApi::prepare`]), and what each framed event of the answer does
-//! to the message ([`WireApi::event`], [`WireApi::end`]). The driver ([`stream`]) owns the rest,
+//! to the message ([`Decoder::event`], [`Decoder::end`]). The driver ([`stream`]) owns the rest,
 //! in this order:
 //!
 //! 1. the response builder and, at the end, the one terminal event (`done`, `error` or
@@ -173,12 +173,12 @@ pub enum Flow {
 }
 
 /// What cancellation reads as: the stream fails with this text, or reading stops and
-/// [`WireApi::end`] sees [`Cx::cancelled`].
+/// [`Decoder::end`] sees [`Cx::cancelled`].
 #[derive(Clone, Copy, Debug)]
 pub enum OnCancel {
     /// Fail with `aborted` and this text.
     Fail(&'static str),
-    /// Stop reading and end the stream normally ([`WireApi::end`] decides).
+    /// Stop reading and end the stream normally ([`Decoder::end`] decides).
     Drain,
 }
 
