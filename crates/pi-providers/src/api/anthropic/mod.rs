@@ -244,7 +244,10 @@ fn thinking_disabled(model: &Model, thinking: &Thinking) -> bool {
     model.reasoning && thinking.enabled == Some(false) && !request_options::off_is_null(model)
 }
 
-/// The request body the adapter sends (for tests and debugging).
+/// The request body the adapter sends for a context (a thread's `continue` trims it further).
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
     let compat = Compat::for_model(model);
     let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);

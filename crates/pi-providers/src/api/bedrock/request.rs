@@ -501,6 +501,9 @@ fn additional_fields(model: &Model, options: &StreamOptions, thinking: &Thinking
 }
 
 /// The Converse request body for `model` (the model id goes in the URL path).
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 ///
 /// # Errors
 ///

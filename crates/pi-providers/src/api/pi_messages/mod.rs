@@ -163,6 +163,9 @@ pub fn stream(
 
 /// The request body `{model, context, options}` the adapter sends (before `on_payload`), with
 /// the [`PiMessagesStreamOptions`] that are set applied.
+/// Public so that an application can see what its model and options put on the wire without a
+/// server (this crate's own tests of the request fields use it, and cannot reach private items);
+/// the body is the one sent when no `on_payload` hook changes it.
 pub fn build_request_body(model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
     let api = own_options::lookup::<PiMessagesStreamOptions>(model, options);
     let mut wire = PiMessagesOptions::from_stream_options(options);

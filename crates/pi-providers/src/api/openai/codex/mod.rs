@@ -99,7 +99,10 @@ impl OpenAICodexResponses {
         self
     }
 
-    /// The request body the adapter sends (for tests and debugging).
+    /// The request body the adapter sends over SSE for a context.
+    /// Public so that an application can see what its model and options put on the wire without a
+    /// server (this crate's own tests of the request fields use it, and cannot reach private items);
+    /// the body is the one sent when no `on_payload` hook changes it.
     pub fn build_request_body(&self, model: &Model, context: &TranscriptContext, options: &StreamOptions) -> Value {
         let compat = compat(model);
         let context = resolve_transcript(context.clone(), compat.supports_mid_convo_system_messages);
