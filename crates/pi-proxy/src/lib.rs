@@ -6,7 +6,7 @@
 //! from the server's stripped events, exactly as the reference's `streamProxy`
 //! (`@earendil-works/pi-agent-core` 1.6.0) does. The protocol is in [`wire`].
 //!
-//! With the cargo feature `server`, [`server`] is the other end: an axum server that
+//! With the cargo feature `server`, `pi_proxy::server` is the other end: an axum server that
 //! authenticates bearer tokens, checks every request against its own `pi_providers::Models`
 //! registry (the keys never go where a client points), limits body sizes, concurrent streams
 //! and upstream time, and cancels the upstream request when the client goes away.

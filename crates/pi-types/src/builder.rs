@@ -88,7 +88,7 @@ use crate::message::{AssistantMessage, StopReason};
 use crate::model::Model;
 use crate::stream::{EventSender, SendEvent, SendOwned};
 
-/// Builds one streamed assistant message and sends its events; see the [module docs](self).
+/// Builds one streamed assistant message and sends its events.
 ///
 /// Methods that take a content index return [`TypesError::WrongBlock`] or
 /// [`TypesError::NoSuchBlock`] when the index does not name a block of the right kind in the

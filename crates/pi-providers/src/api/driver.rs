@@ -212,7 +212,7 @@ impl Cx<'_> {
 }
 
 /// The tail every stream's read ends with: a cancelled request is `aborted` ("Request was
-/// aborted"); else the stop reason decides ([`support::stop_reason_tail`], `pending` names a
+/// aborted"); else the stop reason decides (`support::stop_reason_tail`, `pending` names a
 /// stream that set none).
 pub fn tail(cx: &Cx<'_>, pending: &str) -> Result<(), Stop> {
     if cx.cancelled() {

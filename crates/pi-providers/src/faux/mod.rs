@@ -11,7 +11,7 @@
 //! A request with [`StreamOptions::deferred`] set takes its scripted step without answering it:
 //! it streams a handle (stop reason `deferred`), and the response is made at the first fetch of
 //! the handle that is ready (after [`FauxDeferredOptions::pending_fetches`] pending ones), with
-//! the submission's transcript, options and model ([`DeferredResponses`] on the provider; see
+//! the submission's transcript, options and model ([`DeferredResponses`](crate::deferred::DeferredResponses) on the provider; see
 //! [`crate::deferred`]).
 //!
 //! ```

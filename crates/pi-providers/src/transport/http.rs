@@ -107,7 +107,7 @@ pub trait Dialect: Send + Sync {
         true
     }
     /// An adapter's own retry rule for a failed attempt while retries remain (`None`: the
-    /// SDKs' rule of [`send`]): `Ok(Some(delay_ms))` retries, `Ok(None)` gives up with the
+    /// SDKs' rule of `send`): `Ok(Some(delay_ms))` retries, `Ok(None)` gives up with the
     /// error, `Err` gives up with that message.
     fn retry(&self, _error: &ApiError, _retry_index: u32, _max_retry_delay_ms: Option<u64>) -> Option<Retry> {
         None

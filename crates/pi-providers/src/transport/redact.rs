@@ -4,7 +4,7 @@
 //! A server's error body may quote the request it got, `Authorization` header included, and
 //! the adapters copy that body into the `errorMessage`. A text is checked against each
 //! credential in three spellings (as is, JSON-escaped, URL-encoded), and against every run of
-//! [`FRAGMENT_BYTES`] bytes of them, so a key cut by a truncation or split over two fields of
+//! `FRAGMENT_BYTES` bytes of them, so a key cut by a truncation or split over two fields of
 //! a body is caught too. A hit replaces each matched stretch with `<redacted>`. A `Bearer`
 //! credential in an error text is redacted whatever it is (an OAuth or cloud token minted at
 //! runtime may not be in the list).
@@ -158,7 +158,7 @@ const PUBLIC_HEADERS: [&str; 10] = [
 ];
 
 /// What one request carried that an error text must not quote: the API key and the value of
-/// every header but the [public ones](PUBLIC_HEADERS) (`Authorization`'s scheme and parameter
+/// every header but the public ones (`PUBLIC_HEADERS`) (`Authorization`'s scheme and parameter
 /// names stay: a `Bearer` or SigV4 credential is redacted, its wording is not). A
 /// [`Redactor`] is built from them only when there is an error text to clean.
 #[derive(Default)]

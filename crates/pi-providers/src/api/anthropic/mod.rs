@@ -90,7 +90,7 @@ pub struct Compat {
     pub supports_mid_convo_tool_changes: bool,
     /// The effort level is set per reply by system messages with `output_config`.
     pub supports_mid_convo_effort: bool,
-    /// Requests of a session continue a server-side message thread ([`threads`]).
+    /// Requests of a session continue a server-side message thread (`api::anthropic::threads`).
     pub supports_message_threads: bool,
 }
 

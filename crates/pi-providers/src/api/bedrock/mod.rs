@@ -20,7 +20,7 @@
 //! arrives last, in `metadata`.
 //!
 //! The stream goes through the shared driver ([`crate::api::driver`]) like every HTTP API: the
-//! AWS event stream is its framing ([`EventStream`]: frames checked by
+//! AWS event stream is its framing (`EventStream`: frames checked by
 //! `aws-smithy-eventstream`, read raw, capped at [`MAX_MESSAGE_BYTES`]).
 //!
 //! Credentials, region and endpoint follow the reference's rules (bearer token, access keys,
