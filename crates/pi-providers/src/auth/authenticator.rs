@@ -190,31 +190,10 @@ impl Authenticator {
         provider_id: &str,
         flow: &Arc<dyn OAuthFlow>,
     ) -> Result<Option<OAuthCredential>, AuthError> {
-        let flow = Arc::clone(flow);
-        let provider = provider_id.to_owned();
-        let post = self
-            .store
-            .modify(
-                provider_id,
-                Box::new(move |current| {
-                    Box::pin(async move {
-                        let Some(Credential::OAuth(current)) = current else { return Ok(None) };
-                        if !current.expires_within(now_ms(), MIN_OAUTH_VALIDITY_MS) {
-                            return Ok(None);
-                        }
-                        let fresh = tokio::time::timeout(REFRESH_TIMEOUT, flow.refresh(&current))
-                            .await
-                            .unwrap_or_else(|_| Err("The operation was aborted due to timeout".into()))
-                            .map_err(|reason| AuthError::Refresh { provider, reason: scrub(reason, &current) })?;
-                        Ok(Some(Credential::OAuth(fresh)))
-                    })
-                }),
-            )
-            .await?;
-        Ok(match post {
-            Some(Credential::OAuth(credential)) => Some(credential),
-            _ => None,
+        self.refresh_when(provider_id, Arc::clone(flow), |current| {
+            current.expires_within(now_ms(), MIN_OAUTH_VALIDITY_MS)
         })
+        .await
     }
 
     /// Refresh the stored OAuth credential because the provider rejected `rejected` (an answer
@@ -228,8 +207,20 @@ impl Authenticator {
         rejected: &Secret,
     ) -> Result<Option<OAuthCredential>, AuthError> {
         let Some(flow) = self.flows.get(provider_id).cloned() else { return Ok(None) };
-        let provider = provider_id.to_owned();
         let rejected = rejected.clone();
+        self.refresh_when(provider_id, flow, move |current| current.access == rejected).await
+    }
+
+    /// The one refresh under the store's lock: `stale` decides, on the credential stored when
+    /// the lock is held, whether it is refreshed (else it stays as it is); the refresh is
+    /// bounded by `REFRESH_TIMEOUT` and its error cleaned of the credential's tokens.
+    async fn refresh_when(
+        &self,
+        provider_id: &str,
+        flow: Arc<dyn OAuthFlow>,
+        stale: impl Fn(&OAuthCredential) -> bool + Send + 'static,
+    ) -> Result<Option<OAuthCredential>, AuthError> {
+        let provider = provider_id.to_owned();
         let post = self
             .store
             .modify(
@@ -237,7 +228,7 @@ impl Authenticator {
                 Box::new(move |current| {
                     Box::pin(async move {
                         let Some(Credential::OAuth(current)) = current else { return Ok(None) };
-                        if current.access != rejected {
+                        if !stale(&current) {
                             return Ok(None);
                         }
                         let fresh = tokio::time::timeout(REFRESH_TIMEOUT, flow.refresh(&current))
