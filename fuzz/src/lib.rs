@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use pi_providers::transport::sse::{FrameGuard, GeminiFramer, GeminiItem, LineMode, SseDecoder, SseEvent};
+use pi_providers::transport::sse::{FrameGuard, GeminiFramer, GeminiItem, SseDecoder, SseEvent};
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use serde_json::Value;
@@ -147,8 +147,8 @@ pub fn adapter(api: &str, data: &[u8]) {
     assert!(events.last().and_then(|e| e.final_message()).is_some(), "{api}: terminal event not last");
 }
 
-fn sse_all(mode: LineMode, chunks: &mut dyn Iterator<Item = &[u8]>) -> Vec<SseEvent> {
-    let mut decoder = SseDecoder::new(mode);
+fn sse_all(chunks: &mut dyn Iterator<Item = &[u8]>) -> Vec<SseEvent> {
+    let mut decoder = SseDecoder::new();
     let mut out = Vec::new();
     for chunk in chunks {
         decoder.push(chunk, &mut out);
@@ -178,8 +178,8 @@ fn gemini_all(chunks: &mut dyn Iterator<Item = &[u8]>) -> (Vec<String>, String, 
 /// Framing is independent of where the network splits the bytes.
 pub fn sse_framing(data: &[u8]) {
     let (size, body) = pieces(data);
-    let whole = sse_all(LineMode::Standard, &mut std::iter::once(body));
-    let split = sse_all(LineMode::Standard, &mut body.chunks(size));
+    let whole = sse_all(&mut std::iter::once(body));
+    let split = sse_all(&mut body.chunks(size));
     assert_eq!(whole, split, "standard SSE depends on the split");
     let whole = gemini_all(&mut std::iter::once(body));
     let split = gemini_all(&mut body.chunks(size));

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pi_testkit::provider_replay::replay_case;
+use pi_testkit::provider_replay::{replay_case, replay_case_general};
 use pi_testkit::provider_replay_compare::{compare_traces, first_diff};
 use serde_json::Value;
 
@@ -144,6 +144,25 @@ async fn check_set(cases: Vec<(String, PathBuf, PathBuf)>) {
         }
     }
     println!("{} passed, {} failed", total - failures.len(), failures.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The adapters' typed decodes and the driver's delta fast path are only faster ways to the same
+/// events: every case, replayed with a provider-event hook (which sends each event through the
+/// general path, parsed whole), gives the same trace (compared as the goldens are).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_case_streams_alike_on_the_general_path() {
+    let mut failures = Vec::new();
+    let sets = [cases(), cases_of("providers-extra", 48), cases_of("providers-real", 117)];
+    let all: Vec<_> = sets.into_iter().flatten().collect();
+    for (name, case, _) in &all {
+        let fast = replay_case(case).await.unwrap_or_else(|e| format!("error: {e}"));
+        let general = replay_case_general(case).await.unwrap_or_else(|e| format!("error: {e}"));
+        if let Err(diff) = compare_traces(&general, &fast) {
+            failures.push(format!("{name}: {diff}"));
+        }
+    }
+    println!("{} cases, {} differ", all.len(), failures.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -11,7 +11,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use futures::StreamExt;
 use pi_providers::api::openai::completions::OpenAICompletions;
-use pi_providers::transport::sse::{LineMode, SseDecoder};
+use pi_providers::transport::sse::SseDecoder;
 use pi_types::transcript::normalize_context;
 use pi_types::{Context, Message, Model, StreamFn, StreamOptions, UserMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -37,7 +37,7 @@ fn sse_decode(c: &mut Criterion) {
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("sse_decode", |b| {
         b.iter(|| {
-            let mut decoder = SseDecoder::new(LineMode::Standard);
+            let mut decoder = SseDecoder::new();
             let mut events = Vec::new();
             let mut count = 0usize;
             for chunk in body.chunks(1024) {

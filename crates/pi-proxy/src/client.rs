@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use pi_providers::api::pi_messages::{Protocol, WireEvent};
-use pi_providers::transport::sse::{FrameGuard, LineMode, SseDecoder, SseEvent};
+use pi_providers::transport::sse::{FrameGuard, SseDecoder, SseEvent};
 use pi_types::CancellationToken;
 use pi_types::{
     AssistantMessageBuilder, AssistantMessageEventStream, Model, StopReason, StreamFn, StreamOptions, TranscriptContext,
@@ -250,7 +250,7 @@ impl Request {
             return failed(self.error_text(response).await);
         }
         let mut chunks = response.bytes_stream();
-        let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut decoder = SseDecoder::new();
         let mut guard = FrameGuard::default();
         let mut events = Vec::new();
         loop {

@@ -56,9 +56,30 @@ struct Answer {
 
 /// Replay one case file; returns the normalized trace (JSON Lines, trailing newline).
 pub async fn replay_case(case_path: &Path) -> Result<String, ReplayError> {
+    replay_case_on(case_path, DecodePath::Fast).await
+}
+
+/// Replay one case file as [`replay_case`] does, but with an `on_provider_stream_event` hook set
+/// (one that does nothing): the adapters then read every event through their general path (a
+/// parsed JSON value for the hook), never their typed decodes or the driver's delta fast path.
+/// The trace must be [`replay_case`]'s.
+pub async fn replay_case_general(case_path: &Path) -> Result<String, ReplayError> {
+    replay_case_on(case_path, DecodePath::General).await
+}
+
+/// Which decode path a replay takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DecodePath {
+    /// As a caller without a provider-event hook streams.
+    Fast,
+    /// With a hook that does nothing: every event parsed whole.
+    General,
+}
+
+async fn replay_case_on(case_path: &Path, path: DecodePath) -> Result<String, ReplayError> {
     let text = tokio::fs::read_to_string(case_path).await?;
     let case: Value = serde_json::from_str(&text).map_err(|e| ReplayError::Case(e.to_string()))?;
-    replay_value(&case).await
+    replay_value(&case, path).await
 }
 
 /// Replay one case file on a fresh current-thread runtime (for binaries and sync tests).
@@ -152,7 +173,7 @@ fn adapter_for(api: &str) -> Result<Arc<dyn StreamFn>, ReplayError> {
 /// Held while a case with a `sessionId` runs (see [`replay_value`]).
 static SESSION_CASES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn replay_value(case: &Value) -> Result<String, ReplayError> {
+async fn replay_value(case: &Value, path: DecodePath) -> Result<String, ReplayError> {
     let api = case.get("api").and_then(Value::as_str).unwrap_or_default().to_owned();
     let entry = case.get("entry").and_then(Value::as_str).unwrap_or("streamSimple");
     let adapter = match entry {
@@ -196,7 +217,13 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
     let context: Context = serde_json::from_value(case.get("context").cloned().unwrap_or(json!({"messages": []})))
         .map_err(|e| ReplayError::Case(format!("context: {e}")))?;
     let case_options = case.get("options").cloned().unwrap_or(json!({}));
-    let mut options = call_options_of(case, &case_options, entry, &api, &base_url)?;
+    let on_path = |mut options: StreamOptions| {
+        if path == DecodePath::General {
+            options.on_provider_stream_event = Some(Arc::new(|_: &Value, _: &Model| Box::pin(async {}) as _));
+        }
+        options
+    };
+    let mut options = on_path(call_options_of(case, &case_options, entry, &api, &base_url)?);
     // What an adapter remembers per session (strict tool limits, message threads) lives for the
     // process; each case starts as in a fresh reference process, and cases with a session run
     // one at a time.
@@ -223,7 +250,7 @@ async fn replay_value(case: &Value) -> Result<String, ReplayError> {
                     .map_err(|e| ReplayError::Case(format!("calls.append: {e}")))?;
             context.messages.extend(append);
             if let Some(call_options) = call.get("options") {
-                options = call_options_of(case, call_options, entry, &api, &base_url)?;
+                options = on_path(call_options_of(case, call_options, entry, &api, &base_url)?);
             }
         }
         let mut stream = adapter.stream(&model, normalize_context(context.clone()), options.clone());

@@ -192,9 +192,20 @@ impl<'a, T> Handover<'a, T> {
         Self { send, output: Some(output) }
     }
 
-    /// `output` at once: nothing to send.
-    fn now(output: T) -> Self {
+    /// `output` at once, with nothing to hand over: for a provider whose event changed the
+    /// message without an event of its own (a signature appended to a thinking block), where
+    /// its other events give back a builder method's hand-over.
+    pub fn ready(output: T) -> Self {
         Self { send: None, output: Some(output) }
+    }
+
+    /// The same hand-over giving `f` of the method's result. The result is known when the
+    /// method returns (only the hand-over waits), so `f` runs at once; a provider uses it to
+    /// give back a hand-over in its own terms (e.g. its error type) instead of awaiting it
+    /// inside a future of its own.
+    #[inline]
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Handover<'a, U> {
+        Handover { send: self.send, output: self.output.map(f) }
     }
 }
 
@@ -416,7 +427,7 @@ impl AssistantMessageBuilder {
     ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, Kind::Text) {
-            return Handover::now(Err(error));
+            return Handover::ready(Err(error));
         }
         if let Some(AssistantContent::Text(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.text.push_str(&delta);
@@ -434,7 +445,7 @@ impl AssistantMessageBuilder {
     ) -> Handover<'_, Result<(), TypesError>> {
         let delta = delta.into();
         if let Err(error) = self.open_block(index, Kind::Thinking) {
-            return Handover::now(Err(error));
+            return Handover::ready(Err(error));
         }
         if let Some(AssistantContent::Thinking(block)) = Arc::make_mut(&mut self.message).content.get_mut(index) {
             block.thinking.push_str(&delta);
@@ -457,7 +468,7 @@ impl AssistantMessageBuilder {
         let delta = delta.into();
         match self.open_tool_call(index) {
             Ok((text, call)) => text.append(&delta, &mut call.arguments),
-            Err(error) => return Handover::now(Err(error)),
+            Err(error) => return Handover::ready(Err(error)),
         }
         let partial = Arc::clone(&self.message);
         Handover::after(
@@ -705,7 +716,7 @@ impl AssistantMessageBuilder {
     ) -> Handover<'_, Result<(), TypesError>> {
         match outcome {
             Ok(event) => Handover::maybe_after(event.map(|event| self.send(event)), Ok(())),
-            Err(error) => Handover::now(Err(error)),
+            Err(error) => Handover::ready(Err(error)),
         }
     }
 

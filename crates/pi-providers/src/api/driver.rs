@@ -2,8 +2,9 @@
 //!
 //! An API says only what is its own ([`WireApi`]): how to build the request from a model, a
 //! context and options ([`WireApi::prepare`]), and what each framed event of the answer does
-//! to the message ([`Decoder::event`], [`Decoder::end`]). The driver ([`stream`]) owns the rest,
-//! in this order:
+//! to the message ([`Decoder::event`], [`Decoder::end`]; [`Decoder::delta`] for the deltas that
+//! make up most of a stream, done without a future of the decoder's own). The driver
+//! ([`stream`]) owns the rest, in this order:
 //!
 //! 1. the response builder and, at the end, the one terminal event (`done`, `error` or
 //!    `aborted`, see [`WireApi::finish`]);
@@ -27,11 +28,13 @@
 
 use std::future::Future;
 
-use pi_types::{AssistantMessageBuilder, AssistantMessageEventStream, Model, StreamOptions, TranscriptContext};
+use pi_types::{
+    AssistantMessageBuilder, AssistantMessageEventStream, Handover, Model, StreamOptions, TranscriptContext,
+};
 
 use crate::api::support;
 use crate::transport::http::{self, Body, Read};
-use crate::transport::sse::{LineMode, SseDecoder, SseEventRef};
+use crate::transport::sse::{SseDecoder, SseEventRef};
 
 /// What a wire API implements: its request side. The decoding state of one response
 /// ([`WireApi::Decoder`]) implements [`Decoder`], its stream side. The driver ([`stream`]) does
@@ -123,6 +126,22 @@ pub trait Decoder: Send {
     where
         Self::Framing: 'e;
 
+    /// An event whose whole work is one change to an open block (a text, thinking or
+    /// argument delta, most of a stream): the change made at once and the builder's
+    /// [`Handover`] of its event given back, which the driver awaits in place of a future of
+    /// the decoder's own. `None` (the default) for any other event, with nothing changed: the
+    /// driver then calls [`Decoder::event`] with it.
+    ///
+    /// Only a fast path: an API without it streams the same events through `event`, which
+    /// must still handle every event this one takes.
+    fn delta<'c>(
+        &mut self,
+        _event: &<Self::Framing as Framing>::Event<'_>,
+        _cx: &'c mut Cx<'_>,
+    ) -> Option<Handover<'c, Result<Flow, Stop>>> {
+        None
+    }
+
     /// After the last event (the body's end, a terminal event, or a cancellation the API
     /// drains): close what is open and check the stop reason, usually with [`tail`].
     fn end(&mut self, cx: &mut Cx<'_>) -> impl Future<Output = Result<(), Stop>> + Send;
@@ -180,6 +199,16 @@ pub enum OnCancel {
     Fail(&'static str),
     /// Stop reading and end the stream normally ([`Decoder::end`] decides).
     Drain,
+}
+
+impl OnCancel {
+    /// A cancellation seen: the stream's error, or `Ok` to stop reading and drain.
+    fn stop(self) -> Result<(), Stop> {
+        match self {
+            Self::Fail(text) => Err(Stop::aborted(text)),
+            Self::Drain => Ok(()),
+        }
+    }
 }
 
 /// Where and how the driver looks at the cancellation token while reading.
@@ -248,12 +277,12 @@ pub enum ReadMode {
     Raw,
 }
 
-/// Server-sent events ([`SseDecoder`], standard line mode).
+/// Server-sent events ([`SseDecoder`]).
 pub struct Sse(SseDecoder);
 
 impl Default for Sse {
     fn default() -> Self {
-        Self(SseDecoder::new(LineMode::Standard))
+        Self(SseDecoder::new())
     }
 }
 
@@ -355,41 +384,31 @@ async fn run<A: WireApi>(
                 framing.finish()?;
                 true
             }
-            Read::Aborted => match cancel.read {
-                OnCancel::Fail(text) => return Err(Stop::aborted(text)),
-                OnCancel::Drain => {
-                    cancelled = true;
-                    break 'read;
-                }
-            },
+            Read::Aborted => {
+                cancel.read.stop()?;
+                cancelled = true;
+                break 'read;
+            }
             Read::Failed(message) => return Err(decoder.read_failed(message)),
         };
         while let Some(event) = framing.next()? {
-            if let Some(on_cancel) = cancel.before_event {
-                if body.is_cancelled() {
-                    match on_cancel {
-                        OnCancel::Fail(text) => return Err(Stop::aborted(text)),
-                        OnCancel::Drain => {
-                            cancelled = true;
-                            break 'read;
-                        }
-                    }
-                }
-            }
-            let mut cx = Cx { model, options, out, cancelled: false };
-            if decoder.event(event, &mut cx).await? == Flow::End {
+            if let Some(on_cancel) = cancel.before_event.filter(|_| body.is_cancelled()) {
+                on_cancel.stop()?;
+                cancelled = true;
                 break 'read;
             }
-            if let Some(on_cancel) = cancel.after_event {
-                if body.is_cancelled() {
-                    match on_cancel {
-                        OnCancel::Fail(text) => return Err(Stop::aborted(text)),
-                        OnCancel::Drain => {
-                            cancelled = true;
-                            break 'read;
-                        }
-                    }
-                }
+            let mut cx = Cx { model, options, out, cancelled: false };
+            let flow = match decoder.delta(&event, &mut cx) {
+                Some(handover) => handover.await?,
+                None => decoder.event(event, &mut cx).await?,
+            };
+            if flow == Flow::End {
+                break 'read;
+            }
+            if let Some(on_cancel) = cancel.after_event.filter(|_| body.is_cancelled()) {
+                on_cancel.stop()?;
+                cancelled = true;
+                break 'read;
             }
         }
         if ended {

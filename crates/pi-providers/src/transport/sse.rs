@@ -209,15 +209,6 @@ pub struct SseEvent {
     pub raw: Vec<String>,
 }
 
-/// How `\r\n` split across two network chunks is treated: one line break (the WHATWG rule,
-/// pi-ai's shared decoder, the OpenAI SDK), the only mode left.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LineMode {
-    /// One line break.
-    #[default]
-    Standard,
-}
-
 /// What one line of an event holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Field {
@@ -299,9 +290,8 @@ impl<'a> SseEventRef<'a> {
 }
 
 impl SseDecoder {
-    /// A decoder with the given line mode.
-    pub fn new(mode: LineMode) -> Self {
-        let LineMode::Standard = mode;
+    /// A decoder at the start of a stream.
+    pub fn new() -> Self {
         Self::default()
     }
 
@@ -899,7 +889,7 @@ mod tests {
     }
 
     fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut decoder = SseDecoder::new();
         let mut out = Vec::new();
         for chunk in chunks {
             decoder.push(chunk, &mut out);
@@ -931,7 +921,7 @@ mod tests {
             let cut = next(body.len() + 1);
             let chunks = [&body[..cut], &body[cut..]];
             let limit = 1 + next(12);
-            let mut decoder = SseDecoder::new(LineMode::Standard);
+            let mut decoder = SseDecoder::new();
             let mut pieces = Vec::new();
             for chunk in chunks {
                 let mut rest = chunk;

@@ -10,8 +10,8 @@ use pi_types::transcript::{
     current_tools, initial_system_message, render_system_message_update, resolve_transcript, system_message_text,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, ImageContent, Message,
-    Model, StopReason, StreamFn, StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, Handover, ImageContent,
+    Message, Model, StopReason, StreamFn, StreamOptions, TextContent, ThinkingContent, ThinkingLevel, Tool, ToolCall,
     ToolResultMessage, TranscriptContext, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
@@ -24,7 +24,7 @@ use crate::api::strict_tool_limits;
 use crate::api::strict_tool_limits::Recording;
 use crate::api::support::{self as adapter_support, object, Stop};
 use crate::api::transform::{sanitize_id, split_error_tool_result_images, take_units, transform_messages};
-use crate::api::typed;
+use crate::api::typed::{self, AnthropicPayload};
 use crate::js_json;
 use crate::transport::http::{self, ApiError, ApiErrorKind, Dialect};
 use crate::transport::sse::SseEventRef;
@@ -642,7 +642,7 @@ impl Decoder for Decode {
     where
         Sse: 'e,
     {
-        let Decode { heads, state, typed, .. } = self;
+        let state = &mut self.state;
         let name = sse.event.as_deref().unwrap_or_default();
         if name == "error" {
             return Err(Stop::error(sse.data.into_owned()));
@@ -657,18 +657,6 @@ impl Decoder for Decode {
                 | "content_block_stop"
         ) {
             return Ok(Flow::Continue);
-        }
-        if *typed {
-            if let Some(delta) = typed::decode_delta(&sse.data, heads) {
-                if &*delta.kind == "content_block_delta" {
-                    // The decoded event stays here, borrowed: moved into the delta's future,
-                    // it would be copied once more per event.
-                    if let Some((content_index, kind, text)) = state.delta(&delta) {
-                        apply_delta(cx.out, content_index, kind, text).await;
-                    }
-                    return Ok(Flow::Continue);
-                }
-            }
         }
         let event = js_json::parse_with_repair(&sse.data).map_err(|message| {
             let raw: Vec<_> = sse.raw().collect();
@@ -687,6 +675,18 @@ impl Decoder for Decode {
         state.handle(cx.model, &event, cx.out).await?;
         // `message_stop` ends the protocol: nothing after it is read or waited for.
         Ok(if state.saw_stop { Flow::End } else { Flow::Continue })
+    }
+
+    fn delta<'c>(&mut self, sse: &SseEventRef<'_>, cx: &'c mut Cx<'_>) -> Option<Handover<'c, Result<Flow, Stop>>> {
+        if !self.typed || sse.event.as_deref() != Some("content_block_delta") {
+            return None;
+        }
+        let delta = typed::decode_delta(&sse.data, &mut self.heads)?;
+        if &*delta.kind != "content_block_delta" {
+            return None;
+        }
+        let (content_index, payload, text) = self.state.delta(&delta)?;
+        Some(apply_delta(cx.out, content_index, payload, text))
     }
 
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
@@ -780,39 +780,46 @@ fn map_stop_reason(reason: &str, details: Option<&Value>) -> Result<(StopReason,
     })
 }
 
-/// A `content_block_delta` of the kind given, with its text, into the block at `content_index`.
-/// A delta of another kind than its block is ignored (the builder refuses it), as the reference
-/// ignores it.
-async fn apply_delta(out: &mut AssistantMessageBuilder, content_index: usize, kind: Option<&str>, text: &str) {
-    match kind {
-        Some("text_delta") => out.text_delta(content_index, text).await.ok(),
-        Some("thinking_delta") => out.thinking_delta(content_index, text).await.ok(),
-        Some("input_json_delta") => out.tool_call_delta(content_index, text).await.ok(),
-        Some("signature_delta") => out.thinking_mut(content_index).ok().map(|block| {
-            block.thinking_signature.get_or_insert_with(String::new).push_str(text);
-        }),
-        _ => None,
-    };
+/// A `content_block_delta` carrying `payload` (its kind: text, thinking, arguments or a
+/// signature) into the block at `content_index`: the change made at once, its event in the
+/// hand-over. A delta of another kind than its block is ignored (the builder refuses it), as the
+/// reference ignores it; a signature is appended without an event.
+fn apply_delta<'o>(
+    out: &'o mut AssistantMessageBuilder,
+    content_index: usize,
+    payload: Option<AnthropicPayload>,
+    text: &str,
+) -> Handover<'o, Result<Flow, Stop>> {
+    fn read_on(_refused: Result<(), pi_types::TypesError>) -> Result<Flow, Stop> {
+        Ok(Flow::Continue)
+    }
+    match payload {
+        Some(AnthropicPayload::Text) => out.text_delta(content_index, text).map(read_on),
+        Some(AnthropicPayload::Thinking) => out.thinking_delta(content_index, text).map(read_on),
+        Some(AnthropicPayload::PartialJson) => out.tool_call_delta(content_index, text).map(read_on),
+        Some(AnthropicPayload::Signature) => {
+            if let Ok(block) = out.thinking_mut(content_index) {
+                block.thinking_signature.get_or_insert_with(String::new).push_str(text);
+            }
+            Handover::ready(Ok(Flow::Continue))
+        }
+        None => Handover::ready(Ok(Flow::Continue)),
+    }
 }
 
 impl BlockState {
-    /// A `content_block_delta` from its typed decode (as [`BlockState::handle`] takes it).
-    /// What a decoded `content_block_delta` applies: its block's content index, its kind and
-    /// its text; `None` for a block that is not open.
-    fn delta<'e>(&mut self, event: &'e typed::AnthropicDelta<'_>) -> Option<(usize, Option<&'e str>, &'e str)> {
+    /// What a decoded `content_block_delta` applies: its block's content index, its payload
+    /// kind and text; `None` for a block that is not open.
+    fn delta<'e>(
+        &mut self,
+        event: &'e typed::AnthropicDelta<'_>,
+    ) -> Option<(usize, Option<AnthropicPayload>, &'e str)> {
         let index = event.index.map_or(-1, |typed::Int(i)| i);
         let content_index = self.open.get(index)?;
         let delta = event.delta.as_ref().map(|typed::Obj(d)| d);
-        let kind = delta.and_then(|d| d.kind.as_deref());
-        let member = match kind {
-            Some("text_delta") => Some(typed::AnthropicPayload::Text),
-            Some("thinking_delta") => Some(typed::AnthropicPayload::Thinking),
-            Some("input_json_delta") => Some(typed::AnthropicPayload::PartialJson),
-            Some("signature_delta") => Some(typed::AnthropicPayload::Signature),
-            _ => None,
-        };
-        let text = delta.zip(member).and_then(|(d, member)| d.member(member));
-        Some((content_index, kind, text.unwrap_or_default()))
+        let payload = delta.and_then(|d| d.kind.as_deref()).and_then(AnthropicPayload::of_kind);
+        let text = delta.zip(payload).and_then(|(d, payload)| d.member(payload));
+        Some((content_index, payload, text.unwrap_or_default()))
     }
 
     async fn handle(&mut self, model: &Model, event: &Value, out: &mut AssistantMessageBuilder) -> Result<(), Stop> {
@@ -878,16 +885,10 @@ impl BlockState {
             Some("content_block_delta") => {
                 let Some(content_index) = self.open.get(index) else { return Ok(()) };
                 let delta = event.get("delta");
-                let text_of = |key: &str| delta.and_then(|d| d.get(key)).and_then(Value::as_str).unwrap_or("");
-                let kind = delta.and_then(|d| d.get("type")).and_then(Value::as_str);
-                let text = match kind {
-                    Some("text_delta") => text_of("text"),
-                    Some("thinking_delta") => text_of("thinking"),
-                    Some("input_json_delta") => text_of("partial_json"),
-                    Some("signature_delta") => text_of("signature"),
-                    _ => "",
-                };
-                apply_delta(out, content_index, kind, text).await;
+                let payload =
+                    delta.and_then(|d| d.get("type")).and_then(Value::as_str).and_then(AnthropicPayload::of_kind);
+                let text = delta.zip(payload).and_then(|(d, payload)| d.get(payload.name())).and_then(Value::as_str);
+                apply_delta(out, content_index, payload, text.unwrap_or("")).await?;
             }
             Some("content_block_stop") => {
                 let Some(content_index) = self.open.remove(index) else { return Ok(()) };

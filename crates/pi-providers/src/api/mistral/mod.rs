@@ -927,10 +927,10 @@ fn wire_message(message: &mut Value) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::transport::sse::{LineMode, SseDecoder};
+    use crate::transport::sse::SseDecoder;
 
     fn data_of(chunks: &[&[u8]]) -> Vec<String> {
-        let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
         for chunk in chunks {
             decoder.push(chunk, &mut events);

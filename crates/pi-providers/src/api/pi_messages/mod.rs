@@ -409,10 +409,10 @@ fn event_data(data: &str) -> Option<&str> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::transport::sse::{LineMode, SseDecoder};
+    use crate::transport::sse::SseDecoder;
 
     fn data_of(chunks: &[&[u8]]) -> Vec<Option<String>> {
-        let mut decoder = SseDecoder::new(LineMode::Standard);
+        let mut decoder = SseDecoder::new();
         let mut out = Vec::new();
         for chunk in chunks {
             decoder.push(chunk, &mut out);

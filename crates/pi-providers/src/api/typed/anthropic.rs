@@ -54,7 +54,19 @@ impl AnthropicPayload {
         })
     }
 
-    fn name(self) -> &'static str {
+    /// The payload member a delta of type `kind` carries (`text_delta` → `text`, ...).
+    pub(crate) fn of_kind(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "text_delta" => Self::Text,
+            "thinking_delta" => Self::Thinking,
+            "input_json_delta" => Self::PartialJson,
+            "signature_delta" => Self::Signature,
+            _ => return None,
+        })
+    }
+
+    /// The member's name.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Text => "text",
             Self::Thinking => "thinking",

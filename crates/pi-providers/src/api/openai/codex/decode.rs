@@ -10,7 +10,7 @@
 //! each text message is one event.
 
 use pi_types::AssistantContent;
-use pi_types::StopReason;
+use pi_types::{Handover, StopReason};
 use serde_json::{json, Value};
 
 use crate::api::driver::{Cx, Decoder, Flow, Sse};
@@ -93,7 +93,8 @@ impl CodexDecode {
         if self.typed {
             if let Some(delta) = typed::decode_event(data, &mut self.heads) {
                 self.start(cx).await;
-                if self.state.delta(delta, cx.out).await.map_err(Failure::transport)? {
+                if let Some(handover) = self.state.delta(&delta, cx.out) {
+                    handover.await.map_err(|error| Failure::transport(error.into()))?;
                     return Ok(Flow::Continue);
                 }
             }
@@ -208,6 +209,15 @@ impl Decoder for CodexDecode {
             return Ok(Flow::Continue);
         }
         self.text(data, cx, "Invalid Codex SSE JSON").await.map_err(|failure| failure.stop)
+    }
+
+    fn delta<'c>(&mut self, event: &SseEventRef<'_>, cx: &'c mut Cx<'_>) -> Option<Handover<'c, Result<Flow, Stop>>> {
+        if !self.typed || (self.emit_start && !self.started) {
+            return None;
+        }
+        let delta = typed::decode_event(js_json::js_trim(&event.data), &mut self.heads)?;
+        let handover = self.state.delta(&delta, cx.out)?;
+        Some(handover.map(|result| result.map(|()| Flow::Continue).map_err(Stop::from)))
     }
 
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {

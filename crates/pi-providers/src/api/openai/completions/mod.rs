@@ -11,9 +11,9 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, InputModality, Message, Model, StopReason,
-    StreamFn, StreamOptions, TextContent, ThinkingBudgets, ThinkingContent, ThinkingLevel, Tool, ToolCall,
-    TranscriptContext, Usage, UserContent, UserMessageContent,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, Handover, InputModality, Message, Model,
+    StopReason, StreamFn, StreamOptions, TextContent, ThinkingBudgets, ThinkingContent, ThinkingLevel, Tool, ToolCall,
+    TranscriptContext, TypesError, Usage, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -454,6 +454,15 @@ impl Decoder for Decode {
         Ok(Flow::Continue)
     }
 
+    fn delta<'c>(&mut self, event: &SseEventRef<'_>, cx: &'c mut Cx<'_>) -> Option<Handover<'c, Result<Flow, Stop>>> {
+        if !self.typed || event.event.as_deref() == Some("error") || event.data == "[DONE]" {
+            return None;
+        }
+        let chunk = typed::decode_chunk(&event.data, &mut self.heads)?;
+        let handover = self.chunks.delta(cx.model, &chunk, cx.out)?;
+        Some(handover.map(|result| result.map(|()| Flow::Continue).map_err(Stop::from)))
+    }
+
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
         let Decode { chunks, state, supports_finish_reason, .. } = self;
         let out = &mut *cx.out;
@@ -587,6 +596,25 @@ fn parse_chunk_usage(raw: &Value, model: &Model) -> Usage {
         }
     }
     usage
+}
+
+/// The first non-empty reasoning text of a typed delta, with the field it came in.
+fn typed_reasoning<'d>(delta: &'d typed::CompletionsDelta<'_>) -> Option<(&'static str, &'d str)> {
+    [
+        ("reasoning_content", &delta.reasoning_content),
+        ("reasoning", &delta.reasoning),
+        ("reasoning_text", &delta.reasoning_text),
+    ]
+    .into_iter()
+    .find_map(|(field, text)| text.as_deref().filter(|t| !t.is_empty()).map(|t| (field, t)))
+}
+
+/// Which block a delta goes to.
+#[derive(Clone, Copy)]
+enum BlockKind {
+    Thinking,
+    Text,
+    ToolCall,
 }
 
 /// A chunk's `id` and `model`: the response id until one that is not empty was seen, the
@@ -859,6 +887,46 @@ impl Chunks {
         Ok(())
     }
 
+    /// A typed chunk whose one change is a delta to a block already open (most chunks of a
+    /// stream), made at once with its response ids ([`Decoder::delta`]); `None`, with nothing
+    /// changed, for any other chunk.
+    fn delta<'o>(
+        &mut self,
+        model: &Model,
+        chunk: &typed::CompletionsChunk<'_>,
+        out: &'o mut AssistantMessageBuilder,
+    ) -> Option<Handover<'o, Result<(), TypesError>>> {
+        let (typed::Obj(choice),) = chunk.choices.as_ref()?;
+        let typed::Obj(delta) = choice.delta.as_ref()?;
+        let content = delta.content.as_deref().filter(|c| !c.is_empty());
+        let (index, text, kind) = match (typed_reasoning(delta), content, &delta.tool_calls) {
+            (Some((_, text)), None, None) => (self.thinking_block?, text, BlockKind::Thinking),
+            (None, Some(text), None) => (self.text_block?, text, BlockKind::Text),
+            (None, None, Some((typed::Obj(call),))) => {
+                // Only more arguments of a call already open: no id or name to record.
+                let typed::Obj(function) = call.function.as_ref()?;
+                let arguments = function.arguments.as_deref().filter(|a| !a.is_empty())?;
+                if call.id.as_deref().is_some_and(|id| !id.is_empty())
+                    || function.name.as_deref().is_some_and(|name| !name.is_empty())
+                {
+                    return None;
+                }
+                let index = self.block_at(call.index.map(|typed::Int(i)| i)?)?;
+                if self.custom.contains_key(&index) {
+                    return None;
+                }
+                (index, arguments, BlockKind::ToolCall)
+            }
+            _ => return None,
+        };
+        record_response_ids(out, model, chunk.id.as_deref(), chunk.model.as_deref());
+        Some(match kind {
+            BlockKind::Thinking => out.thinking_delta(index, text),
+            BlockKind::Text => out.text_delta(index, text),
+            BlockKind::ToolCall => out.tool_call_delta(index, text),
+        })
+    }
+
     /// A chunk from its typed decode (which declines usage, a finish reason and reasoning
     /// details), as [`Chunks::handle`] takes it; `Ok(false)` for a chunk without a choice,
     /// before anything of it was applied.
@@ -874,14 +942,7 @@ impl Chunks {
         let delta = choice.delta.as_ref().map(|typed::Obj(d)| d);
         record_response_ids(out, model, chunk.id.as_deref(), chunk.model.as_deref());
         let Some(delta) = delta else { return Ok(true) };
-        let reasoning = [
-            ("reasoning_content", &delta.reasoning_content),
-            ("reasoning", &delta.reasoning),
-            ("reasoning_text", &delta.reasoning_text),
-        ]
-        .into_iter()
-        .find_map(|(field, text)| text.as_deref().filter(|t| !t.is_empty()).map(|t| (field, t)));
-        if let Some((field, text)) = reasoning {
+        if let Some((field, text)) = typed_reasoning(delta) {
             let signature =
                 if model.provider == "opencode-go" && field == "reasoning" { "reasoning_content" } else { field };
             let index = self.ensure_thinking(out, signature).await;

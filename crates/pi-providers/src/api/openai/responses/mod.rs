@@ -10,9 +10,9 @@ use pi_types::transcript::{
     TranscriptToolSupport,
 };
 use pi_types::{
-    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, CompactString,
+    AssistantContent, AssistantMessageBuilder, AssistantMessageEventStream, CacheRetention, CompactString, Handover,
     InputModality, Message, Model, StopReason, StreamFn, StreamOptions, ThinkingLevel, Tool, ToolCall,
-    TranscriptContext, UserContent, UserMessageContent,
+    TranscriptContext, TypesError, UserContent, UserMessageContent,
 };
 use reqwest::header::HeaderMap;
 use serde_json::{json, Map, Value};
@@ -914,38 +914,40 @@ impl Decoder for ResponsesDecode {
         }
         let flavor = &self.flavor;
         let is_error = event.event.as_deref() == Some("error");
-        let fast = match self.typed && !is_error {
-            true => typed::decode_event(&event.data, &mut self.heads),
-            false => None,
+        let Ok(data) = js_json::parse(&event.data) else {
+            return Err(self.fail("Error reading response: malformed server-sent event JSON.".into()));
         };
-        let handled = match fast {
-            Some(delta) => {
-                self.state.delta(delta, cx.out).await.map_err(|s| Stop { message: flavor.hint(s.message), ..s })?
-            }
-            None => false,
-        };
-        if !handled {
-            let Ok(data) = js_json::parse(&event.data) else {
-                return Err(self.fail("Error reading response: malformed server-sent event JSON.".into()));
-            };
-            if is_error {
-                let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
-                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-            }
-            if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
-                return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
-            }
-            adapter_support::on_event(cx.options, cx.model, &data).await;
-            self.state
-                .handle(cx.model, cx.options, &data, cx.out)
-                .await
-                .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
-            if self.state.saw_terminal {
-                // A terminal response event ends the protocol: nothing after it is read or waited for.
-                return Ok(Flow::End);
-            }
+        if is_error {
+            let error = data.get("error").filter(|e| !e.is_null()).unwrap_or(&data);
+            return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+        }
+        if let Some(error) = data.get("error").filter(|e| js_json::truthy(e)) {
+            return Err(self.fail(http::format_provider_error(&openai_stream_error(error), Some(&flavor.prefix))));
+        }
+        adapter_support::on_event(cx.options, cx.model, &data).await;
+        self.state
+            .handle(cx.model, cx.options, &data, cx.out)
+            .await
+            .map_err(|s| Stop { message: flavor.hint(s.message), ..s })?;
+        if self.state.saw_terminal {
+            // A terminal response event ends the protocol: nothing after it is read or waited for.
+            return Ok(Flow::End);
         }
         Ok(Flow::Continue)
+    }
+
+    fn delta<'c>(&mut self, event: &SseEventRef<'_>, cx: &'c mut Cx<'_>) -> Option<Handover<'c, Result<Flow, Stop>>> {
+        if !self.typed || event.event.as_deref() == Some("error") || event.data == "[DONE]" {
+            return None;
+        }
+        let delta = typed::decode_event(&event.data, &mut self.heads)?;
+        let flavor = &self.flavor;
+        let handover = self.state.delta(&delta, cx.out)?;
+        Some(
+            handover.map(|result| {
+                result.map(|()| Flow::Continue).map_err(|error| Stop::error(flavor.hint(error.to_string())))
+            }),
+        )
     }
 
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
@@ -1060,31 +1062,32 @@ impl ResponsesState {
         Self { tier_pricing, ..Default::default() }
     }
 
-    /// A delta event from its typed decode, as [`ResponsesState::handle`] takes it; `Ok(false)`
-    /// for another event type (nothing applied).
-    pub(crate) async fn delta(
+    /// A typed delta event ([`typed::decode_event`]), made at once: the builder's hand-over of
+    /// its event ([`driver::Decoder::delta`]), a ready one for a delta to no open item of its
+    /// kind (ignored, as the reference ignores it); `None`, with nothing changed, for an event
+    /// of another kind.
+    pub(crate) fn delta<'o>(
         &mut self,
-        event: typed::ResponsesDelta<'_>,
-        out: &mut AssistantMessageBuilder,
-    ) -> Result<bool, Stop> {
+        event: &typed::ResponsesDelta<'_>,
+        out: &'o mut AssistantMessageBuilder,
+    ) -> Option<Handover<'o, Result<(), TypesError>>> {
         let kind = match &*event.kind {
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => SlotKind::Thinking,
             "response.output_text.delta" | "response.refusal.delta" => SlotKind::Text,
             "response.function_call_arguments.delta" => SlotKind::ToolCall,
-            _ => return Ok(false),
+            _ => return None,
         };
         let mut key = [0u8; 24];
         let key = event.output_index.text(&mut key);
         let Some(index) = self.slots.get(key).filter(|s| s.kind == kind).map(|s| s.content_index) else {
-            return Ok(true);
+            return Some(Handover::ready(Ok(())));
         };
         let text = event.delta.as_deref().unwrap_or_default();
-        match kind {
-            SlotKind::Thinking => out.thinking_delta(index, text).await?,
-            SlotKind::Text => out.text_delta(index, text).await?,
-            _ => out.tool_call_delta(index, text).await?,
-        }
-        Ok(true)
+        Some(match kind {
+            SlotKind::Thinking => out.thinking_delta(index, text),
+            SlotKind::Text => out.text_delta(index, text),
+            _ => out.tool_call_delta(index, text),
+        })
     }
 
     fn slot(&mut self, event: &Value, kind: SlotKind) -> Option<usize> {
