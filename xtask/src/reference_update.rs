@@ -9,7 +9,12 @@
 //! 3. reprints every vendored provider golden with that release's runner (`xtask/node/replay.mjs`,
 //!    the shared oracle's): `tests/fixtures/providers`, `providers-extra` and `providers-real`,
 //!    each `cases/<api>/<name>.json` to `golden/<api>/<name>.jsonl` (`golden-pi-rs`, our own
-//!    deliberate differences, is left alone).
+//!    deliberate differences, is left alone); a case with `calls` (several calls in one
+//!    session) goes through `providers-extra/tools/replay_calls.mjs`, which runs them in one
+//!    process;
+//! 4. reprints the goldens of pi-providers' own reference scripts
+//!    (`crates/pi-providers/tests/fixtures/<folder>/reference_*.mjs`: sign-in flows, cache
+//!    warming, Codex's WebSocket, deferred responses, the live model store), see [`SCRIPTS`].
 //!
 //! It ends with the goldens whose bytes changed. Porting what changed is then a person's work:
 //! `cargo xtask catalog --check` and the replay tests (`cargo test -p pi-integration-tests --test
@@ -23,6 +28,32 @@ use std::sync::Mutex;
 /// The folders whose goldens the reference prints.
 const FIXTURE_SETS: [&str; 3] =
     ["tests/fixtures/providers", "tests/fixtures/providers-extra", "tests/fixtures/providers-real"];
+
+/// pi-providers' reference scripts, in `crates/pi-providers/tests/fixtures/<folder>`: each runs
+/// as `node <script> <xtask/node>` into its one golden, or, with [`Golden::PerName`], as `node
+/// <script> <xtask/node> <name>` into `<name>.json` for each `.json` of the folder but its inputs.
+const SCRIPTS: [(&str, &str, Golden); 5] = [
+    ("auth", "reference_flows.mjs", Golden::PerName { inputs: &["answers.json"] }),
+    ("cache_warming", "reference_cache_warming.mjs", Golden::One("golden.json")),
+    ("codex_websocket", "reference_ws.mjs", Golden::One("golden.jsonl")),
+    ("deferred", "reference_deferred.mjs", Golden::One("deferred.json")),
+    ("models_store", "reference_refresh.mjs", Golden::PerName { inputs: &["cases.json"] }),
+];
+
+/// What a reference script prints.
+#[derive(Clone, Copy)]
+enum Golden {
+    /// One golden, this file of the folder.
+    One(&'static str),
+    /// One golden per name: the folder's other `.json` files.
+    PerName { inputs: &'static [&'static str] },
+}
+
+/// One golden and the `node` arguments that print it.
+struct Print {
+    args: Vec<PathBuf>,
+    golden: PathBuf,
+}
 
 /// The parsed arguments.
 struct Args {
@@ -77,13 +108,19 @@ pub fn run(root: &Path, args: &[String]) -> Result<String, String> {
         return Err(format!("gen_catalog.mjs failed: {}", String::from_utf8_lossy(&output.stderr)));
     }
     let catalog = String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().to_owned();
-    let mut cases = Vec::new();
+    let runners = Runners {
+        replay: node_dir.join("replay.mjs"),
+        calls: root.join("tests/fixtures/providers-extra/tools/replay_calls.mjs"),
+        node_dir: node_dir.clone(),
+    };
+    let mut prints = Vec::new();
     for set in FIXTURE_SETS {
-        collect_cases(&root.join(set), &mut cases)?;
+        collect_cases(&root.join(set), &runners, &mut prints)?;
     }
-    let changed = reprint(&node_dir.join("replay.mjs"), &cases, args.jobs)?;
+    collect_scripts(&root.join("crates/pi-providers/tests/fixtures"), &node_dir, &mut prints)?;
+    let changed = reprint(&prints, args.jobs)?;
     let mut summary =
-        format!("pi-ai {installed}: catalog {catalog}; {} goldens reprinted, {} changed", cases.len(), changed.len());
+        format!("pi-ai {installed}: catalog {catalog}; {} goldens reprinted, {} changed", prints.len(), changed.len());
     for path in changed {
         let shown = path.strip_prefix(root).unwrap_or(&path);
         summary.push_str(&format!("\n  {}", shown.display()));
@@ -92,8 +129,30 @@ pub fn run(root: &Path, args: &[String]) -> Result<String, String> {
     Ok(summary)
 }
 
-/// Every `cases/<api>/<name>.json` of a fixture set with the golden it prints to.
-fn collect_cases(set: &Path, out: &mut Vec<(PathBuf, PathBuf)>) -> Result<(), String> {
+/// The runners of the replay cases.
+struct Runners {
+    /// The shared oracle's runner: one call.
+    replay: PathBuf,
+    /// The runner of a case with `calls`: several calls in one process.
+    calls: PathBuf,
+    /// The folder the reference is installed in (`replay_calls.mjs` takes it).
+    node_dir: PathBuf,
+}
+
+impl Runners {
+    /// The `node` arguments that print `case`.
+    fn args(&self, case: &Path) -> Result<Vec<PathBuf>, String> {
+        let text = std::fs::read_to_string(case).map_err(|e| format!("{}: {e}", case.display()))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", case.display()))?;
+        Ok(match value.get("calls") {
+            Some(_) => vec![self.calls.clone(), self.node_dir.clone(), case.to_owned()],
+            None => vec![self.replay.clone(), case.to_owned()],
+        })
+    }
+}
+
+/// Every `cases/<api>/<name>.json` of a fixture set, printed into `golden/<api>/<name>.jsonl`.
+fn collect_cases(set: &Path, runners: &Runners, out: &mut Vec<Print>) -> Result<(), String> {
     let cases = set.join("cases");
     let mut apis: Vec<PathBuf> = read_dir(&cases)?.into_iter().filter(|p| p.is_dir()).collect();
     apis.sort();
@@ -104,7 +163,31 @@ fn collect_cases(set: &Path, out: &mut Vec<(PathBuf, PathBuf)>) -> Result<(), St
         for case in files {
             let (Some(api_name), Some(stem)) = (api.file_name(), case.file_stem()) else { continue };
             let golden = set.join("golden").join(api_name).join(format!("{}.jsonl", stem.to_string_lossy()));
-            out.push((case, golden));
+            out.push(Print { args: runners.args(&case)?, golden });
+        }
+    }
+    Ok(())
+}
+
+/// The goldens of [`SCRIPTS`], in `fixtures` (pi-providers' test fixtures).
+fn collect_scripts(fixtures: &Path, node_dir: &Path, out: &mut Vec<Print>) -> Result<(), String> {
+    for (folder, script, golden) in SCRIPTS {
+        let dir = fixtures.join(folder);
+        let script = dir.join(script);
+        match golden {
+            Golden::One(name) => out.push(Print { args: vec![script, node_dir.to_owned()], golden: dir.join(name) }),
+            Golden::PerName { inputs } => {
+                let mut goldens: Vec<PathBuf> = read_dir(&dir)?
+                    .into_iter()
+                    .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                    .filter(|p| p.file_name().is_none_or(|n| !inputs.iter().any(|input| n == *input)))
+                    .collect();
+                goldens.sort();
+                for golden in goldens {
+                    let Some(name) = golden.file_stem().map(PathBuf::from) else { continue };
+                    out.push(Print { args: vec![script.clone(), node_dir.to_owned(), name], golden });
+                }
+            }
         }
     }
     Ok(())
@@ -115,9 +198,9 @@ fn read_dir(dir: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(entries.filter_map(|entry| entry.ok().map(|e| e.path())).collect())
 }
 
-/// Print every case's trace into its golden, `jobs` runner processes at a time; the goldens
-/// whose bytes changed, in case order.
-fn reprint(runner: &Path, cases: &[(PathBuf, PathBuf)], jobs: usize) -> Result<Vec<PathBuf>, String> {
+/// Print every golden, `jobs` runner processes at a time; the goldens whose bytes changed, in
+/// order.
+fn reprint(prints: &[Print], jobs: usize) -> Result<Vec<PathBuf>, String> {
     let next = AtomicUsize::new(0);
     let changed = Mutex::new(Vec::new());
     let failures = Mutex::new(Vec::new());
@@ -125,9 +208,9 @@ fn reprint(runner: &Path, cases: &[(PathBuf, PathBuf)], jobs: usize) -> Result<V
         for _ in 0..jobs {
             scope.spawn(|| loop {
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                let Some((case, golden)) = cases.get(index) else { break };
-                match print_golden(runner, case, golden) {
-                    Ok(true) => changed.lock().unwrap_or_else(|e| e.into_inner()).push((index, golden.clone())),
+                let Some(print) = prints.get(index) else { break };
+                match print_golden(print) {
+                    Ok(true) => changed.lock().unwrap_or_else(|e| e.into_inner()).push((index, print.golden.clone())),
                     Ok(false) => {}
                     Err(error) => failures.lock().unwrap_or_else(|e| e.into_inner()).push(error),
                 }
@@ -136,22 +219,22 @@ fn reprint(runner: &Path, cases: &[(PathBuf, PathBuf)], jobs: usize) -> Result<V
     });
     let failures = failures.into_inner().unwrap_or_else(|e| e.into_inner());
     if !failures.is_empty() {
-        return Err(format!("the runner failed on {} cases:\n{}", failures.len(), failures.join("\n")));
+        return Err(format!("the runner failed on {} goldens:\n{}", failures.len(), failures.join("\n")));
     }
     let mut changed = changed.into_inner().unwrap_or_else(|e| e.into_inner());
     changed.sort();
     Ok(changed.into_iter().map(|(_, path)| path).collect())
 }
 
-/// Run the reference on one case and write its golden; whether the bytes changed.
-fn print_golden(runner: &Path, case: &Path, golden: &Path) -> Result<bool, String> {
+/// Run the reference for one golden and write it; whether the bytes changed.
+fn print_golden(print: &Print) -> Result<bool, String> {
+    let golden = &print.golden;
     let output = Command::new("node")
-        .arg(runner)
-        .arg(case)
+        .args(&print.args)
         .output()
-        .map_err(|e| format!("{}: cannot run node: {e}", case.display()))?;
+        .map_err(|e| format!("{}: cannot run node: {e}", golden.display()))?;
     if !output.status.success() || output.stdout.is_empty() {
-        return Err(format!("{}: {}", case.display(), String::from_utf8_lossy(&output.stderr).trim()));
+        return Err(format!("{}: {}", golden.display(), String::from_utf8_lossy(&output.stderr).trim()));
     }
     let before = std::fs::read(golden).ok();
     if before.as_deref() == Some(&output.stdout[..]) {
@@ -167,6 +250,45 @@ fn print_golden(runner: &Path, case: &Path, golden: &Path) -> Result<bool, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The runner each vendored golden is printed with: the multi-call cases by
+    /// `replay_calls.mjs`, the rest by `replay.mjs`, and every golden of the crate's reference
+    /// scripts (none of their inputs) by its script.
+    #[test]
+    fn every_golden_has_its_runner() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let runners = Runners { replay: "replay.mjs".into(), calls: "replay_calls.mjs".into(), node_dir: "n".into() };
+        let mut prints = Vec::new();
+        for set in FIXTURE_SETS {
+            assert_eq!(collect_cases(&root.join(set), &runners, &mut prints), Ok(()));
+        }
+        let by_calls: Vec<String> = prints
+            .iter()
+            .filter(|print| print.args.first().is_some_and(|runner| runner == Path::new("replay_calls.mjs")))
+            .filter_map(|print| print.golden.file_stem().map(|s| s.to_string_lossy().into_owned()))
+            .collect();
+        assert_eq!(
+            by_calls,
+            ["thread_continue", "thread_disable_continuation", "thread_rejected_new_thread", "thread_unsupported_off"]
+        );
+        let mut scripts = Vec::new();
+        let fixtures = root.join("crates/pi-providers/tests/fixtures");
+        assert_eq!(collect_scripts(&fixtures, Path::new("n"), &mut scripts), Ok(()));
+        let goldens: Vec<String> = scripts
+            .iter()
+            .filter_map(|print| print.golden.strip_prefix(&fixtures).ok())
+            .map(|path| path.to_string_lossy().into_owned())
+            .collect();
+        assert!(goldens.iter().all(|g| !g.ends_with("answers.json") && !g.ends_with("cases.json")), "{goldens:?}");
+        for expected in ["auth/anthropic-browser.json", "cache_warming/golden.json", "codex_websocket/golden.jsonl"] {
+            assert!(goldens.iter().any(|g| g == expected), "{expected} in {goldens:?}");
+        }
+        assert!(goldens.iter().any(|g| g == "models_store/radius-refresh.json"), "{goldens:?}");
+        assert!(scripts.iter().all(|print| print.golden.exists()), "every golden is vendored");
+        let per_name = scripts.iter().find(|print| print.golden.ends_with("models_store/radius-refresh.json"));
+        let args: Vec<_> = per_name.map(|print| print.args.iter().skip(1).cloned().collect()).unwrap_or_default();
+        assert_eq!(args, [PathBuf::from("n"), PathBuf::from("radius-refresh")]);
+    }
 
     #[test]
     fn versions_only() {
