@@ -65,7 +65,8 @@ pub struct ProxyRequestOptions {
     /// Session id for caching and routing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    /// Do not use or record server-side continuation state (no adapter here keeps any).
+    /// Do not use or record server-side continuation state (Anthropic message threads): a
+    /// cache-warming replay must not take the session's thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disable_continuation: Option<bool>,
     /// Extra request headers; `null` removes a default header.
@@ -96,7 +97,7 @@ impl ProxyRequestOptions {
             reasoning: options.reasoning.filter(|level| *level != ThinkingLevel::Off),
             cache_retention: options.cache_retention,
             session_id: options.session_id.clone(),
-            disable_continuation: None,
+            disable_continuation: options.disable_continuation.then_some(true),
             headers: (!options.headers.is_empty()).then(|| options.headers.to_map()),
             metadata: options.metadata.as_deref().cloned(),
             transport: options.transport,
@@ -119,6 +120,7 @@ impl ProxyRequestOptions {
             transport: self.transport,
             thinking_budgets: self.thinking_budgets.clone().map(Arc::new),
             max_retry_delay_ms: self.max_retry_delay_ms,
+            disable_continuation: self.disable_continuation.unwrap_or(false),
             ..StreamOptions::default()
         }
     }
@@ -142,12 +144,25 @@ mod tests {
         let wire = serde_json::to_value(ProxyRequestOptions::from_stream_options(&options)).unwrap();
         assert_eq!(wire, json!({"temperature": 0.5}));
     }
+
+    /// A cache-warming replay through the proxy keeps its `disableContinuation`, as the
+    /// reference's client sends it, so the server's adapter leaves the session's thread alone.
+    #[test]
+    fn disable_continuation_travels_both_ways() {
+        let options = StreamOptions { disable_continuation: true, ..Default::default() };
+        let wire = ProxyRequestOptions::from_stream_options(&options);
+        assert_eq!(serde_json::to_value(&wire).unwrap(), json!({"disableContinuation": true}));
+        assert!(wire.to_stream_options().disable_continuation);
+        let plain = ProxyRequestOptions::from_stream_options(&StreamOptions::default());
+        assert!(!plain.to_stream_options().disable_continuation);
+    }
 }
 
 /// The answer of `GET {proxy_url}/api/models` (this server's addition to the protocol): every
 /// model the server serves, as `Model` JSON without `headers`, `compat` and unknown fields,
-/// with credentials hidden from its `baseUrl` (`user:pass@`, the query) and redacted elsewhere. A client sends one of them back as the request's `model`: its `baseUrl`
-/// and `api` are the server's, so the request passes the server's check.
+/// with credentials hidden from its `baseUrl` (`user:pass@`, the query) and redacted elsewhere.
+/// A client sends one of them back as the request's `model`: its `baseUrl` and `api` are the
+/// server's, so the request passes the server's check.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelList {
     /// The served models, provider by provider.
