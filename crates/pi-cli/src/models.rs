@@ -153,10 +153,7 @@ pub async fn refreshed_listing(provider: Option<&str>, json: bool) -> Result<(St
     let rows: Vec<(String, String)> = refreshable
         .iter()
         .flat_map(|id| registry.all_models(Some(id)))
-        .map(|m| {
-            let api = serde_json::to_value(&m).ok().and_then(|v| v["api"].as_str().map(str::to_owned));
-            (format!("{:10} {}/{}", m.kind(), m.provider(), m.id()), api.unwrap_or_default())
-        })
+        .map(|m| (format!("{:10} {}/{}", m.kind(), m.provider(), m.id()), m.api().to_owned()))
         .collect();
     let width = rows.iter().map(|(name, _)| name.chars().count()).max().unwrap_or(0);
     for (name, api) in &rows {

@@ -101,6 +101,7 @@ pub mod registry;
 pub mod session_resources;
 pub mod transport;
 
+mod atomic_file;
 // Parsing helpers shared by the faux provider and the adapters; some are the adapters' only.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 mod js_json;

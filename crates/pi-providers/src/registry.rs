@@ -403,10 +403,18 @@ impl Provider {
     /// This provider with a live catalog: `live` replaces the models it had before its first
     /// live catalog (`replace`) or overlays them by type and id.
     pub(crate) fn with_live_models(&self, live: Vec<AnyModel>, replace: bool) -> Self {
-        let baseline = self.baseline.clone().unwrap_or_else(|| Arc::new(self.all_models()));
-        let all = if replace { live } else { crate::models_store::merge_models(&baseline, &live) };
+        // The models before the first live catalog, which an overlay always starts from; a
+        // replacing source never reads them.
+        let baseline = match replace {
+            true => None,
+            false => Some(self.baseline.clone().unwrap_or_else(|| Arc::new(self.all_models()))),
+        };
+        let all = match &baseline {
+            Some(baseline) => crate::models_store::merge_models(baseline, &live),
+            None => live,
+        };
         let mut next = self.clone();
-        next.baseline = Some(baseline);
+        next.baseline = baseline;
         next.models.clear();
         next.classifiers.clear();
         next.images.clear();

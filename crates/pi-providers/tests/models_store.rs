@@ -272,6 +272,38 @@ async fn a_slow_gateway_times_out_and_no_token_leaks() {
     assert!(!text.contains("rk-leak-canary"), "{text}");
 }
 
+/// A gateway that quotes the request back in its error page does not get the token into the
+/// refresh error.
+#[tokio::test]
+async fn a_gateway_quoting_the_token_back_does_not_leak_it() {
+    let page = "unauthorized: Authorization: Bearer rk-quoted-canary-1234 was rejected";
+    let gateway = Gateway::start(vec![json!({"status": 401, "body": page})], Duration::ZERO).await;
+    let models = Models::new();
+    models.set_provider(
+        radius::provider("radius", &gateway.origin, None).with_auth(Auth::ApiKey("rk-quoted-canary-1234".into())),
+    );
+    let result = models.refresh(RefreshOptions::default()).await;
+    let text = result.errors["radius"].to_string();
+    assert!(text.contains("401: unauthorized: Authorization: Bearer <redacted> was rejected"), "{text}");
+    assert!(!text.contains("canary"), "{text}");
+}
+
+/// A custom provider keyed by a variable of its own counts as configured when the variable is
+/// set: its models are available (the built-in providers' variables are not its). `PATH` stands
+/// for a set variable, so the test changes no environment.
+#[tokio::test]
+async fn a_provider_keyed_by_its_own_variable_is_available() {
+    let available = |var: &str| {
+        let model = pi_types::Model::new("m-1").with_api("openai-completions").with_provider("own");
+        let models = Models::new();
+        models.set_provider(Provider::new("own").with_auth(Auth::Env(vec![var.to_owned()])).with_model(model));
+        models.available_models(Some("own")).unwrap().len()
+    };
+    assert!(std::env::var("PATH").is_ok_and(|path| !path.is_empty()));
+    assert_eq!(available("PATH"), 1);
+    assert_eq!(available("PI_MODELS_STORE_TEST_NEVER_SET"), 0);
+}
+
 /// A later refresh, or replacing the provider, supersedes an earlier refresh: its publication
 /// is dropped.
 #[tokio::test]

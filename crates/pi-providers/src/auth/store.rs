@@ -19,7 +19,6 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -154,8 +153,6 @@ impl fmt::Debug for FileCredentialStore {
     }
 }
 
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// Longest wait for another process's lock (its refresh is bounded at 15 seconds).
 const LOCK_WAIT: Duration = Duration::from_secs(60);
 const LOCK_POLL: Duration = Duration::from_millis(10);
@@ -209,18 +206,7 @@ impl FileCredentialStore {
 
     /// The file's folder, created (owner-only) when missing.
     fn folder(&self, action: &'static str, provider: &str) -> Result<PathBuf, AuthError> {
-        let dir = match self.path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !dir.exists() {
-            let mut builder = std::fs::DirBuilder::new();
-            builder.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-            builder.create(&dir).map_err(|e| self.fail(action, provider, e))?;
-        }
-        Ok(dir)
+        crate::atomic_file::folder(&self.path).map_err(|e| self.fail(action, provider, e))
     }
 
     fn file_name(&self) -> String {
@@ -248,33 +234,10 @@ impl FileCredentialStore {
         }
     }
 
-    /// Replace the file with `all`, atomically (temporary file, fsync, rename, fsync of the folder).
+    /// Replace the file with `all`, atomically (`crate::atomic_file`).
     fn write_all(&self, provider: &str, all: &Map<String, Value>) -> Result<(), AuthError> {
         let text = serde_json::to_string_pretty(all).map_err(|e| self.fail("write", provider, e))?;
-        let dir = self.folder("write", provider)?;
-        let name = self.file_name();
-        let temp =
-            dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
-        let written = (|| -> std::io::Result<()> {
-            let mut open = std::fs::OpenOptions::new();
-            open.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
-            let mut file = open.open(&temp)?;
-            std::io::Write::write_all(&mut file, text.as_bytes())?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&temp, &self.path)?;
-            // The rename is durable once the folder is.
-            #[cfg(unix)]
-            std::fs::File::open(&dir)?.sync_all()?;
-            Ok(())
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(self.fail("write", provider, e));
-        }
-        Ok(())
+        crate::atomic_file::replace(&self.path, text.as_bytes()).map_err(|e| self.fail("write", provider, e))
     }
 
     fn file_guard(&self) -> std::sync::MutexGuard<'_, ()> {

@@ -26,7 +26,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use pi_types::Model;
@@ -94,6 +93,15 @@ impl AnyModel {
             Self::Chat(m) => &m.provider,
             Self::Classifier(m) => &m.provider,
             Self::Image(m) => &m.provider,
+        }
+    }
+
+    /// The API id.
+    pub fn api(&self) -> &str {
+        match self {
+            Self::Chat(m) => &m.api,
+            Self::Classifier(m) => &m.api,
+            Self::Image(m) => &m.api,
         }
     }
 }
@@ -201,14 +209,13 @@ impl ModelsStore for InMemoryModelsStore {
 /// The entries in one JSON file, `{provider: entry}` (the reference's `models-store.json`).
 /// Each write re-reads the file and replaces it atomically (temporary file, fsync, rename), so
 /// a reader sees the old file or the new one and entries of other providers are kept; writes
-/// are serialized within the process. The file holds no secret.
+/// are serialized within the process. The file holds no credential of the store's, but the
+/// models as fetched, a custom provider's `headers` included: it is written owner-only.
 #[derive(Debug)]
 pub struct FileModelsStore {
     path: PathBuf,
     file: Mutex<()>,
 }
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl FileModelsStore {
     /// A store over the file at `path` (created on the first write, with its folder).
@@ -263,26 +270,7 @@ impl FileModelsStore {
         let mut all = self.read_all("write", provider)?;
         edit(&mut all);
         let text = serde_json::to_string_pretty(&all).map_err(|e| self.fail("write", provider, e))?;
-        let dir = match self.path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp =
-            dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)));
-        let written = (|| -> std::io::Result<()> {
-            std::fs::create_dir_all(&dir)?;
-            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp)?;
-            std::io::Write::write_all(&mut file, text.as_bytes())?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&temp, &self.path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(self.fail("write", provider, e));
-        }
-        Ok(())
+        crate::atomic_file::replace(&self.path, text.as_bytes()).map_err(|e| self.fail("write", provider, e))
     }
 }
 

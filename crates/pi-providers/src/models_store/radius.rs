@@ -13,6 +13,7 @@ use super::{AnyModel, ModelSource, ModelsStoreError, RefreshContext};
 use crate::auth::radius::{normalize_gateway_url, DEFAULT_GATEWAY};
 use crate::auth::web;
 use crate::registry::Provider;
+use crate::transport::redact::Redactor;
 
 /// The catalog of one gateway.
 #[derive(Clone, Debug)]
@@ -81,8 +82,7 @@ fn is_chat_model(model: &Map<String, Value>) -> bool {
 }
 
 /// A failed answer's body for an error text: trimmed, at most 512 characters.
-fn truncated(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
+fn truncated(text: &str) -> String {
     let trimmed = text.trim();
     match trimmed.char_indices().nth(512) {
         Some((end, _)) => format!("{}…", &trimmed[..end]),
@@ -101,10 +101,13 @@ impl ModelSource for RadiusCatalog {
             }
             let answer = web::send(request, web::REQUEST_TIMEOUT).await.map_err(ModelsStoreError::Source)?;
             if !answer.ok() {
+                // A server may quote the request back: the token never reaches the error text
+                // (redacted before the cut, so no cut leaves a piece of it).
+                let body = String::from_utf8_lossy(&answer.body);
+                let body = truncated(&Redactor::new(context.token()).text(&body));
                 return Err(ModelsStoreError::Source(format!(
-                    "Could not load Radius config from {gateway}: {}: {}",
-                    answer.status,
-                    truncated(&answer.body)
+                    "Could not load Radius config from {gateway}: {}: {body}",
+                    answer.status
                 )));
             }
             answer

@@ -250,7 +250,12 @@ impl Models {
             Some(Credential::ApiKey(ApiKeyCredential { key: Some(key), .. })) if !key.is_empty() => true,
             _ => match provider.auth() {
                 Auth::None | Auth::ApiKey(_) | Auth::Resolver(_) => true,
-                Auth::Env(_) => crate::registry::has_env_credentials(provider.id()),
+                // The provider's own variables (a custom provider's `$VAR` key), else what the
+                // built-in provider takes from the environment (AWS or Google credentials, ...).
+                Auth::Env(vars) => {
+                    vars.iter().any(|var| std::env::var(var).is_ok_and(|value| !value.is_empty()))
+                        || crate::registry::has_env_credentials(provider.id())
+                }
             },
         }
     }
