@@ -1,6 +1,7 @@
 //! JSON helpers with the reference's semantics, delegating to `pi_types::json`: JavaScript-exact
 //! text and `JSON.parse` with V8's error messages and the reference's repair pass. (Streamed
-//! tool-call arguments are parsed by `pi_types::AssistantMessageBuilder`.)
+//! tool-call arguments are parsed by `pi_types::AssistantMessageBuilder`.) Also JavaScript's
+//! base-36 digits of an integer, which the reference's generated ids use.
 
 use serde_json::Value;
 
@@ -35,4 +36,17 @@ fn is_js_whitespace(c: char) -> bool {
         '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
             ..='\u{200a}' | '\u{2028}' | '\u{2029}' | '\u{202f}' | '\u{205f}' | '\u{3000}' | '\u{feff}'
     )
+}
+
+/// `value` in base 36, lowercase: JavaScript's `value.toString(36)` of an integer.
+pub(crate) fn base36(mut value: u64) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(char::from_digit((value % 36) as u32, 36).unwrap_or('0'));
+        value /= 36;
+        if value == 0 {
+            break;
+        }
+    }
+    digits.iter().rev().collect()
 }

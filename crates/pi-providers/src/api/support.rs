@@ -184,21 +184,7 @@ pub(crate) fn short_hash(text: &str) -> String {
     }
     h1 = (h1 ^ (h1 >> 16)).wrapping_mul(2_246_822_507) ^ (h2 ^ (h2 >> 13)).wrapping_mul(3_266_489_909);
     h2 = (h2 ^ (h2 >> 16)).wrapping_mul(2_246_822_507) ^ (h1 ^ (h1 >> 13)).wrapping_mul(3_266_489_909);
-    format!("{}{}", base36(h2), base36(h1))
-}
-
-fn base36(mut value: u32) -> String {
-    if value == 0 {
-        return "0".to_owned();
-    }
-    let mut digits = Vec::new();
-    while value > 0 {
-        let d = (value % 36) as u8;
-        digits.push(if d < 10 { b'0' + d } else { b'a' + d - 10 });
-        value /= 36;
-    }
-    digits.reverse();
-    String::from_utf8_lossy(&digits).into_owned()
+    format!("{}{}", crate::js_json::base36(h2.into()), crate::js_json::base36(h1.into()))
 }
 
 // ---------------------------------------------------------------------------------------------

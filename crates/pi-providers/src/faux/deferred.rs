@@ -13,11 +13,11 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use pi_types::{
-    catch_call, AssistantMessage, AssistantMessageBuilder, AssistantMessageEventStream, BoxError, CancellationToken,
+    AssistantMessage, AssistantMessageBuilder, AssistantMessageEventStream, BoxError, CancellationToken,
     DeferredHandle, EventSender, Model, ProviderResponse, StopReason, StreamOptions,
 };
 
-use super::{usage, FauxProvider, FauxRequest, Pending, Queued};
+use super::{usage, FauxProvider, FauxRequest, Queued};
 use crate::deferred::{DeferredFetchOptions, DeferredResponses};
 use crate::registry::Provider;
 
@@ -63,19 +63,6 @@ fn deferred_message(model: &Model, handle: DeferredHandle) -> Box<AssistantMessa
     })
 }
 
-/// `value` in base 36, as the reference's `Math.random().toString(36)` digits.
-fn base36(mut value: u64) -> String {
-    let mut digits = Vec::new();
-    loop {
-        digits.push(char::from_digit((value % 36) as u32, 36).unwrap_or('0'));
-        value /= 36;
-        if value == 0 {
-            break;
-        }
-    }
-    digits.iter().rev().collect()
-}
-
 impl FauxProvider {
     /// The provider to register with [`Models`](crate::Models): its models, this stream
     /// function and its deferred responses, under its API id; no key (the reference's
@@ -99,8 +86,11 @@ impl FauxProvider {
 
     /// Keeps a request's step under a new handle; the message to stream and the request's
     /// cancellation token.
-    pub(super) fn submit_deferred(&self, pending: Box<Pending>) -> (Box<AssistantMessage>, Option<CancellationToken>) {
-        let Pending { step, mut request } = *pending;
+    pub(super) fn submit_deferred(
+        &self,
+        step: Queued,
+        mut request: FauxRequest,
+    ) -> (Box<AssistantMessage>, Option<CancellationToken>) {
         let cancel = request.options.cancel.take();
         request.options.deferred = None;
         request.options.on_response = None;
@@ -110,16 +100,14 @@ impl FauxProvider {
             provider: request.model.provider.to_string(),
             model_id: request.model.id.to_string(),
             api: request.model.api.to_string(),
-            id: format!("deferred:{}:{}", pi_types::now_ms(), base36(random)),
+            id: format!("deferred:{}:{}", pi_types::now_ms(), crate::js_json::base36(random)),
             poll_after_ms: self.inner.deferred.poll_after_ms,
             ..Default::default()
         };
         let message = deferred_message(&request.model, handle.clone());
-        if let Some(step) = step {
-            let pending_fetches = self.inner.deferred.pending_fetches;
-            let entry = Entry { handle, step, request, pending_fetches, cancelled: false, ready: None };
-            state.deferred.entries.insert(entry.handle.id.clone(), entry);
-        }
+        let pending_fetches = self.inner.deferred.pending_fetches;
+        let entry = Entry { handle, step, request, pending_fetches, cancelled: false, ready: None };
+        state.deferred.entries.insert(entry.handle.id.clone(), entry);
         (message, cancel)
     }
 
@@ -153,15 +141,8 @@ impl FauxProvider {
 
     /// Makes a submitted response (an error message when its factory fails) and keeps it.
     async fn make(&self, id: &str, step: Queued, request: Box<FauxRequest>) -> Box<AssistantMessage> {
-        let made = match step {
-            Queued::Message(message) => Ok(message),
-            Queued::Build(build) => Box::pin(catch_call(|| build(&request))).await.map(Box::new),
-        };
-        let message = match made {
+        let message = match self.made(Some(step), &request).await {
             Ok(mut message) => {
-                message.api = self.inner.api.clone();
-                message.provider = self.inner.provider.clone();
-                message.model = request.model.id.clone();
                 let mut state = self.state();
                 let cache = &mut state.prompt_cache;
                 usage::apply_usage_estimate(&mut message, request.context.messages(), &request.options, cache);

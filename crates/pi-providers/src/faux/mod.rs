@@ -353,6 +353,22 @@ impl FauxProvider {
         }
     }
 
+    /// The message of a request's queued step, stamped with this provider and the request's
+    /// model; the error text when nothing is queued or the factory failed.
+    async fn made(&self, step: Option<Queued>, request: &FauxRequest) -> Result<Box<AssistantMessage>, String> {
+        // Boxed: a message held by value across the await would sit in this future (and again
+        // in the one awaiting it) for the whole response.
+        let mut message = match step {
+            None => return Err("No more faux responses queued".to_owned()),
+            Some(Queued::Message(message)) => message,
+            Some(Queued::Build(build)) => Box::new(Box::pin(catch_call(|| build(request))).await?),
+        };
+        message.api = self.inner.api.clone();
+        message.provider = self.inner.provider.clone();
+        message.model = request.model.id.clone();
+        Ok(message)
+    }
+
     /// The response to one request. Every concurrent request keeps this future while it waits
     /// at the yield, so it holds little: the request and the scripted step are in one box
     /// (`Pending`).
@@ -372,25 +388,15 @@ impl FauxProvider {
                 // Behave like a network call: let other tasks run once per request.
                 tokio::task::yield_now().await;
             }
-            if pending.request.options.deferred.is_some() && pending.step.is_some() {
-                let (message, cancel) = self.submit_deferred(pending);
-                return Box::pin(self.stream_message(tx, message, cancel)).await;
+            if pending.request.options.deferred.is_some() {
+                if let Some(step) = pending.step.take() {
+                    let (message, cancel) = self.submit_deferred(step, pending.request);
+                    return Box::pin(self.stream_message(tx, message, cancel)).await;
+                }
             }
             let request = &pending.request;
-            // Boxed: a message held by value across the awaits below would sit in this future
-            // (and again in the one it awaits) for the whole response.
-            let message = match pending.step.take() {
-                None => Err("No more faux responses queued".to_owned()),
-                Some(Queued::Message(message)) => Ok(message),
-                Some(Queued::Build(build)) => Box::pin(catch_call(|| build(request))).await.map(Box::new),
-            };
-            let (mut message, streamed) = match message {
-                Ok(mut message) => {
-                    message.api = self.inner.api.clone();
-                    message.provider = self.inner.provider.clone();
-                    message.model = request.model.id.clone();
-                    (message, true)
-                }
+            let (mut message, streamed) = match self.made(pending.step.take(), request).await {
+                Ok(message) => (message, true),
                 Err(text) => (Box::new(self.error_message(&request.model, text)), false),
             };
             {
