@@ -181,12 +181,32 @@ impl Socket {
         self.open
     }
 
-    /// Send one text message.
-    pub async fn send(&mut self, text: String) -> Result<(), WsFailure> {
-        self.inner.send(Message::text(text)).await.map_err(|e| {
+    /// Send one text message; `limit` bounds the wait for the peer to take it (a kept socket
+    /// whose peer stopped reading), and `cancel` ends it.
+    pub async fn send(
+        &mut self,
+        text: String,
+        limit: Option<Duration>,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<(), WsFailure> {
+        let send = self.inner.send(Message::text(text));
+        let outcome = tokio::select! {
+            biased;
+            () = cancelled(cancel) => Err(WsFailure::aborted()),
+            sent = async {
+                match limit {
+                    Some(limit) => tokio::time::timeout(limit, send).await.map_err(|_| limit),
+                    None => Ok(send.await),
+                }
+            } => match sent {
+                Err(limit) => Err(WsFailure::error(format!("WebSocket send timeout after {}ms", limit.as_millis()))),
+                Ok(sent) => sent.map_err(|e| WsFailure::error(e.to_string())),
+            },
+        };
+        if outcome.is_err() {
             self.open = false;
-            WsFailure::error(e.to_string())
-        })
+        }
+        outcome
     }
 
     /// The next text (or UTF-8 binary) message; `idle` bounds the wait.

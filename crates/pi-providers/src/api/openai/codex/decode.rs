@@ -9,11 +9,10 @@
 //! the stream. Over SSE each event's data is trimmed and `[DONE]` skipped; over the WebSocket
 //! each text message is one event.
 
-use pi_types::AssistantContent;
-use pi_types::{Handover, StopReason};
+use pi_types::Handover;
 use serde_json::{json, Value};
 
-use crate::api::driver::{Cx, Decoder, Flow, Sse};
+use crate::api::driver::{self, Cx, Decoder, Flow, Sse};
 use crate::api::openai::responses::ResponsesState;
 use crate::api::support::{self as adapter_support, Stop};
 use crate::api::typed;
@@ -99,6 +98,11 @@ impl CodexDecode {
                 }
             }
         }
+        self.parsed(data, cx, invalid).await
+    }
+
+    /// One event's JSON text parsed whole, then [`CodexDecode::value`].
+    async fn parsed(&mut self, data: &str, cx: &mut Cx<'_>, invalid: &str) -> Result<Flow, Failure> {
         let event = js_json::parse(data).map_err(|e| Failure {
             stop: Stop::error(format!("{invalid}: {e}")),
             fault: Fault::Protocol,
@@ -170,32 +174,16 @@ impl CodexDecode {
     /// The stream processing's checks after the last event: a terminal event came, and no tool
     /// call is left unfinished.
     pub(super) fn checks(&self, cx: &Cx<'_>, aborted: bool) -> Result<(), Stop> {
-        let wrap = |message: String| if aborted { Stop::aborted(message) } else { Stop::error(message) };
-        if !self.state.saw_terminal {
-            return Err(wrap("OpenAI Responses stream ended before a terminal response event".to_owned()));
+        match self.state.unfinished_answer(cx.out.message()) {
+            Some(text) if aborted => Err(Stop::aborted(text)),
+            Some(text) => Err(Stop::error(text)),
+            None => Ok(()),
         }
-        if cx.out.message().stop_reason == StopReason::ToolUse {
-            if let Some(index) = self.state.unfinished.iter().min() {
-                if let Some(AssistantContent::ToolCall(call)) = cx.out.message().content.get(*index) {
-                    return Err(wrap(format!(
-                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
-                        call.name, call.id
-                    )));
-                }
-            }
-        }
-        Ok(())
     }
 }
 
-/// The reference's end of a Codex request: `Request was aborted` once cancelled, else the stop
-/// reason decides.
-pub(super) fn tail(cx: &Cx<'_>) -> Result<(), Stop> {
-    if cx.cancelled() {
-        return Err(Stop::aborted("Request was aborted"));
-    }
-    adapter_support::stop_reason_tail(cx.out.message(), "Codex stream ended without a stop reason")
-}
+/// The error of a Codex answer that set no stop reason.
+pub(super) const NO_STOP_REASON: &str = "Codex stream ended without a stop reason";
 
 impl Decoder for CodexDecode {
     type Framing = Sse;
@@ -208,7 +196,8 @@ impl Decoder for CodexDecode {
         if data.is_empty() || data == "[DONE]" {
             return Ok(Flow::Continue);
         }
-        self.text(data, cx, "Invalid Codex SSE JSON").await.map_err(|failure| failure.stop)
+        // The typed decode was tried by `delta` already.
+        self.parsed(data, cx, "Invalid Codex SSE JSON").await.map_err(|failure| failure.stop)
     }
 
     fn delta<'c>(&mut self, event: &SseEventRef<'_>, cx: &'c mut Cx<'_>) -> Option<Handover<'c, Result<Flow, Stop>>> {
@@ -222,7 +211,7 @@ impl Decoder for CodexDecode {
 
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
         self.checks(cx, cx.cancelled())?;
-        tail(cx)
+        driver::tail(cx, NO_STOP_REASON)
     }
 }
 

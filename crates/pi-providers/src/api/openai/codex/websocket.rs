@@ -35,7 +35,7 @@ use pi_types::transcript::normalize_context;
 use pi_types::{AssistantMessageDiagnostic, Context, DiagnosticCode, DiagnosticErrorInfo, Message, Transport};
 use serde_json::{json, Map, Value};
 
-use crate::api::driver::{Cx, Flow};
+use crate::api::driver::{self, Cx, Flow};
 use crate::api::openai::responses::{convert_messages, Compat};
 use crate::api::support::Stop;
 use crate::js_json;
@@ -422,7 +422,9 @@ async fn attempt(plan: &Plan, decoder: &mut CodexDecode, cx: &mut Cx<'_>) -> Res
                 }
             }
             release(lease, keep).await;
-            decode::tail(cx).map_err(Failure::transport)
+            // As the reference, an answer that ended in error counts as the transport's failure
+            // (a diagnostic, and SSE for the session).
+            driver::tail(cx, decode::NO_STOP_REASON).map_err(Failure::transport)
         }
     }
 }
@@ -435,7 +437,7 @@ async fn exchange(
     cx: &mut Cx<'_>,
     idle: Option<Duration>,
 ) -> Result<(), Failure> {
-    socket.send(js_json::stringify(&message)).await.map_err(failure)?;
+    socket.send(js_json::stringify(&message), idle, cx.options.cancel.as_ref()).await.map_err(failure)?;
     loop {
         let text = socket.next(idle, cx.options.cancel.as_ref()).await.map_err(failure)?;
         if text.is_empty() {

@@ -953,18 +953,8 @@ impl Decoder for ResponsesDecode {
     async fn end(&mut self, cx: &mut Cx<'_>) -> Result<(), Stop> {
         let aborted = cx.cancelled();
         let wrap = |message: &str| if aborted { Stop::aborted(message) } else { self.fail(message.to_owned()) };
-        if !self.state.saw_terminal {
-            return Err(wrap("OpenAI Responses stream ended before a terminal response event"));
-        }
-        if cx.out.message().stop_reason == StopReason::ToolUse {
-            if let Some(index) = self.state.unfinished.iter().min() {
-                if let Some(AssistantContent::ToolCall(call)) = cx.out.message().content.get(*index) {
-                    return Err(wrap(&format!(
-                        "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
-                        call.name, call.id
-                    )));
-                }
-            }
+        if let Some(text) = self.state.unfinished_answer(cx.out.message()) {
+            return Err(wrap(&text));
         }
         if aborted {
             return Err(Stop::aborted("Request was aborted"));
@@ -1060,6 +1050,25 @@ impl ResponsesState {
     /// A fresh state pricing service tiers as given.
     pub(crate) fn with_pricing(tier_pricing: TierPricing) -> Self {
         Self { tier_pricing, ..Default::default() }
+    }
+
+    /// What the stream processing finds wrong after the last event: no terminal event came, or
+    /// the answer asks for a tool call that never finished; its text.
+    pub(crate) fn unfinished_answer(&self, message: &pi_types::AssistantMessage) -> Option<String> {
+        if !self.saw_terminal {
+            return Some("OpenAI Responses stream ended before a terminal response event".to_owned());
+        }
+        if message.stop_reason != StopReason::ToolUse {
+            return None;
+        }
+        let index = self.unfinished.iter().min()?;
+        match message.content.get(*index) {
+            Some(AssistantContent::ToolCall(call)) => Some(format!(
+                "OpenAI Responses stream completed with an unfinished tool call: {} ({})",
+                call.name, call.id
+            )),
+            _ => None,
+        }
     }
 
     /// A typed delta event ([`typed::decode_event`]), made at once: the builder's hand-over of
