@@ -3,7 +3,8 @@
 //!
 //! Some recoveries remember a session (`StreamOptions::session_id`) across requests: the strict
 //! tool limits a session ran into (`api::strict_tool_limits`), Codex's open WebSockets and its
-//! fallbacks to SSE (`api::openai::codex`). Each such table is capped, so a
+//! fallbacks to SSE (`api::openai::codex`), the reply an Anthropic message thread continues
+//! after (`api::anthropic`). Each such table is capped, so a
 //! host that never cleans up still uses bounded memory; a host that knows when a session ends
 //! calls [`cleanup_session_resources`] with its id (or `None` for every session) to free it at
 //! once. Hosts may register cleanups of their own with [`register_session_resource_cleanup`].

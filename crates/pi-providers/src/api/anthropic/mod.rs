@@ -453,18 +453,17 @@ impl WireApi for Wire {
             if let Some((fallback, diagnostic)) = threads::fallback(&rejection) {
                 // Recorded before the resend, so a failed resend keeps it.
                 cx.out.metadata_mut().diagnostics.get_or_insert_with(Vec::new).push(diagnostic);
-                let body = match fallback {
+                return Ok(Some(match fallback {
                     threads::Fallback::NewThread => {
                         sending.thread = ThreadStep::Resent;
-                        threads::create(&sending.params)
+                        sending.request(&threads::create(&sending.params))
                     }
                     threads::Fallback::WithoutThread => {
                         sending.thread = ThreadStep::None;
                         sending.turn_threads_off = true;
-                        sending.params.clone()
+                        sending.request(&sending.params)
                     }
-                };
-                return Ok(Some(sending.request(&body)));
+                }));
             }
         }
         if !rejection.is_anthropic_strict_limit() || sending.relaxed || !sending.preferred_strict {

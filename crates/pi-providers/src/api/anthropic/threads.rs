@@ -16,7 +16,7 @@
 //! session ([`MAX_SESSIONS`] at most, the least recently written dropped first; freed by
 //! `cleanup_session_resources`): the reply's id, how many messages the server holds, and a hash
 //! of those messages with the settings a `continue` cannot change (endpoint, model, `system`,
-//! `tools`, thinking, `output_config`, `tool_choice`, `fallbacks`). A request whose prefix hashes
+//! `tools`, thinking, `output_config`, `tool_choice`, `betas`, `fallbacks`). A request whose prefix hashes
 //! differently starts a new thread.
 //!
 //! A rejection of a thread request (never a started stream) is resent once in full: as a new
@@ -56,6 +56,7 @@ enum Slot {
     After(Reply),
 }
 
+#[derive(Clone)]
 struct Reply {
     /// How many request messages the server holds.
     prefix_count: usize,
@@ -89,7 +90,11 @@ pub(crate) fn turn_off(session: &str) {
 /// The hash of what a `continue` builds on: the settings of `params` that must stay the same
 /// within a thread, and `messages` with their cache markers left out and string contents as
 /// the one text block they mean.
-fn prefix_hash(model: &Model, params: &Map<String, Value>, messages: &[Value]) -> String {
+fn prefix_hash<'m>(
+    model: &Model,
+    params: &Map<String, Value>,
+    messages: impl IntoIterator<Item = &'m Value>,
+) -> String {
     let field = |name: &str| params.get(name).cloned().unwrap_or(Value::Null);
     let settings = Value::Array(vec![
         json!(model.provider),
@@ -103,7 +108,7 @@ fn prefix_hash(model: &Model, params: &Map<String, Value>, messages: &[Value]) -
         field("betas"),
         field("fallbacks"),
     ]);
-    let conversation: Vec<Value> = messages.iter().map(meaning).collect();
+    let conversation: Vec<Value> = messages.into_iter().map(meaning).collect();
     let mut text = js_json::stringify(&settings);
     text.push_str(&js_json::stringify(&Value::Array(conversation)));
     short_hash(&text)
@@ -144,31 +149,38 @@ pub(crate) fn create(params: &Value) -> Value {
 /// thread; `None` when threads are off for the session.
 pub(crate) fn prepare(model: &Model, session: &str, params: &Value) -> Option<Value> {
     let map = params.as_object()?;
-    let mut table = sessions();
-    let continues = match table.get(session) {
+    // The slot is copied out and hashed with the table unlocked: other sessions' requests do not
+    // wait for this transcript's hash.
+    let reply = match sessions().get(session) {
         Some(Slot::Off) => return None,
-        Some(Slot::After(reply)) => {
-            let messages = messages_of(map);
-            (messages.len() > reply.prefix_count
-                && prefix_hash(model, map, &messages[..reply.prefix_count]) == reply.prefix_hash)
-                .then(|| (reply.prefix_count, reply.reply_id.clone()))
-        }
+        Some(Slot::After(reply)) => Some(reply.clone()),
         None => None,
     };
-    let Some((prefix_count, reply_id)) = continues else {
-        drop(table);
-        return Some(create(params));
-    };
-    // Each reply is continued once; forgetting it also keeps a concurrent request from trying.
-    table.remove(session);
-    drop(table);
+    let messages = messages_of(map);
+    let continues = reply.filter(|reply| {
+        messages.len() > reply.prefix_count
+            && prefix_hash(model, map, &messages[..reply.prefix_count]) == reply.prefix_hash
+    });
+    let Some(reply) = continues else { return Some(create(params)) };
+    // Each reply is continued once: it is taken from the table, and a request that finds it
+    // taken meanwhile (a concurrent one of the session) starts a new thread.
+    {
+        let mut table = sessions();
+        match table.get(session) {
+            Some(Slot::After(now)) if now.reply_id == reply.reply_id => {
+                table.remove(session);
+            }
+            Some(Slot::Off) => return None,
+            _ => return Some(create(params)),
+        }
+    }
     let mut body: Map<String, Value> = map
         .iter()
-        .filter(|(key, _)| *key != "system" && *key != "tools")
+        .filter(|(key, _)| !matches!(key.as_str(), "system" | "tools" | "messages"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    body.insert("messages".into(), Value::Array(messages_of(map)[prefix_count..].to_vec()));
-    body.insert("thread".into(), json!({"type": "continue", "previous_message_id": reply_id}));
+    body.insert("messages".into(), Value::Array(messages[reply.prefix_count..].to_vec()));
+    body.insert("thread".into(), json!({"type": "continue", "previous_message_id": reply.reply_id}));
     Some(Value::Object(body))
 }
 
@@ -211,11 +223,10 @@ pub(crate) fn fallback(rejection: &Rejection) -> Option<(Fallback, AssistantMess
 /// request was the full `params` and which converts to the assistant messages `reply`.
 pub(crate) fn record(model: &Model, session: &str, params: &Value, reply_id: &str, reply: Vec<Value>) {
     let Some(map) = params.as_object() else { return };
-    let mut prefix = messages_of(map).to_vec();
-    prefix.extend(reply);
+    let messages = messages_of(map);
     let slot = Slot::After(Reply {
-        prefix_count: prefix.len(),
-        prefix_hash: prefix_hash(model, map, &prefix),
+        prefix_count: messages.len().saturating_add(reply.len()),
+        prefix_hash: prefix_hash(model, map, messages.iter().chain(&reply)),
         reply_id: reply_id.to_owned(),
     });
     sessions().insert(session, slot);
