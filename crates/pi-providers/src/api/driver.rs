@@ -423,8 +423,9 @@ pub use crate::api::support::Stop;
 pub use crate::transport::http::{ApiError, ApiErrorKind, Dialect, Failure, Request, Retry};
 pub use crate::transport::redact::Secrets;
 
-/// The error text of `result`, and an `errorMessage` the stream itself set, without what the
-/// request carried (see [`Secrets`]).
+/// The error text of `result`, an `errorMessage` the stream itself set and the diagnostics a
+/// recovery recorded (which may quote a server's answer), without what the request carried (see
+/// [`Secrets`]).
 pub(crate) fn scrub(
     secrets: &Secrets,
     out: &mut AssistantMessageBuilder,
@@ -434,6 +435,11 @@ pub(crate) fn scrub(
         let clean = secrets.clean(text.to_owned());
         if clean != text {
             out.metadata_mut().error_message = Some(clean.into_boxed_str());
+        }
+    }
+    if !secrets.is_empty() && out.message().diagnostics.as_ref().is_some_and(|d| !d.is_empty()) {
+        for diagnostic in out.metadata_mut().diagnostics.iter_mut().flatten() {
+            secrets.clean_diagnostic(diagnostic);
         }
     }
     result.map_err(|stop| Stop { message: secrets.clean(stop.message), ..stop })

@@ -197,6 +197,26 @@ impl Secrets {
         self.0.is_empty()
     }
 
+    /// `diagnostic` without these credentials: its error text and every string of its details.
+    pub(crate) fn clean_diagnostic(&self, diagnostic: &mut pi_types::AssistantMessageDiagnostic) {
+        if self.is_empty() {
+            return;
+        }
+        let redactor = self.redactor();
+        if let Some(error) = diagnostic.error.as_mut() {
+            if let Cow::Owned(clean) = redactor.text(&error.message) {
+                error.message = clean;
+            }
+        }
+        if let Some(details) = diagnostic.details.as_mut() {
+            let mut value = Value::Object(std::mem::take(details));
+            redactor.value(&mut value);
+            if let Value::Object(clean) = value {
+                *details = clean;
+            }
+        }
+    }
+
     /// A matcher for these credentials.
     pub(crate) fn redactor(&self) -> Redactor {
         Redactor::new(self.0.iter().map(String::as_str))
@@ -238,6 +258,25 @@ mod tests {
     use super::*;
 
     const KEY: &str = "sk-live-0123456789abcdef\"/+x";
+
+    /// A recovery's diagnostic that quotes the server (a WebSocket close reason, a gateway's
+    /// error page) loses the key in its text and its details alike.
+    #[test]
+    fn a_diagnostic_is_cleaned_in_text_and_details() {
+        let secrets = Secrets(vec![KEY.to_owned()]);
+        let mut details = pi_types::JsonObject::new();
+        details.insert("body".into(), serde_json::json!({"echo": format!("key={KEY}")}));
+        let mut diagnostic = pi_types::AssistantMessageDiagnostic {
+            kind: "provider_transport_failure".into(),
+            error: Some(pi_types::DiagnosticErrorInfo { message: format!("closed: {KEY}"), ..Default::default() }),
+            details: Some(details),
+            ..Default::default()
+        };
+        secrets.clean_diagnostic(&mut diagnostic);
+        let text = serde_json::to_string(&diagnostic).unwrap();
+        assert!(!text.contains("sk-live"), "{text}");
+        assert_eq!(diagnostic.error.map(|e| e.message).as_deref(), Some("closed: <redacted>"));
+    }
 
     #[test]
     fn every_spelling_and_fragment_is_redacted() {

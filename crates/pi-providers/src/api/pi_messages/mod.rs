@@ -263,8 +263,9 @@ impl WireApi for Wire {
                 // The reference reports a failed request or a broken stream with a new
                 // message: no content, zero usage, only the error (and its diagnostic).
                 let mut fresh = adapter_support::builder(out.into_sender(), model, &model.api);
-                if let Some(diagnostic) = diagnostic {
-                    fresh.metadata_mut().diagnostics = Some(vec![redact_diagnostic(secrets, diagnostic)]);
+                if let Some(mut diagnostic) = diagnostic {
+                    secrets.clean_diagnostic(&mut diagnostic);
+                    fresh.metadata_mut().diagnostics = Some(vec![diagnostic]);
                 }
                 fresh.error(http::bound_error_message(stop.message)).await;
             }
@@ -296,25 +297,6 @@ impl Decoder for Decode {
             None => Err(Stop::error(format!("{} stream ended without a terminal event", cx.model.provider))),
         }
     }
-}
-
-/// A diagnostic without what the request carried (a backend's error may quote it).
-fn redact_diagnostic(secrets: &Secrets, mut diagnostic: AssistantMessageDiagnostic) -> AssistantMessageDiagnostic {
-    if secrets.is_empty() {
-        return diagnostic;
-    }
-    let redactor = secrets.redactor();
-    if let Some(error) = diagnostic.error.as_mut() {
-        error.message = redactor.text(&error.message).into_owned();
-    }
-    if let Some(details) = diagnostic.details.as_mut() {
-        let mut value = Value::Object(std::mem::take(details));
-        redactor.value(&mut value);
-        if let Value::Object(clean) = value {
-            *details = clean;
-        }
-    }
-    diagnostic
 }
 
 // ---------------------------------------------------------------------------------------------
