@@ -30,8 +30,9 @@ const FIXTURE_SETS: [&str; 3] =
     ["tests/fixtures/providers", "tests/fixtures/providers-extra", "tests/fixtures/providers-real"];
 
 /// pi-providers' reference scripts, in `crates/pi-providers/tests/fixtures/<folder>`: each runs
-/// as `node <script> <xtask/node>` into its one golden, or, with [`Golden::PerName`], as `node
-/// <script> <xtask/node> <name>` into `<name>.json` for each `.json` of the folder but its inputs.
+/// as `node <script> <xtask/node>` into its one golden, or, with [`Golden::PerName`], as
+/// `node <script> <xtask/node> <name>` into `<name>.json` for each `.json` of the folder but its
+/// inputs.
 const SCRIPTS: [(&str, &str, Golden); 5] = [
     ("auth", "reference_flows.mjs", Golden::PerName { inputs: &["answers.json"] }),
     ("cache_warming", "reference_cache_warming.mjs", Golden::One("golden.json")),
