@@ -783,6 +783,7 @@ fn map_stop_reason(reason: &str, details: Option<&Value>) -> Result<(StopReason,
 /// signature) into the block at `content_index`: the change made at once, its event in the
 /// hand-over. A delta of another kind than its block is ignored (the builder refuses it), as the
 /// reference ignores it; a signature is appended without an event.
+#[inline]
 fn apply_delta<'o>(
     out: &'o mut AssistantMessageBuilder,
     content_index: usize,

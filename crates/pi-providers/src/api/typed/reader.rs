@@ -235,6 +235,11 @@ impl<'a> Reader<'a> {
 
     /// The rest of an object from the value of its member `name` (its `{`, the members before
     /// and the name read): `member` reads that value first, then each further member's.
+    ///
+    /// This and [`Reader::rest_of_object`] are always inlined: each instance serves one decode,
+    /// whose output its closure fills; out of line, that output stays behind a pointer for every
+    /// member read (measured in docs/performance.md, "Why the code is shaped so").
+    #[inline(always)]
     pub(crate) fn members_from(
         &mut self,
         name: &str,
@@ -246,6 +251,7 @@ impl<'a> Reader<'a> {
 
     /// The rest of an object after one of its members' values: its further members (`member`
     /// reads each one's value) and its `}`.
+    #[inline(always)]
     pub(crate) fn rest_of_object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Option<()>) -> Option<()> {
         loop {
             if self.after_member()? {
